@@ -1,0 +1,1 @@
+"""What is dispatched: native op catalogue, kernel capability classes, prepared layouts."""

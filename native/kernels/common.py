@@ -1,0 +1,107 @@
+"""Shared pieces of the linear kernel classes: the class shape, op checks and the dispatch
+helpers every family uses (FP16 activations, token flattening, padding).
+
+Torch is imported only inside the dispatch helpers, never at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from routectl.native_ns import NativeNamespace, missing_ops
+from routectl.reasons import OK, Check, missing_ops_reason, reject
+
+FP16 = "float16"
+
+
+class LinearKernel:
+    """Base of every capability class: `name` is the class name (an interface: it is what
+    `disabled_kernels` lists), `required_ops` what `can_implement` checks last."""
+
+    name: ClassVar[str] = "LinearKernel"
+    required_ops: ClassVar[tuple[str, ...]] = ()
+    # Label in the missing-operator reason ("missing native <label> operators: [...]").
+    ops_label: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name = cls.__name__
+
+    @classmethod
+    def check_ops(cls, ns: NativeNamespace) -> Check:
+        missing = missing_ops(ns, cls.required_ops)
+        if missing:
+            return (False, missing_ops_reason(cls.ops_label, missing))
+        return OK
+
+
+def padded(n: int, tile: int) -> int:
+    """n rounded up to a multiple of `tile` (zero stays zero)."""
+    return -(-n // tile) * tile
+
+
+def capability_check(capability: int, allowed: Callable[[int], bool], code: str,
+                     core: str) -> Check:
+    if allowed(capability):
+        return OK
+    return reject(code, f"{core}, got capability {capability}")
+
+
+def dtype_name(tensor: Any) -> str:
+    return str(tensor.dtype).removeprefix("torch.")
+
+
+class ActivationDtypeError(TypeError):
+    """A dispatch received activations the prepared layout cannot consume."""
+
+
+def require_fp16(x: Any, what: str) -> None:
+    if dtype_name(x) != FP16:
+        raise ActivationDtypeError(f"{what} requires float16 activations, got {dtype_name(x)}")
+
+
+def tokens(x: Any, k: int) -> Any:
+    """The activations as a contiguous (M, K) matrix: M = every leading dimension."""
+    if x.shape[-1] != k:
+        raise ValueError(f"activation width {x.shape[-1]} does not match K={k}")
+    return x.reshape(-1, k).contiguous()
+
+
+def restore_leading(y: Any, x: Any) -> Any:
+    """Give the (M, N) result the leading dimensions of the original activations."""
+    return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def empty_fp16(shape: tuple[int, ...], like: Any) -> Any:
+    import torch
+
+    return torch.empty(shape, dtype=torch.float16, device=like.device)
+
+
+SILU_AND_MUL_OP = "silu_and_mul"
+
+
+def silu_and_mul(ns: NativeNamespace, y: Any) -> Any:
+    """SiLU(gate) * up on a (M, 2H) [gate | up] result: the unfused gate/up epilogue.
+
+    Runs as the engine's `silu_and_mul` op rather than torch arithmetic: the call is then
+    recorded like every other launch, and replay on meta tensors stays free of torch's
+    Python meta kernels (their first use imports sympy, about a second).
+    """
+    out = empty_fp16((*y.shape[:-1], y.shape[-1] // 2), y)
+    ns.call(SILU_AND_MUL_OP, result=out, input=y)
+    return out
+
+
+@dataclass
+class Prepared:
+    """What a kernel's preparation leaves on the layer: resident tensors (padding included),
+    per-invocation scratch in bytes, and the dispatch functions."""
+
+    resident: dict[str, Any]
+    apply: Callable[[Any], Any] | None = None
+    apply_gated: Callable[[Any], Any] | None = None
+    scratch: dict[str, int] = field(default_factory=dict)
+

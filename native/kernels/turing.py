@@ -1,0 +1,231 @@
+"""Turing (SM75) QPN linears (CONTRACTS 2.2): TuringQpn2NvFp4LinearKernel and
+TuringQpn8Fp8LinearKernel. Unlike the Volta classes, these check the policy first, inside
+`can_implement`: the request object carries the policy-derived flags, because native/ never
+reads the policy itself.
+
+Scratch convention (both kernels): the dispatch op takes an optional `scratch` tensor, a
+dense (K, N) FP16 buffer owned by the invocation, passed exactly when M exceeds the native
+decode rows (QPN8: M > 8; QPN2: M > 32) and recorded as `scratch: true` in the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from native.kernels.common import (
+    FP16,
+    LinearKernel,
+    Prepared,
+    capability_check,
+    empty_fp16,
+    padded,
+    require_fp16,
+    restore_leading,
+    tokens,
+)
+from native.kernels.nvfp4_sm70 import (
+    QPN2_GEMM_OP,
+    QPN2_PREPARE_OP,
+    QPN2_TILE_N,
+    packed_dims,
+    qpn2_tuning,
+)
+from native.layers import NVFP4_GROUP, Fp8Layer, Nvfp4Layer
+from routectl.native_ns import NativeNamespace
+from routectl.reasons import OK, Check, reject
+
+QPN8_PREPARE_OP = "fp8_qpn8_prepare_sm70"
+QPN8_DISPATCH_OP = "fp8_qpn8_dispatch_sm70_out"
+QPN8_PREFILL_OP = "fp8_qpn8_prefill_sm70_out"
+
+TURING_QPN2_REQUIRED_OPS = (QPN2_PREPARE_OP, QPN2_GEMM_OP)
+QPN8_REQUIRED_OPS = (QPN8_PREPARE_OP, QPN8_DISPATCH_OP, QPN8_PREFILL_OP)
+
+# Rows up to these use native decode; above, the call gets invocation-owned dense scratch.
+TURING_QPN2_DECODE_MAX_M = 32
+QPN8_DECODE_MAX_M = 8
+
+LAYOUT_TURING_QPN2 = "nvfp4_qpn2_dense"
+LAYOUT_QPN8 = "fp8_qpn8"
+
+_SM75_CORE = "requires Turing SM75; Volta retains its existing kernel"
+
+
+def _turing_supported(capability: int) -> Check:
+    return capability_check(capability, lambda cc: cc == 75, "requires_sm75", _SM75_CORE)
+
+
+@dataclass(frozen=True)
+class TuringQpn2Options:
+    dense_qpn2: bool = True  # sm70_nvfp4.dense_qpn2
+    backend_enabled: bool = True  # use_turbomind(sm70_turbomind.nvfp4)
+
+
+@dataclass(frozen=True)
+class TuringQpn8Options:
+    enabled: bool = True  # sm70_fp8.enabled (effective)
+    force_marlin: bool = False  # sm70_turbomind.quant_backend == marlin
+
+
+@dataclass(frozen=True)
+class TuringNvfp4Request:
+    """What TuringQpn2NvFp4LinearKernel.can_implement judges: the layer and its policy."""
+
+    layer: Nvfp4Layer
+    options: TuringQpn2Options = TuringQpn2Options()
+
+
+@dataclass(frozen=True)
+class TuringFp8Request:
+    layer: Fp8Layer
+    options: TuringQpn8Options = TuringQpn8Options()
+
+
+class TuringQpn2NvFp4LinearKernel(LinearKernel):
+    required_ops = TURING_QPN2_REQUIRED_OPS
+
+    @classmethod
+    def is_supported(cls, capability: int) -> Check:
+        return _turing_supported(capability)
+
+    @classmethod
+    def policy_check(cls, request: TuringNvfp4Request) -> Check:
+        if not request.options.dense_qpn2:
+            return reject("dense_qpn2_disabled", "dense QPN2 disabled by KernelConfig")
+        if not request.options.backend_enabled:
+            return reject("legacy_backend_override",
+                          "disabled by the legacy quantization backend override")
+        return OK
+
+    @classmethod
+    def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
+        if not isinstance(layer, TuringNvfp4Request):
+            return reject("not_turing_nvfp4_request", "requires checkpoint-native NVFP4 metadata")
+        ok, reason = cls.policy_check(layer)
+        if not ok:
+            return (ok, reason)
+        spec = layer.layer
+        if spec.act_dtype != FP16:
+            return reject("activation_not_fp16",
+                          f"requires FP16 activations (activations {spec.act_dtype})")
+        shape = tuple(spec.weight_shape)
+        if len(shape) != 2:
+            return reject("packed_weight_rank",
+                          f"requires rank-two packed weights (shape {shape})")
+        k, n = packed_dims(spec)
+        core = "requires N > 0 and positive K divisible by 128"
+        if n <= 0:
+            return reject("n_not_positive", f"{core}: N <= 0 (N={n})")
+        if k <= 0:
+            return reject("k_not_positive", f"{core}: K <= 0 (K={k})")
+        if k % 128:
+            return reject("k_not_multiple_of_128", f"{core}: K % 128 != 0 (K={k})")
+        if spec.weight_dtype != "uint8" or spec.scale_dtype != "float8_e4m3fn":
+            return reject("nvfp4_dtypes",
+                          "requires NVFP4 bytes and E4M3 block scales (weight "
+                          f"{spec.weight_dtype}, scales {spec.scale_dtype})")
+        expected = (n, k // NVFP4_GROUP)
+        if tuple(spec.scale_shape) != expected:
+            return reject("scale_shape",
+                          "requires one E4M3 scale per 16 weight values (scales "
+                          f"{tuple(spec.scale_shape)}, expected {expected})")
+        return cls.check_ops(ns)
+
+
+class TuringQpn8Fp8LinearKernel(LinearKernel):
+    required_ops = QPN8_REQUIRED_OPS
+
+    @classmethod
+    def is_supported(cls, capability: int) -> Check:
+        return _turing_supported(capability)
+
+    @classmethod
+    def policy_check(cls, request: TuringFp8Request) -> Check:
+        if not request.options.enabled or request.options.force_marlin:
+            return reject("qpn8_disabled",
+                          "QPN8 disabled by KernelConfig or legacy backend override")
+        return OK
+
+    @classmethod
+    def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
+        if not isinstance(layer, TuringFp8Request):
+            return reject("not_turing_fp8_request", "requires a per-tensor FP8 layer request")
+        ok, reason = cls.policy_check(layer)
+        if not ok:
+            return (ok, reason)
+        spec = layer.layer
+        if spec.act_dtype != FP16 or spec.out_dtype != FP16:
+            return reject("input_output_not_fp16",
+                          f"requires FP16 input and output (input {spec.act_dtype}, output "
+                          f"{spec.out_dtype})")
+        if spec.weight_dtype != "float8_e4m3fn" or spec.weight_scheme != "static_per_tensor":
+            return reject("not_static_per_tensor_e4m3",
+                          "requires static per-tensor E4M3 weights (weight "
+                          f"{spec.weight_dtype}, {spec.weight_scheme})")
+        shape = tuple(spec.weight_shape)
+        if len(shape) != 2:
+            return reject("weight_rank", f"requires rank-two weights (shape {shape})")
+        n, k = shape
+        core = "requires positive N divisible by 32 and K divisible by 128"
+        if n <= 0:
+            return reject("n_not_positive", f"{core}: N <= 0 (N={n})")
+        if k <= 0:
+            return reject("k_not_positive", f"{core}: K <= 0 (K={k})")
+        if n % 32:
+            return reject("n_not_multiple_of_32", f"{core}: N % 32 != 0 (N={n})")
+        if k % 128:
+            return reject("k_not_multiple_of_128", f"{core}: K % 128 != 0 (K={k})")
+        return cls.check_ops(ns)
+
+
+TURING_KERNELS = (TuringQpn2NvFp4LinearKernel, TuringQpn8Fp8LinearKernel)
+
+
+def prepare_turing_qpn2(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace
+                        ) -> Prepared:
+    """Layout nvfp4_qpn2_dense: QPN2 codes and scales, N zero-padded to 32."""
+    k, n = packed_dims(layer)
+    n_padded = padded(n, QPN2_TILE_N)
+    codes, scales = ns.call(QPN2_PREPARE_OP, weight=tensors["weight_packed"],
+                            weight_scale=tensors["weight_scale"], padded_n=n_padded)
+    resident = {"qpn2_codes": codes, "qpn2_scales": scales,
+                "weight_global_scale": tensors["weight_global_scale"]}
+    split_k, nacc = qpn2_tuning(k, n_padded, False)
+
+    def apply(x: Any) -> Any:
+        require_fp16(x, "Turing NVFP4 QPN2")
+        x2 = tokens(x, k)
+        m = x2.shape[0]
+        out = empty_fp16((m, n_padded), x2)
+        if m > 0:
+            scratch = empty_fp16((k, n_padded), x2) if m > TURING_QPN2_DECODE_MAX_M else None
+            ns.call(QPN2_GEMM_OP, out=out, x=x2, codes=codes, scales=scales,
+                    global_scale=resident["weight_global_scale"], split_k=split_k, nacc=nacc,
+                    gated=False, scratch=scratch)
+        return restore_leading(out[:, :n], x)
+
+    return Prepared(resident=resident, apply=apply,
+                    scratch={"dense_scratch": k * n_padded * 2})
+
+
+def prepare_turing_qpn8(layer: Fp8Layer, tensors: dict[str, Any], ns: NativeNamespace
+                        ) -> Prepared:
+    """Native QPN8 layout of the checkpoint (N, K) E4M3 weight; per-tensor scale kept."""
+    n, k = layer.weight_shape
+    weight = ns.call(QPN8_PREPARE_OP, weight=tensors["weight"],
+                     weight_scale=tensors["weight_scale"])
+    resident = {"qpn8_weight": weight, "weight_scale": tensors["weight_scale"]}
+
+    def apply(x: Any) -> Any:
+        require_fp16(x, "Turing FP8 QPN8")
+        x2 = tokens(x, k)
+        m = x2.shape[0]
+        out = empty_fp16((m, n), x2)
+        if m > 0:
+            scratch = empty_fp16((k, n), x2) if m > QPN8_DECODE_MAX_M else None
+            ns.call(QPN8_DISPATCH_OP, out=out, x=x2, weight=weight,
+                    weight_scale=resident["weight_scale"], scratch=scratch)
+        return restore_leading(out, x)
+
+    return Prepared(resident=resident, apply=apply, scratch={"dense_scratch": k * n * 2})

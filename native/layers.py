@@ -1,0 +1,143 @@
+"""Plain descriptions of the linear layers the kernels serve: shapes and dtype names only.
+
+Torch-free: capability checks and selection read these values. `checkpoint_tensors(device)`
+builds the matching checkpoint tensors (meta in replay) and is the only place that imports
+torch, lazily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+NVFP4_GROUP = 16  # one E4M3 block scale per 16 FP4 values
+AWQ_PACK = 8  # uint4 values per int32 word
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def role_of(prefix: str) -> str:
+    """The projection role: the last dotted component of the layer prefix."""
+    return prefix.rsplit(".", 1)[-1]
+
+
+def _empty(shape: tuple[int, ...], dtype_name: str, device: Any) -> Any:
+    import torch
+
+    return torch.empty(shape, dtype=getattr(torch, dtype_name), device=device)
+
+
+@dataclass(frozen=True)
+class Nvfp4Layer:
+    """A weight-only NVFP4 linear (compressed-tensors on SM70, checkpoint-native on SM75)."""
+
+    prefix: str
+    input_size: int  # K, local
+    output_size: int  # N, local
+    weight_shape: tuple[int, ...]  # packed codes (N, K/2)
+    scale_shape: tuple[int, ...]  # block scales (N, ceil(K/16))
+    weight_dtype: str = "uint8"
+    scale_dtype: str = "float8_e4m3fn"
+    act_dtype: str = "float16"
+    gated: bool = False  # fused gate/up projection
+    logical_widths: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, prefix: str, k: int, n: int, *, gated: bool | None = None,
+           act_dtype: str = "float16") -> Nvfp4Layer:
+        """The layer a checkpoint of local size (K, N) describes; gate_up_proj is gated."""
+        is_gated = role_of(prefix) == "gate_up_proj" if gated is None else gated
+        widths = (n // 2, n // 2) if is_gated else (n,)
+        return cls(prefix=prefix, input_size=k, output_size=n, weight_shape=(n, k // 2),
+                   scale_shape=(n, _ceil_div(k, NVFP4_GROUP)), act_dtype=act_dtype,
+                   gated=is_gated, logical_widths=widths)
+
+    @property
+    def role(self) -> str:
+        return role_of(self.prefix)
+
+    def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
+        """weight_packed, weight_scale and the per-tensor weight_global_scale (float32)."""
+        return {
+            "weight_packed": _empty(self.weight_shape, self.weight_dtype, device),
+            "weight_scale": _empty(self.scale_shape, self.scale_dtype, device),
+            "weight_global_scale": _empty((1,), "float32", device),
+        }
+
+
+@dataclass(frozen=True)
+class Fp8Layer:
+    """A Turing QPN8 FP8 linear: E4M3 weight (N, K) with a static per-tensor scale."""
+
+    prefix: str
+    input_size: int  # K
+    output_size: int  # N
+    weight_shape: tuple[int, ...]  # (N, K)
+    weight_dtype: str = "float8_e4m3fn"
+    # How the weight is scaled: "static_per_tensor", "static_per_channel", "static_128_block".
+    weight_scheme: str = "static_per_tensor"
+    scale_shape: tuple[int, ...] = (1,)
+    act_dtype: str = "float16"
+    out_dtype: str = "float16"
+    gated: bool = False
+
+    @classmethod
+    def of(cls, prefix: str, k: int, n: int, *, act_dtype: str = "float16",
+           out_dtype: str = "float16") -> Fp8Layer:
+        return cls(prefix=prefix, input_size=k, output_size=n, weight_shape=(n, k),
+                   act_dtype=act_dtype, out_dtype=out_dtype,
+                   gated=role_of(prefix) == "gate_up_proj")
+
+    @property
+    def role(self) -> str:
+        return role_of(self.prefix)
+
+    def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
+        return {
+            "weight": _empty(self.weight_shape, self.weight_dtype, device),
+            "weight_scale": _empty(self.scale_shape, "float32", device),
+        }
+
+
+@dataclass(frozen=True)
+class AwqLayer:
+    """An AWQ GEMM-packed linear: qweight (K, N/8) int32, qzeros (K/g, N/8) int32,
+    scales (K/g, N) fp16; uint4 with zero points."""
+
+    prefix: str
+    input_size: int  # K
+    output_size: int  # N
+    group_size: int
+    qweight_shape: tuple[int, ...]
+    qzeros_shape: tuple[int, ...]
+    scales_shape: tuple[int, ...]
+    qweight_dtype: str = "int32"
+    qzeros_dtype: str = "int32"
+    scales_dtype: str = "float16"
+    weight_type: str = "uint4"
+    has_zero_points: bool = True
+    has_g_idx: bool = False
+    act_dtype: str = "float16"
+    gated: bool = False  # fused gate/up projection
+
+    @classmethod
+    def of(cls, prefix: str, k: int, n: int, group_size: int, *,
+           act_dtype: str = "float16", has_g_idx: bool = False) -> AwqLayer:
+        groups = _ceil_div(k, group_size) if group_size > 0 else 0
+        return cls(prefix=prefix, input_size=k, output_size=n, group_size=group_size,
+                   qweight_shape=(k, n // AWQ_PACK), qzeros_shape=(groups, n // AWQ_PACK),
+                   scales_shape=(groups, n), act_dtype=act_dtype, has_g_idx=has_g_idx,
+                   gated=role_of(prefix) == "gate_up_proj")
+
+    @property
+    def role(self) -> str:
+        return role_of(self.prefix)
+
+    def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
+        return {
+            "qweight": _empty(self.qweight_shape, self.qweight_dtype, device),
+            "qzeros": _empty(self.qzeros_shape, self.qzeros_dtype, device),
+            "scales": _empty(self.scales_shape, self.scales_dtype, device),
+        }

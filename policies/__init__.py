@@ -1,0 +1,47 @@
+"""What is decided: the KernelConfig, its variables, qualification, selectors and categories.
+
+`PROJECT` is the object routectl receives (named in pyproject's `[tool.routectl]`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from native.catalogue import CATALOGUE
+from policies.categories import CATEGORIES
+from policies.config import KernelConfig
+from policies.families import active_sections
+from policies.linear_awq import load_awq_dense
+from policies.linear_nvfp4 import load_nvfp4_sm70
+from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
+from policies.qualification import nvfp4_workload_qualified, qualification_verdicts
+from policies.variables import FIELDS, UNKNOWN_PREFIX
+from routectl.project import Project
+from routectl.workload import EngineConfig, Hardware
+
+
+def _context(hardware: Hardware, engine: EngineConfig) -> Mapping[str, Any]:
+    return {"qualified": nvfp4_workload_qualified(engine)[0], "capability": hardware.capability}
+
+
+PROJECT = Project(
+    name="routectl-sm70",
+    config_model=KernelConfig,
+    fields=FIELDS,
+    catalogue=CATALOGUE,
+    categories=CATEGORIES,
+    qualification=qualification_verdicts,
+    context=_context,
+    active_sections=active_sections,
+    unknown_prefix=UNKNOWN_PREFIX,
+    # Family name -> loader; `routectl.select` calls it without tensors (selection only).
+    selectors={
+        "sm70-nvfp4-linear": load_nvfp4_sm70,
+        "sm70-awq-linear": load_awq_dense,
+        "sm75-nvfp4-linear": load_turing_nvfp4,
+        "sm75-fp8-linear": load_turing_fp8,
+    },
+)
+
+__all__ = ["PROJECT", "KernelConfig"]

@@ -1,0 +1,12 @@
+"""The snapshot categories, in the order `routectl list` shows them."""
+
+from policies.categories import awq_sm70, nvfp4_sm70, sm75
+from policies.linear_awq import load_awq_dense
+from policies.linear_nvfp4 import load_nvfp4_sm70
+from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
+
+CATEGORIES: tuple = (
+    nvfp4_sm70.category({"nvfp4": load_nvfp4_sm70}),
+    awq_sm70.category({"awq": load_awq_dense}),
+    sm75.category({"nvfp4": load_turing_nvfp4, "fp8": load_turing_fp8}),
+)

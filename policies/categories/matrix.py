@@ -1,0 +1,67 @@
+"""The standard route matrix (CONTRACTS 5.1): model x kv x tp x spec x concurrency x budget."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from routectl.rows import Probe, RowSpec
+from routectl.workload import EngineConfig
+
+KV_DTYPES = ("float16", "fp8_e4m3", "fp8_e5m2")
+TP_SIZES = (2, 4)
+SPEC_METHODS = ("none", "mtp", "dflash")
+CONCURRENCY = (1, 4, 8)
+BUDGETS = (4096, 8192)
+SPEC_TOKENS = {"none": 0, "mtp": 4, "dflash": 7}
+DFLASH_SELECTOR_TOP_K = 16
+
+NOT_APPLICABLE = "not_applicable"
+NOT_MODELLED = "not_modelled"
+
+
+def engine(kv: str, tp: int, spec: str, concurrency: int, budget: int) -> EngineConfig:
+    """The engine double of one matrix cell: PP 1, no DBO, ubatch 0."""
+    return EngineConfig(
+        tp=tp, pp=1, spec_method=spec, spec_tokens=SPEC_TOKENS[spec],
+        selector_top_k=DFLASH_SELECTOR_TOP_K if spec == "dflash" else 0,
+        max_num_seqs=concurrency, max_num_batched_tokens=budget, dbo=False, ubatch=0,
+        kv_dtype=kv)
+
+
+def row_id(model: str, kv: str, tp: int, spec: str, concurrency: int, budget: int) -> str:
+    return f"{model}/{kv}/tp{tp}/{spec}/c{concurrency}/q{budget}"
+
+
+@dataclass(frozen=True)
+class ModelScope:
+    """One model of a category: its layer per TP size, or why the category has no route."""
+
+    id: str
+    layer: Callable[[int], Mapping[str, Any]] | None = None
+    status: tuple[str, str] | None = None
+
+
+def matrix_rows(models: Sequence[ModelScope], capability: int) -> list[RowSpec]:
+    rows: list[RowSpec] = []
+    for model, kv, tp, spec, c, q in itertools.product(
+            models, KV_DTYPES, TP_SIZES, SPEC_METHODS, CONCURRENCY, BUDGETS):
+        rows.append(RowSpec(
+            id=row_id(model.id, kv, tp, spec, c, q),
+            model=model.id,
+            engine=engine(kv, tp, spec, c, q),
+            capability=capability,
+            layer=model.layer(tp) if model.layer else {},
+            status=model.status,
+        ))
+    return rows
+
+
+def with_probes(rows: list[RowSpec], probes: Sequence[Probe],
+                bases: Mapping[str, RowSpec] | None = None) -> list[RowSpec]:
+    """Matrix rows plus each probe applied to its base row (bases may add off-matrix rows)."""
+    by_id = {r.id: r for r in rows}
+    by_id.update(bases or {})
+    return [*rows, *(p.apply(by_id[p.base]) for p in probes)]

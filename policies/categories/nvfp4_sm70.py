@@ -1,0 +1,90 @@
+"""Category sm70-nvfp4-linear: CT NVFP4 weight-only linears on Volta (CONTRACTS 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.categories.basis import LINEAR_BASIS
+from policies.categories.linear import LinearCategory, layer
+from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
+from policies.variables import field
+from routectl.rows import Probe
+
+NAME = "sm70-nvfp4-linear"
+TOKEN_COUNTS = (1, 8, 32, 64, 1024)
+
+QPN2_OPS = ("nvfp4_qpn2_prepare_sm70", "nvfp4_qpn2_gemm_sm70_out", "nvfp4_qpn2_gated_sm70_out",
+            "nvfp4_qpn2_dispatch_sm70_out")
+QPN4_OPS = ("nvfp4_qpn4_prepare_sm70", "nvfp4_qpn4_prepare_scale_code_sm70",
+            "nvfp4_qpn4_dequantize_sm70_out", "nvfp4_qpn4_prefill_sm70_out",
+            "nvfp4_qpn4_dispatch_sm70_out")
+SHARED_OPS = ("nvfp4_qpn2_prepare_scales_sm70", "nvfp4_qpn2_tm_dispatch_sm70_out")
+PREFILL_OP = "nvfp4_qpn2_prefill_dispatch_sm70_out"
+COMPACT_VERSION = "nvfp4_qpn2_compact_scales_version_sm70"
+
+GDN = "in_proj_qkvz"
+
+
+def gdn_layer(tp: int) -> dict[str, Any]:
+    """The 27B GDN in_proj_qkvz: N 4120 per rank at TP4, 8240 at TP2 (padded to 32 natively)."""
+    return layer("nvfp4", GDN, 5120, 4120 if tp == 4 else 8240)
+
+
+MODELS = (
+    ModelScope("27b_dflash2_nvfp4", layer=gdn_layer),
+    ModelScope("flash_next_mtp4_nvfp4", status=(
+        NOT_APPLICABLE, "ModelOpt NVFP4 checkpoint: not a compressed-tensors weight-only "
+        "NVFP4 linear")),
+    ModelScope("35b_a3b_awq", status=(NOT_APPLICABLE, "AWQ checkpoint: no NVFP4 linear")),
+)
+
+BASE = row_id("27b_dflash2_nvfp4", "fp8_e4m3", 4, "dflash", 4, 8192)
+QPN4_ENGINE = {"spec_method": "none", "spec_tokens": 0, "selector_top_k": 0, "max_num_seqs": 1}
+DOWN = layer("nvfp4", "down_proj", 4352, 5120)
+GATE_UP = layer("nvfp4", "gate_up_proj", 5120, 8704)
+
+
+def var(key: str) -> str:
+    variable = field(key).variable
+    assert variable is not None
+    return variable
+
+
+def probe(name: str, *, batch_layouts: bool = False, qpn4: bool = False,
+          variables: dict[str, str] | None = None, **changes: Any) -> Probe:
+    """Probes run with batch layouts off unless stated; the qpn4_* probes use spec none, c1."""
+    overlay = dict(variables or {})
+    if not batch_layouts:
+        overlay[var("sm70_turbomind.batch_layouts")] = "0"
+    return Probe(name, BASE, variables=overlay, engine=QPN4_ENGINE if qpn4 else {}, **changes)
+
+
+PROBES = (
+    probe("native_missing", remove_ops=(*QPN2_OPS, *QPN4_OPS, *SHARED_OPS, PREFILL_OP),
+          doc="no QPN2/QPN4/prefill/shared ops; compact op and its version getter kept"),
+    probe("shared_native_missing", remove_ops=SHARED_OPS),
+    probe("compact_revision_zero", abi={COMPACT_VERSION: 0}),
+    probe("compact_enabled", doc="the base itself: compact scales on"),
+    probe("batch_supersedes_compact", batch_layouts=True),
+    probe("new_role_retains_fallback", layer={"role": "unqualified_projection"}),
+    probe("misaligned_k", layer={"k": 5000}),
+    probe("gated_projection", layer=GATE_UP),
+    probe("qpn2_off", variables={var("sm70_nvfp4.qpn2"): "0"}),
+    probe("prefill_off", variables={var("sm70_nvfp4.prefill"): "0"}),
+    probe("separate_codes", variables={var("sm70_nvfp4.shared_weight"): "0"}),
+    probe("persistent_scales", variables={var("sm70_nvfp4.shared_scales"): "0"}),
+    probe("legacy_threshold", variables={var("sm70_nvfp4.prefill_min_m"): "9"}),
+    probe("qpn4_down", qpn4=True, layer=DOWN),
+    probe("qpn4_gate", qpn4=True, layer=GATE_UP,
+          variables={var("sm70_nvfp4.dense_gated_silu"): "1"}),
+    probe("qpn4_native_missing", qpn4=True, layer=DOWN, remove_ops=QPN4_OPS),
+    probe("qpn4_workspace_missing", qpn4=True, layer=DOWN,
+          engine_facts={"workspace_elements": 0}),
+    probe("qpn4_off", qpn4=True, layer=DOWN, variables={var("sm70_nvfp4.qpn4"): "0"}),
+)
+
+
+def category(loaders: dict[str, Any]) -> LinearCategory:
+    return LinearCategory(
+        name=NAME, basis=LINEAR_BASIS, capability=70, models=MODELS, probes=PROBES,
+        loaders=loaders, token_counts=TOKEN_COUNTS)

@@ -1,0 +1,106 @@
+"""Model qualification (CONTRACTS 4): whole-model quality boundaries, not operator capability.
+Pure functions of the engine configuration and the layer description, returning Checks whose
+reasons name the rule and the offending value.
+"""
+
+from __future__ import annotations
+
+from native.layers import Nvfp4Layer
+from routectl.reasons import OK, Check, reject
+from routectl.workload import EngineConfig
+
+# 4.1: the retained DFlash2 workload (TP, KV dtype and concurrency are deliberately absent).
+NVFP4_SPEC_METHOD = "dflash"
+NVFP4_SPEC_TOKENS = 7
+NVFP4_SELECTOR_TOP_K = 16
+
+QPN2_ROLES = ("in_proj_qkvz", "qkv_proj", "out_proj", "o_proj", "gate_up_proj", "down_proj")
+AWQ_EXACT_DENSE_ROLES = ("gate_up_proj", "down_proj", "in_proj_qkvz", "out_proj", "o_proj")
+
+QPN4_DOWN_N = 5120
+QPN4_GATE_UP_K = 5120
+
+
+def nvfp4_workload_qualified(engine: EngineConfig) -> Check:
+    """DFlash with 7 speculative tokens and selector top-k 16, PP 1, no DBO, ubatch <= 1."""
+    if engine.spec_method != NVFP4_SPEC_METHOD:
+        return reject("spec_method_not_dflash",
+                      f"speculative method is {engine.spec_method}, not dflash")
+    if engine.spec_tokens != NVFP4_SPEC_TOKENS:
+        return reject("spec_tokens_not_7",
+                      f"{engine.spec_tokens} speculative tokens, not {NVFP4_SPEC_TOKENS}")
+    if engine.selector_top_k != NVFP4_SELECTOR_TOP_K:
+        return reject("selector_top_k_not_16",
+                      f"draft selector_top_k is {engine.selector_top_k}, not "
+                      f"{NVFP4_SELECTOR_TOP_K}")
+    if engine.pp != 1:
+        return reject("pp_not_1", f"pipeline parallel size is {engine.pp}, not 1")
+    if engine.dbo:
+        return reject("dbo_enabled", "dual batch overlap is enabled")
+    if engine.ubatch > 1:
+        return reject("ubatch_above_1", f"ubatch size is {engine.ubatch}, above 1")
+    return OK
+
+
+def qpn2_role_qualified(role: str) -> Check:
+    if role in QPN2_ROLES:
+        return OK
+    return reject("qpn2_role_unqualified",
+                  f"projection role not yet quality-qualified for QPN2 (role {role})")
+
+
+def qpn4_workload_qualified(engine: EngineConfig) -> Check:
+    """The QPN4 C1/no-speculation limit: max_num_seqs == 1 and no speculation."""
+    if engine.max_num_seqs != 1:
+        return reject("qpn4_concurrency",
+                      f"QPN4 needs max_num_seqs == 1 (max_num_seqs={engine.max_num_seqs})")
+    if engine.spec_method != "none":
+        return reject("qpn4_speculation",
+                      f"QPN4 needs no speculation (speculative method {engine.spec_method})")
+    return OK
+
+
+def qpn4_layer_qualified(layer: Nvfp4Layer, dense_gated_silu: bool) -> Check:
+    """down_proj: K > 0, K % 128 == 0, N == 5120; gate_up_proj (only with dense_gated_silu):
+    K == 5120, N > 0, N % 64 == 0, logical widths [N/2, N/2]."""
+    k, n = layer.input_size, layer.output_size
+    if layer.role == "down_proj":
+        if k <= 0 or k % 128:
+            return reject("qpn4_down_k", f"QPN4 down_proj needs K > 0 and K % 128 == 0 (K={k})")
+        if n != QPN4_DOWN_N:
+            return reject("qpn4_down_n", f"QPN4 down_proj needs N == {QPN4_DOWN_N} (N={n})")
+        return OK
+    if layer.role == "gate_up_proj":
+        if not dense_gated_silu:
+            return reject("qpn4_gate_up_needs_dense_gated_silu",
+                          "QPN4 gate_up_proj needs dense_gated_silu")
+        if k != QPN4_GATE_UP_K:
+            return reject("qpn4_gate_up_k", f"QPN4 gate_up_proj needs K == {QPN4_GATE_UP_K} "
+                          f"(K={k})")
+        if n <= 0 or n % 64:
+            return reject("qpn4_gate_up_n",
+                          f"QPN4 gate_up_proj needs N > 0 and N % 64 == 0 (N={n})")
+        widths = tuple(layer.logical_widths)
+        if widths != (n // 2, n // 2):
+            return reject("qpn4_gate_up_widths",
+                          f"QPN4 gate_up_proj needs logical widths [N/2, N/2] (widths "
+                          f"{list(widths)}, N={n})")
+        return OK
+    return reject("qpn4_role_unqualified",
+                  f"QPN4 qualifies only down_proj and gate_up_proj (role {layer.role})")
+
+
+def awq_exact_dense_role_qualified(role: str) -> Check:
+    if role in AWQ_EXACT_DENSE_ROLES:
+        return OK
+    return reject("exact_dense_role_unqualified",
+                  f"role {role} is not qualified for AWQ exact-dense prefill")
+
+
+def qualification_verdicts(engine: EngineConfig) -> list[tuple[str, Check]]:
+    """The whole-model rules an engine configuration decides (per-layer role and dimension
+    rules apply at selection and are not listed here)."""
+    return [
+        ("nvfp4_workload", nvfp4_workload_qualified(engine)),
+        ("qpn4_workload", qpn4_workload_qualified(engine)),
+    ]

@@ -1,0 +1,47 @@
+"""routectl: kernel policy resolution, capability-based selection and route snapshots.
+
+Public names (each receives the project object; none of them imports torch):
+- `load_project(directory=None)`: the project named in the nearest `[tool.routectl]`.
+- `resolve(project, config, environ, hardware, workload)`: a frozen `ResolvedPolicy`.
+- `select(project, family, layer, policy, hardware, workload, namespace)`: the `Decision`
+  for one layer (chosen kernel, every verdict, fallbacks, layout) without preparing it.
+- `Hardware`, `EngineConfig`, `InMemoryNamespace`, `TorchOpsNamespace`, `ResolvedPolicy`,
+  `Decision`, `InputError`, `SelectionError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from routectl.errors import InputError, SelectionError
+from routectl.loaded import Decision
+from routectl.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
+from routectl.policy import ResolvedPolicy
+from routectl.project import Project, load_project
+from routectl.workload import EngineConfig, Hardware
+
+__version__ = "0.1.0"
+
+
+def resolve(project: Project, config: Any, environ: Mapping[str, str], hardware: Hardware,
+            workload: EngineConfig) -> ResolvedPolicy:
+    """Resolve the policy once. `config` is a KernelConfig, a mapping, JSON text or `@file`."""
+    return project.resolve(config, environ, hardware, workload)
+
+
+def select(project: Project, family: str, layer: Any, policy: ResolvedPolicy,
+           hardware: Hardware, workload: EngineConfig, namespace: NativeNamespace) -> Decision:
+    """Which kernel serves `layer` (a plain spec): selection only, no preparation."""
+    try:
+        loader = project.selectors[family]
+    except KeyError:
+        known = ", ".join(sorted(project.selectors)) or "none"
+        raise InputError(f"unknown kernel family {family!r} (known: {known})") from None
+    return loader(layer, policy, hardware, workload, namespace).decision
+
+
+__all__ = [
+    "Decision", "EngineConfig", "Hardware", "InMemoryNamespace", "InputError", "Project",
+    "ResolvedPolicy", "SelectionError", "TorchOpsNamespace", "load_project", "resolve", "select",
+]

@@ -1,0 +1,3 @@
+from routectl.cli import main
+
+main()

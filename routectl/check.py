@@ -1,0 +1,160 @@
+"""The check pipeline as a library: fresh rows against a baseline, judged against the
+expected changes. `routectl check` passes the retained folder as the baseline; a baseline
+built at another git ref is just another source of snapshot files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from routectl.compare import (
+    CheckOutcome,
+    Comparison,
+    Differ,
+    ExpectedEntry,
+    attribute,
+    compare_rows,
+    field_changes,
+    judge,
+)
+from routectl.project import Project
+from routectl.replay import replay_category
+from routectl.snapshot import (
+    Snapshot,
+    build_snapshot,
+    check_category_names,
+    read_snapshot,
+    retained_files,
+)
+
+
+class SnapshotSource(Protocol):
+    """Where baseline rows come from."""
+
+    def names(self) -> Sequence[str]:
+        """Every category this source holds a snapshot of (for stale detection)."""
+        ...
+
+    def load(self, name: str) -> Snapshot | None:
+        """The snapshot of category `name`, None when the source has none. A malformed
+        snapshot is an InputError."""
+        ...
+
+
+class DirectorySource:
+    """A folder of `<category>.json` files: the retained `snapshots/`, or a baseline folder
+    written by `routectl snapshot --all --output-dir DIR`."""
+
+    def __init__(self, directory: Path, *, snapshot_dir: Path | None = None) -> None:
+        self.directory = directory
+        self._schemas = snapshot_dir  # whose schema/ validates the files
+        self._files = retained_files(directory)
+
+    def names(self) -> Sequence[str]:
+        return sorted(self._files)
+
+    def path(self, name: str) -> Path:
+        return self.directory / f"{name}.json"
+
+    def load(self, name: str) -> Snapshot | None:
+        path = self._files.get(name)
+        if path is None:
+            return None
+        return read_snapshot(path, snapshot_dir=self._schemas, category=name)
+
+
+FreshSnapshot = Callable[[Project, Any], Snapshot]
+
+
+def fresh_snapshot(project: Project, category: Any) -> Snapshot:
+    """Replay every row of `category` (no cache) into a validated snapshot."""
+    rows = replay_category(project, category)
+    return build_snapshot(category.name, category.basis, rows, snapshot_dir=project.snapshot_dir)
+
+
+def select_categories(project: Project, names: Sequence[str]) -> list[Any]:
+    """The categories named (in project order, duplicates dropped); all when `names` is
+    empty. An unknown name is an InputError."""
+    check_category_names([c.name for c in project.categories])
+    if not names:
+        return list(project.categories)
+    wanted = {project.category(n).name for n in names}
+    return [c for c in project.categories if c.name in wanted]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    outcome: CheckOutcome
+    fresh: Mapping[str, Snapshot]
+    baseline: Mapping[str, Snapshot | None]
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+    def comparison(self, name: str) -> Comparison:
+        return self.outcome.categories[name].comparison
+
+
+def run_check(project: Project, names: Sequence[str] = (), *, baseline: SnapshotSource,
+              expected: Sequence[ExpectedEntry] = (), fresh: FreshSnapshot = fresh_snapshot,
+              differ: Differ = field_changes) -> CheckResult:
+    """Compare fresh snapshots of the named categories (all when empty: a complete run)
+    with `baseline` and judge them against `expected`.
+
+    Inputs are read before any row is replayed, so an input error costs no replay. Stale
+    baseline categories are judged only in complete runs; a filtered run judges only its
+    categories. Nothing is written here.
+    """
+    selected = select_categories(project, names)
+    complete = not names
+    listed = [c.name for c in project.categories]
+    loaded = {c.name: baseline.load(c.name) for c in selected}
+    stale = tuple(sorted(set(baseline.names()) - set(listed))) if complete else ()
+    snapshots = {c.name: fresh(project, c) for c in selected}
+    comparisons = {
+        name: compare_rows(loaded[name].rows if loaded[name] is not None else None,
+                           snapshots[name].rows, differ=differ)
+        for name in snapshots
+    }
+
+    declared: dict[str, Collection[str]] = {}
+
+    def known_ids(name: str) -> Collection[str]:
+        if name in comparisons:
+            return comparisons[name].fresh_ids | comparisons[name].baseline_ids
+        if name not in declared:
+            declared[name] = {r.id for r in project.category(name).rows()}
+        return declared[name]
+
+    attribution = attribute(expected, list(snapshots), known_ids, listed)
+    verdicts = {name: judge(name, comparisons[name], attribution.by_category[name])
+                for name in snapshots}
+    outcome = CheckOutcome(verdicts, stale=stale, unattributed=attribution.unattributed,
+                           complete=complete)
+    return CheckResult(outcome, snapshots, loaded)
+
+
+def expected_document(result: CheckResult) -> list[dict[str, str]]:
+    """The actual change list in expected-changes form, qualified ids sorted; a reason
+    already given for an id is kept, others say what moved."""
+    out: list[dict[str, str]] = []
+    for verdict in result.outcome.categories.values():
+        comparison = verdict.comparison
+        for row_id in sorted(comparison.moved):
+            qid = verdict.q(row_id)
+            given = verdict.expected.get(row_id)
+            if given is not None and given.reason is not None:
+                reason = given.reason
+            elif row_id in comparison.changed:
+                paths = [c.path for c in comparison.changed[row_id]]
+                more = f" (+{len(paths) - 3} more)" if len(paths) > 3 else ""
+                reason = "changed: " + ", ".join(paths[:3]) + more
+            else:
+                reason = "added" if row_id in comparison.added else "removed"
+            out.append({"id": qid, "reason": reason})
+    out.sort(key=lambda e: e["id"])
+    return out

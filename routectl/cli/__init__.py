@@ -1,0 +1,105 @@
+"""The `routectl` command line. The entry point is the one place (with the engine's startup
+function) that reads `os.environ`; every command receives the mapping through the context.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from routectl.errors import InputError, RoutectlError
+from routectl.project import Project, load_project
+
+
+class CheckFailed(Exception):
+    """A check found differences (exit 1); the report was already printed."""
+
+
+@dataclass
+class CliState:
+    environ: Mapping[str, str]
+    project_dir: Path | None
+    debug: bool
+
+    def project(self, override: Path | None = None) -> Project:
+        return load_project(override or self.project_dir)
+
+
+def state(ctx: click.Context) -> CliState:
+    return ctx.find_root().obj
+
+
+project_option = click.option(
+    "--project", "project_dir", type=click.Path(path_type=Path, file_okay=False),
+    default=None, help="Project directory (default: nearest pyproject.toml with [tool.routectl]).")
+
+
+def warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
+@project_option
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
+    """Route snapshots and kernel policy for quantized inference on Volta/Turing GPUs."""
+    if ctx.obj is None:
+        ctx.obj = CliState(environ={}, project_dir=project_dir, debug=debug)
+    else:
+        ctx.obj.project_dir = project_dir or ctx.obj.project_dir
+        ctx.obj.debug = debug or ctx.obj.debug
+
+
+def _register() -> None:
+    from routectl.cli import commands  # noqa: F401  (registers the subcommands)
+
+
+def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
+    """Run the CLI with an explicit environment; returns the exit code."""
+    _register()
+    argv = list(sys.argv[1:] if args is None else args)
+    debug = "--debug" in argv
+    obj = CliState(environ=dict(environ), project_dir=None, debug=debug)
+    try:
+        with warnings.catch_warnings():
+            # Policy warnings are printed once, as `warning:` lines, from the resolved
+            # policy; Python's own rendering would duplicate them.
+            warnings.simplefilter("ignore")
+            cli.main(args=argv, prog_name="routectl", standalone_mode=False, obj=obj)
+        return 0
+    except CheckFailed:
+        return 1
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        return 2
+    except InputError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 2
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - an unexpected exception must exit 3, never 1
+        if debug:
+            traceback.print_exc()
+        kind = "" if isinstance(exc, RoutectlError) else f"{type(exc).__name__}: "
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        click.echo(f"error: internal error: {kind}{first} (run with --debug for the traceback)",
+                   err=True)
+        return 3
+
+
+def main() -> None:
+    sys.exit(run(None, os.environ))

@@ -1,0 +1,410 @@
+"""`routectl list`, `snapshot`, `check` and `explain`: route snapshots from the command line.
+
+Every input is read and validated before the first write, so an input error (exit 2)
+leaves every file as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from routectl.check import (
+    CheckResult,
+    DirectorySource,
+    expected_document,
+    fresh_snapshot,
+    run_check,
+    select_categories,
+)
+from routectl.cli import CheckFailed, cli, project_option, state, warn
+from routectl.compare import ExpectedEntry, load_expected, split_id
+from routectl.errors import InputError
+from routectl.policy import ResolvedPolicy
+from routectl.project import Project
+from routectl.replay import find_row, replay_row
+from routectl.report import (
+    COLOR_CHOICES,
+    FORMATS,
+    build_report,
+    render,
+    render_json,
+    use_color,
+)
+from routectl.rows import RowSpec
+from routectl.snapshot import (
+    NEW_SUFFIX,
+    check_category_names,
+    dump_json,
+    plain_rows,
+    schema_violation,
+    stale_new_files,
+    write_json,
+    write_snapshot,
+    write_text,
+)
+
+CATEGORY_HELP = "Category name (repeatable; default: every category)."
+
+
+def is_ci(environ: Mapping[str, str]) -> bool:
+    """CI is set to anything but empty, "0" or "false"."""
+    return environ.get("CI", "") not in ("", "0", "false")
+
+
+def note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def snapshot_dir(project: Project) -> Path:
+    if project.snapshot_dir is None:
+        raise InputError(f"project {project.name} has no snapshot folder")
+    return project.snapshot_dir
+
+
+# --- list ----------------------------------------------------------------------------------
+
+@cli.command("list")
+@click.option("--rows", "show_rows", is_flag=True, help="Also list every row id (qualified).")
+@project_option
+@click.pass_context
+def list_command(ctx: click.Context, show_rows: bool, project_dir: Path | None) -> None:
+    """List the categories and their row counts."""
+    project = state(ctx).project(project_dir)
+    check_category_names([c.name for c in project.categories])
+    width = max((len(c.name) for c in project.categories), default=0)
+    for category in project.categories:
+        ids = sorted(spec.id for spec in category.rows())
+        click.echo(f"{category.name:<{width}}  {len(ids)} rows")
+        if show_rows:
+            for row_id in ids:
+                click.echo(f"  {category.name}:{row_id}")
+
+
+# --- snapshot ------------------------------------------------------------------------------
+
+@cli.command("snapshot")
+@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
+@click.option("--all", "all_categories", is_flag=True, help="Every category.")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write one category's snapshot to this file.")
+@click.option("--output-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Write <category>.json per category into this folder.")
+@project_option
+@click.pass_context
+def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_categories: bool,
+                     output: Path | None, output_dir: Path | None,
+                     project_dir: Path | None) -> None:
+    """Replay categories and write their snapshots.
+
+    `python -m routectl snapshot --all --output-dir DIR` is a stable interface.
+    """
+    if (output is None) == (output_dir is None):
+        raise click.UsageError("give exactly one of -o FILE and --output-dir DIR")
+    if bool(categories) == all_categories:
+        raise click.UsageError("name categories with -c CATEGORY or pass --all (not both)")
+    project = state(ctx).project(project_dir)
+    selected = select_categories(project, categories)
+    if output is not None and len(selected) != 1:
+        raise click.UsageError(f"-o writes one category; {len(selected)} selected "
+                               f"(use --output-dir)")
+    snapshots = [fresh_snapshot(project, c) for c in selected]  # everything before any write
+    for snap in snapshots:
+        path = output if output is not None else output_dir / f"{snap.category}.json"
+        write_snapshot(path, snap, snapshot_dir=project.snapshot_dir)
+        note(f"wrote {path} ({len(snap.rows)} rows)")
+
+
+# --- check ---------------------------------------------------------------------------------
+
+def _new_path(directory: Path, name: str) -> Path:
+    return directory / f"{name}.json{NEW_SUFFIX}"
+
+
+def verdict_options(function: Any) -> Any:
+    """The options of every command that judges rows against a baseline (check, diff)."""
+    options = [
+        click.option("--expected-changes", type=click.Path(path_type=Path, dir_okay=False),
+                     default=None, help="JSON list of row ids this change is expected to move."),
+        click.option("--write-expected", type=click.Path(path_type=Path, dir_okay=False),
+                     default=None,
+                     help="Write the actual change list in expected-changes form."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS),
+                     default="text", show_default=True),
+        click.option("--report", "report_file",
+                     type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Also write the JSON report to this file."),
+        click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto",
+                     show_default=True),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def read_expected(project: Project, path: Path | None) -> tuple[ExpectedEntry, ...]:
+    if path is None:
+        return ()
+    return load_expected(path, [c.name for c in project.categories],
+                         snapshot_dir=project.snapshot_dir)
+
+
+def emit_verdict(result: CheckResult, project: Project, *, environ: Mapping[str, str],
+                 fmt: str, color: str, report_file: Path | None,
+                 write_expected: Path | None) -> None:
+    """Write the requested report files, then print the outcome in `fmt` to stdout. The
+    caller raises CheckFailed when `result.ok` is false."""
+    report = build_report(result.outcome)
+    if report_file is not None:
+        write_text(report_file, render_json(report, project.snapshot_dir))
+        note(f"wrote report {report_file}")
+    if write_expected is not None:
+        document = expected_document(result)
+        problem = schema_violation("expected-changes", document, project.snapshot_dir)
+        if problem is not None:
+            raise InputError(f"refusing to write {write_expected}: {problem}")
+        write_json(write_expected, document)
+        note(f"wrote {len(document)} expected changes to {write_expected}")
+    color_on = fmt == "text" and use_color(color, environ, sys.stdout.isatty())
+    click.echo(render(result.outcome, fmt, color=color_on, snapshot_dir=project.snapshot_dir),
+               nl=False, color=color_on)
+
+
+def _update_retained(result: CheckResult, project: Project, directory: Path) -> None:
+    written = 0
+    for name, snap in result.fresh.items():
+        if not result.comparison(name).identical:
+            write_snapshot(directory / f"{name}.json", snap, snapshot_dir=project.snapshot_dir)
+            note(f"updated {directory / f'{name}.json'} ({len(snap.rows)} rows)")
+            written += 1
+    if result.outcome.complete:
+        for name in result.outcome.stale:
+            path = directory / f"{name}.json"
+            path.unlink(missing_ok=True)
+            note(f"removed stale {path}")
+    if not written and not result.outcome.stale:
+        note("retained snapshots already match")
+
+
+def _settle_new_files(result: CheckResult, project: Project, directory: Path, *,
+                      failed: bool) -> None:
+    """A failing check leaves `<category>.json.new` for each category whose rows differ; any
+    other `.json.new` of a judged category (of every category, in a complete run) goes."""
+    keep: set[str] = set()
+    if failed:
+        for name, snap in result.fresh.items():
+            if not result.comparison(name).identical:
+                path = _new_path(directory, name)
+                write_snapshot(path, snap, snapshot_dir=project.snapshot_dir)
+                note(f"wrote {path}")
+                keep.add(name)
+    scope = None if result.outcome.complete else list(result.fresh)
+    for path in stale_new_files(directory, scope):
+        if path.name.removesuffix(".json" + NEW_SUFFIX) not in keep:
+            path.unlink(missing_ok=True)
+
+
+@cli.command("check")
+@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
+@verdict_options
+@click.option("--update", is_flag=True,
+              help="Rewrite retained snapshots when the differences are exactly the expected "
+                   "ones (never in CI).")
+@click.option("--accept-all", is_flag=True, help="With --update: accept every difference.")
+@project_option
+@click.pass_context
+def check_command(ctx: click.Context, categories: tuple[str, ...],
+                  expected_changes: Path | None, write_expected: Path | None, fmt: str,
+                  report_file: Path | None, color: str, update: bool, accept_all: bool,
+                  project_dir: Path | None) -> None:
+    """Replay every row and compare it with the retained snapshots.
+
+    Exit 0 when equal or when the differences are exactly the expected ones; 1 otherwise.
+    """
+    environ = state(ctx).environ
+    if accept_all and not update:
+        raise click.UsageError("--accept-all only applies with --update")
+    if update and is_ci(environ):
+        raise InputError(f"--update refuses to write retained snapshots in CI "
+                         f"(CI={environ.get('CI')!r}); run it locally")
+    project = state(ctx).project(project_dir)
+    directory = snapshot_dir(project)
+    expected = read_expected(project, expected_changes)
+    baseline = DirectorySource(directory, snapshot_dir=project.snapshot_dir)
+    result = run_check(project, categories, baseline=baseline, expected=expected)
+
+    emit_verdict(result, project, environ=environ, fmt=fmt, color=color,
+                 report_file=report_file, write_expected=write_expected)
+    if update and (result.ok or accept_all):
+        _update_retained(result, project, directory)
+        _settle_new_files(result, project, directory, failed=False)
+        return
+    _settle_new_files(result, project, directory, failed=not result.ok)
+    if update:
+        warn("retained snapshots not updated: the differences are not exactly the expected "
+             "ones (list them with --expected-changes, or pass --accept-all)")
+    if not result.ok:
+        raise CheckFailed()
+
+
+# --- explain -------------------------------------------------------------------------------
+
+def _resolve_row(project: Project, row_id: str, category_name: str | None
+                 ) -> tuple[Any, RowSpec]:
+    names = [c.name for c in project.categories]
+    qualifier, bare = split_id(row_id, names)
+    if category_name is not None:
+        category = project.category(category_name)
+        if qualifier is not None and qualifier != category.name:
+            raise click.UsageError(f"{row_id} is qualified by {qualifier}, but -c names "
+                                   f"{category.name}")
+        return category, find_row(category, bare)
+    if qualifier is not None:
+        category = project.category(qualifier)
+        return category, find_row(category, bare)
+    holders = [(c, s) for c in project.categories for s in c.rows() if s.id == bare]
+    if not holders:
+        raise InputError(f"unknown row id {bare!r}: no category has it "
+                         f"(routectl list --rows shows every id)")
+    if len(holders) > 1:
+        raise InputError(f"row id {bare!r} is in several categories "
+                         f"({', '.join(c.name for c, _ in holders)}): pass -c CATEGORY or "
+                         f"qualify it as CATEGORY:{bare}")
+    return holders[0]
+
+
+def _policy_json(policy: ResolvedPolicy | None) -> dict[str, Any] | None:
+    if policy is None:
+        return None
+    data = policy.to_json()
+    return {"values": {k: {"value": v, "source": data["sources"][k]}
+                       for k, v in data["values"].items()},
+            "warnings": data["warnings"], "ignored": data["ignored"]}
+
+
+def explain_document(category: Any, spec: RowSpec, row: dict[str, Any],
+                     policy: ResolvedPolicy | None) -> dict[str, Any]:
+    return {
+        "category": category.name,
+        "id": f"{category.name}:{spec.id}",
+        "inputs": {
+            "model": spec.model,
+            "capability": spec.capability,
+            "engine": spec.engine.to_json(),
+            "variables": dict(spec.variables),
+            "native": {"remove": list(spec.native.remove), "abi": dict(spec.native.abi)},
+        },
+        "policy": _policy_json(policy),
+        "route": row["route"],
+    }
+
+
+def _plan_text(call: Mapping[str, Any]) -> str:
+    plan = call.get("plan", {})
+    return "  ".join([str(call.get("op")), *(f"{k}={json.dumps(v)}" for k, v in plan.items())])
+
+
+def _verdict_lines(verdicts: Sequence[Mapping[str, Any]], kernel: Any) -> list[str]:
+    if not verdicts:
+        return ["candidates: none"]
+    width = max(len(str(v["name"])) for v in verdicts)
+    lines = ["candidates (priority order):"]
+    for v in verdicts:
+        if not v["ok"]:
+            state_text = f"rejected  [{v['code']}] {v['message']}"
+        elif v["name"] == kernel:
+            state_text = "chosen"
+        else:
+            state_text = "ok, not needed" if v["not_needed"] else "ok"
+        lines.append(f"  {v['name']:<{width}}  {state_text}")
+    return lines
+
+
+def explain_text(document: Mapping[str, Any]) -> str:
+    inputs = document["inputs"]
+    engine = inputs["engine"]
+    lines = [f"row {document['id']}",
+             f"model {inputs['model']}, capability {inputs['capability']}",
+             "engine " + " ".join(f"{k}={json.dumps(v)}" for k, v in engine.items())]
+    if inputs["variables"]:
+        lines.append("variables " + " ".join(f"{k}={v}" for k, v in inputs["variables"].items()))
+    native = inputs["native"]
+    if native["remove"] or native["abi"]:
+        lines.append(f"native build: removed {native['remove'] or 'none'}, "
+                     f"ABI revisions {native['abi'] or 'default'}")
+    policy = document["policy"]
+    if policy is not None:
+        lines.append("policy (value, source):")
+        width = max((len(k) for k in policy["values"]), default=0)
+        lines.extend(f"  {k:<{width}} = {json.dumps(item['value'])}  ({item['source']})"
+                     for k, item in policy["values"].items())
+        lines.extend(f"  warning: {w}" for w in policy["warnings"])
+    route = dict(document["route"])
+    status = route.pop("status", None)
+    if "error" in route:
+        error = route.pop("error")
+        lines.append(f"error [{error['code']}] {error['message']}")
+    lines.extend(_verdict_lines(route.pop("verdicts", []), route.get("kernel")))
+    if "kernel" in route:
+        lines.append(f"kernel: {route.pop('kernel') or 'none'}")
+    if status is not None:
+        lines.append(f"status [{status['code']}] {status['message']}")
+    if "prepared_layout" in route:
+        lines.append(f"prepared layout: {route.pop('prepared_layout') or 'none'}")
+    for key in ("capability", "fallback"):
+        if key in route:
+            lines.append(f"{key}: {json.dumps(route.pop(key))}")
+    if "flags" in route:
+        flags = route.pop("flags")
+        lines.append("flags: " + (", ".join(f"{k}={json.dumps(v)}" for k, v in flags.items())
+                                  or "none"))
+    if "fallbacks" in route:
+        fallbacks = route.pop("fallbacks")
+        lines.append("fallbacks:" + ("" if fallbacks else " none"))
+        lines.extend(f"  {f['field']}: requested {json.dumps(f['requested'])}, effective "
+                     f"{json.dumps(f['effective'])} ({f['reason']})" for f in fallbacks)
+    if "bytes" in route:
+        sizes = dict(route.pop("bytes"))
+        lines.append(f"bytes: total {sizes.pop('total', '?')}")
+        for group in ("tensors", "scratch"):
+            for name, size in sizes.pop(group, {}).items():
+                lines.append(f"  {group[:-1] if group == 'tensors' else group} {name}: {size}")
+        lines.extend(f"  {k}: {json.dumps(v)}" for k, v in sizes.items())
+    for key in ("prepare", "dispatch"):
+        if key in route:
+            calls = route.pop(key)
+            lines.append(f"{key}:" + ("" if calls else " none"))
+            lines.extend(f"  {_plan_text(call)}" for call in calls)
+    # Route keys this renderer does not know (new families) still show.
+    lines.extend(f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in route.items())
+    return "\n".join(lines) + "\n"
+
+
+@cli.command("explain")
+@click.argument("row_id")
+@click.option("-c", "--category", "category_name", default=None,
+              help="The category of a bare row id held by several categories.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@project_option
+@click.pass_context
+def explain_command(ctx: click.Context, row_id: str, category_name: str | None, fmt: str,
+                    project_dir: Path | None) -> None:
+    """Show why one row routes where it does: its policy with sources, every candidate's
+    verdict, the kernel, prepared layout, bytes, fallbacks and the dispatch plan.
+
+    ROW_ID may be qualified (CATEGORY:ROW-ID).
+    """
+    project = state(ctx).project(project_dir)
+    category, spec = _resolve_row(project, row_id, category_name)
+    row, policy = replay_row(project, category, spec)
+    document = explain_document(category, spec, plain_rows([row])[0], policy)
+    if fmt == "json":
+        click.echo(dump_json(document), nl=False)
+    else:
+        click.echo(explain_text(document), nl=False)

@@ -1,0 +1,153 @@
+"""Generic description of a native operator: its schema, its plan keys and its fake.
+
+The project's catalogue (in `native/`) instantiates these; the recording double and the
+probe read them. Plans are taken from named scalar arguments and tensor shapes only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_ARG = re.compile(r"^(?P<type>[A-Za-z]+(?:\([a-z]!?\))?(?:\[\])?\??)\s+(?P<name>[A-Za-z_]\w*)"
+                  r"(?:\s*=\s*(?P<default>.+))?$")
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    type: str  # schema type: "Tensor", "Tensor(a!)", "int", "bool", "float", "Tensor[]"
+    default: str | None = None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.type.startswith("Tensor") and not self.type.endswith("[]")
+
+    @property
+    def is_mutated(self) -> bool:
+        return "!" in self.type
+
+
+def parse_schema(schema: str) -> tuple[str, tuple[Arg, ...], str]:
+    """Split `name(Type arg, ...) -> ret` into its parts (the subset of torch's grammar we use)."""
+    match = re.fullmatch(r"\s*([\w.:]+)\((.*)\)\s*->\s*(.+?)\s*", schema)
+    if match is None:
+        raise ValueError(f"malformed operator schema: {schema!r}")
+    name, body, ret = match.groups()
+    args: list[Arg] = []
+    for part in (p.strip() for p in body.split(",")):
+        if not part or part == "*":
+            continue
+        m = _ARG.match(part)
+        if m is None:
+            raise ValueError(f"malformed argument {part!r} in schema {schema!r}")
+        args.append(Arg(m["name"], m["type"], m["default"]))
+    return name.split("::")[-1], tuple(args), ret
+
+
+@dataclass(frozen=True)
+class PlanKey:
+    """One recorded plan value.
+
+    `source` is `"arg:NAME"` (a scalar argument) or `"dim:NAME:I"` (dimension I of tensor
+    argument NAME) or `"dtype:NAME"` (the element type of tensor NAME, as a layout label via
+    `labels`). `optional` keys are omitted when their argument is absent: that is the
+    catalogue's declared rule for keys that do not apply to a call.
+    """
+
+    key: str
+    source: str
+    optional: bool = False
+    labels: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    schema: str
+    plan: tuple[PlanKey, ...] = ()
+    pinned: bool = False
+    # Produces the op's outputs from its keyword arguments (meta tensors in replay).
+    fake: Callable[..., Any] | None = None
+    # Per-expert preparation: calls within one bank are recorded once with `experts: E`.
+    per_expert: bool = False
+    # A scalar getter (ABI revision): its value in replay comes from the namespace double.
+    getter: bool = False
+    # Checks a call's arguments beyond names (dtypes, shapes) on meta tensors; raises.
+    validate: Callable[..., None] | None = None
+    doc: str = ""
+    name: str = field(init=False)
+    args: tuple[Arg, ...] = field(init=False)
+    returns: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        name, args, returns = parse_schema(self.schema)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "args", args)
+        object.__setattr__(self, "returns", returns)
+
+    def arg(self, name: str) -> Arg:
+        for a in self.args:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args)
+
+
+def plan_value(key: PlanKey, kwargs: Mapping[str, Any]) -> tuple[bool, Any]:
+    """Evaluate one plan key against a call's keyword arguments: (present, value)."""
+    kind, _, rest = key.source.partition(":")
+    if kind == "arg":
+        if rest not in kwargs or kwargs[rest] is None:
+            return (False, None)
+        value = kwargs[rest]
+        return (True, value if not isinstance(value, bool) else bool(value))
+    if kind == "dim":
+        name, _, index = rest.rpartition(":")
+        tensor = kwargs.get(name)
+        if tensor is None:
+            return (False, None)
+        return (True, int(tensor.shape[int(index)]))
+    if kind == "dtype":
+        tensor = kwargs.get(rest)
+        if tensor is None:
+            return (False, None)
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        labels = key.labels or {}
+        return (True, labels.get(dtype, dtype))
+    raise ValueError(f"unknown plan source {key.source!r}")
+
+
+def derive_plan(spec: OpSpec, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan of one call, by the catalogue's rules (used by replay and by observers)."""
+    plan: dict[str, Any] = {}
+    for key in spec.plan:
+        present, value = plan_value(key, kwargs)
+        if present:
+            plan[key.key] = value
+        elif not key.optional:
+            raise ValueError(f"{spec.name}: plan key {key.key!r} needs {key.source}")
+    return plan
+
+
+def bind_arguments(spec: OpSpec, args: tuple[Any, ...],
+                   kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Name every argument of a call by the schema (positional calls from torch included)."""
+    names = spec.arg_names
+    if len(args) > len(names):
+        raise TypeError(f"{spec.name}: {len(args)} positional arguments, schema has {len(names)}")
+    bound = dict(zip(names, args, strict=False))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise TypeError(f"{spec.name}: unknown argument {key!r} (schema: {spec.schema})")
+        if key in bound:
+            raise TypeError(f"{spec.name}: argument {key!r} given twice")
+        bound[key] = value
+    for a in spec.args:
+        if a.name not in bound and a.default is None:
+            raise TypeError(f"{spec.name}: missing argument {a.name!r}")
+    return bound

@@ -1,0 +1,246 @@
+"""Policy resolution: explicit config > environment variable > default, resolved once into a
+frozen, hashable, serialisable `ResolvedPolicy`.
+
+Pure: the environment arrives as a mapping; nothing here reads or writes `os.environ`. The
+one process-wide state is the set of deprecated variables already warned about.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from routectl.errors import InputError
+from routectl.fields import Computed, Field, Kind
+
+POLICY_FORMAT = 1
+
+
+class PolicyDeprecationWarning(FutureWarning):
+    """A deprecated variable was read (FutureWarning: visible by default)."""
+
+
+_WARNED: set[str] = set()
+
+
+def reset_deprecation_warnings() -> None:
+    """Forget which deprecated variables already warned (tests only)."""
+    _WARNED.clear()
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(_thaw(value), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class SectionView:
+    """Attribute access to one section's resolved values."""
+
+    section: str
+    items: tuple[tuple[str, Any], ...]
+
+    def __getattr__(self, name: str) -> Any:
+        for key, value in self.items:
+            if key == name:
+                return value
+        raise AttributeError(f"section {self.section} has no field {name!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.items)
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    values: tuple[tuple[str, Any], ...]  # (field key, value), sorted by key
+    sources: tuple[tuple[str, str], ...]  # (field key, "explicit" | "alias:<NAME>" | "default")
+    warnings: tuple[str, ...] = ()
+    ignored: tuple[tuple[str, str], ...] = ()  # (variable, field key) an explicit field overrode
+
+    def value(self, key: str) -> Any:
+        for k, v in self.values:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def source(self, key: str) -> str:
+        for k, s in self.sources:
+            if k == key:
+                return s
+        raise KeyError(key)
+
+    def is_explicit(self, key: str) -> bool:
+        """Explicit for fail-closed purposes: typed in the config or its variable present."""
+        return self.source(key) != "default"
+
+    def section(self, name: str) -> SectionView:
+        prefix = name + "."
+        items = tuple((k[len(prefix):], v) for k, v in self.values if k.startswith(prefix))
+        if not items:
+            raise KeyError(f"no section {name!r}")
+        return SectionView(name, items)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        for k, v in self.values:
+            if k == name:
+                return v
+        try:
+            return self.section(name)
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def section_names(self) -> list[str]:
+        return sorted({k.split(".", 1)[0] for k, _ in self.values if "." in k})
+
+    def hash_input(self, active: Iterable[str]) -> dict[str, Any]:
+        """What `compute_hash` digests: the used sections' values plus engine-wide values."""
+        chosen: dict[str, dict[str, Any]] = {}
+        engine: dict[str, Any] = {}
+        wanted = set(active)
+        for key, value in self.values:
+            section, dot, name = key.partition(".")
+            if not dot:
+                engine[key] = value
+            elif section in wanted or key in wanted:
+                chosen.setdefault(section, {})[name] = value
+        return {"format": POLICY_FORMAT, "engine": engine, "sections": chosen}
+
+    def compute_hash(self, active_sections: Iterable[str]) -> str:
+        """sha256 of canonical JSON of the active sections (or `section.field` entries)."""
+        payload = canonical_json(self.hash_input(active_sections))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": POLICY_FORMAT,
+            "values": {k: _thaw(v) for k, v in self.values},
+            "sources": dict(self.sources),
+            "warnings": list(self.warnings),
+            "ignored": [list(p) for p in self.ignored],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ResolvedPolicy:
+        if data.get("format") != POLICY_FORMAT:
+            raise InputError(f"resolved policy format {data.get('format')!r} is not "
+                             f"{POLICY_FORMAT}")
+        return cls(
+            values=tuple(sorted((k, _freeze(v)) for k, v in data["values"].items())),
+            sources=tuple(sorted(data["sources"].items())),
+            warnings=tuple(data["warnings"]),
+            ignored=tuple(tuple(p) for p in data["ignored"]),
+        )
+
+
+def _deprecation_message(field: Field) -> str:
+    return (f"{field.variable} is deprecated{field.deprecation_scope}; use "
+            f"{field.config_path}. Explicit configuration takes precedence.")
+
+
+def resolve_fields(
+    fields: Sequence[Field],
+    typed: Mapping[str, Any],
+    environ: Mapping[str, str],
+    context: Mapping[str, Any],
+    *,
+    unknown_prefix: str | None = None,
+    emit_warnings: bool = True,
+) -> ResolvedPolicy:
+    """Resolve every field. `typed` maps field keys to explicit values (None = unset).
+
+    `emit_warnings=False` records the messages without touching the once-per-process
+    registry: replay resolves each row's own overlay and must not use up the engine's
+    warnings.
+    """
+    # 1. Parse every known variable first, used or not: an invalid value is an input error
+    #    before any warning is emitted.
+    parsed: dict[tuple[str, str], Any] = {}
+    for f in fields:
+        if f.variable and f.variable in environ:
+            assert f.parser is not None, f.key
+            value = _freeze(f.parser(f.variable, environ[f.variable]))
+            if f.validate is not None:
+                value = f.validate(value, f.variable)
+            parsed[(f.key, f.variable)] = value
+
+    typed_values: dict[str, Any] = {}
+    for f in fields:
+        value = typed.get(f.key)
+        if value is not None:
+            value = _freeze(value)
+            if f.validate is not None:
+                value = f.validate(value, f.config_path)
+            typed_values[f.key] = value
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    ignored: list[tuple[str, str]] = []
+    for f in fields:
+        ctx = {**context, "values": values}
+        var_present = (f.key, f.variable) in parsed
+        env_value: Any
+        if var_present:
+            env_value = parsed[(f.key, f.variable)]
+            env_source = f"alias:{f.variable}"
+        else:
+            env_value = f.default.compute(ctx) if isinstance(f.default, Computed) else f.default
+            env_source = "default"
+        if f.effective is not None:
+            env_value = f.effective(env_value, ctx)
+        if f.key in typed_values:
+            value = typed_values[f.key]
+            if f.native_read and value != env_value:
+                shown = (f"{f.variable}={environ[f.variable]}" if var_present
+                         else f"the default {env_value!r} of {f.variable}")
+                raise InputError(
+                    f"{f.config_path}={value!r} conflicts with {shown}: native code reads "
+                    f"the environment, so both must agree")
+            if f.merge and var_present:
+                value = tuple(dict.fromkeys((*value, *env_value)))
+            elif var_present:
+                ignored.append((f.variable or "", f.key))
+            values[f.key] = value
+            sources[f.key] = "explicit"
+        else:
+            values[f.key] = env_value
+            sources[f.key] = env_source
+
+    messages: list[str] = []
+    seen: set[str] = set()
+    for f in fields:
+        if f.kind is Kind.DEPRECATED and f.variable in environ and f.variable not in seen:
+            seen.add(f.variable or "")
+            message = _deprecation_message(f)
+            messages.append(message)
+            if emit_warnings and f.variable not in _WARNED:
+                _WARNED.add(f.variable or "")
+                warnings.warn(message, PolicyDeprecationWarning, stacklevel=3)
+    if unknown_prefix:
+        known = {f.variable for f in fields if f.variable}
+        unknown = sorted(n for n in environ if n.startswith(unknown_prefix) and n not in known)
+        if unknown:
+            messages.append(f"unknown {unknown_prefix}* variables (typos?): {', '.join(unknown)}")
+
+    return ResolvedPolicy(
+        values=tuple(sorted(values.items())),
+        sources=tuple(sorted(sources.items())),
+        warnings=tuple(messages),
+        ignored=tuple(sorted(ignored)),
+    )

@@ -1,0 +1,55 @@
+"""Structured reasons and verdicts: a stable code plus a message with the offending values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# (ok, reason): reason is None exactly when ok is True.
+Check = tuple[bool, Reason | None]
+
+OK: Check = (True, None)
+
+
+def reject(code: str, message: str) -> Check:
+    return (False, Reason(code, message))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One candidate's outcome in a selection, in priority order."""
+
+    name: str
+    ok: bool
+    code: str | None = None
+    message: str | None = None
+    not_needed: bool = False
+    # The stage at which the candidate was rejected: policy, qualification, disabled,
+    # capability, ops, workspace, abi. Only capability-like stages make a fallback.
+    stage: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "code": self.code,
+            "message": self.message,
+            "not_needed": self.not_needed,
+        }
+
+
+def missing_ops_reason(label: str, missing: list[str] | tuple[str, ...]) -> Reason:
+    """The one spelling of a missing-operator reason, shared by every kernel and stage."""
+    names = ", ".join(missing)
+    prefix = f"missing native {label} operators" if label else "missing native operators"
+    return Reason("missing_native_ops", f"{prefix}: [{names}]")

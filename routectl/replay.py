@@ -1,0 +1,218 @@
+"""The replay harness: one row = resolve the row's own policy, build its layer on meta tensors,
+load it (select + prepare) and dispatch the category's token counts through a recording
+native namespace. The family code that runs here is the code the engine runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from routectl.errors import InputError, SelectionError
+from routectl.loaded import PreparedLayer
+from routectl.ops import bind_arguments, derive_plan
+from routectl.policy import ResolvedPolicy
+from routectl.project import Catalogue, Project
+from routectl.rows import RowSpec
+from routectl.workload import Hardware
+
+FULL_BUILD_ABI_REVISION = 1
+
+
+class ReplayError(RuntimeError):
+    """A call did not match the catalogue: a bug in family code, never a route."""
+
+
+class RecordingNamespace:
+    """Native double that checks every call against the catalogue, produces meta outputs and
+    records `{"op", "plan"}`. Consecutive per-expert calls with equal plans become one record
+    with `experts: E`."""
+
+    def __init__(self, catalogue: Catalogue, *, remove: Iterable[str] = (),
+                 abi: Mapping[str, int] | None = None, name: str = "replay") -> None:
+        self._catalogue = catalogue
+        self._available = frozenset(catalogue.ops) - set(remove)
+        self._abi = dict(abi or {})
+        self._name = name
+        self.calls: list[dict[str, Any]] = []
+        self._open_bank: tuple[str, tuple] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def has_op(self, op: str) -> bool:
+        return op in self._available
+
+    def abi_revision(self, getter: str) -> int | None:
+        if getter not in self._available:
+            return None
+        return int(self._abi.get(getter, FULL_BUILD_ABI_REVISION))
+
+    def mark(self) -> int:
+        self._open_bank = None
+        return len(self.calls)
+
+    def since(self, mark: int) -> list[dict[str, Any]]:
+        return self.calls[mark:]
+
+    def call(self, op: str, /, **kwargs: Any) -> Any:
+        if op not in self._catalogue.ops:
+            raise ReplayError(f"{op} is not in the native catalogue")
+        if op not in self._available:
+            raise ReplayError(f"{op} was called but is absent from this build")
+        spec = self._catalogue.ops[op]
+        try:
+            bound = bind_arguments(spec, (), kwargs)
+        except TypeError as exc:
+            raise ReplayError(str(exc)) from None
+        self._check_kinds(spec, bound)
+        if spec.validate is not None:
+            spec.validate(**bound)
+        plan = derive_plan(spec, bound)
+        if spec.per_expert:
+            key = (op, tuple(sorted(plan.items())))
+            if self._open_bank == key:
+                self.calls[-1]["plan"]["experts"] += 1
+            else:
+                self.calls.append({"op": op, "plan": {**plan, "experts": 1}})
+                self._open_bank = key
+        else:
+            self._open_bank = None
+            self.calls.append({"op": op, "plan": plan})
+        if spec.returns == "()":
+            return None
+        if spec.fake is None:
+            raise ReplayError(f"{op} returns {spec.returns} but the catalogue has no fake")
+        return spec.fake(**bound)
+
+    @staticmethod
+    def _check_kinds(spec: Any, bound: Mapping[str, Any]) -> None:
+        for arg in spec.args:
+            value = bound.get(arg.name)
+            if value is None:
+                if arg.type.endswith("?") or arg.default is not None:
+                    continue
+                raise ReplayError(f"{spec.name}: argument {arg.name} is None")
+            is_tensor = hasattr(value, "shape") and hasattr(value, "dtype")
+            if arg.is_tensor and not is_tensor:
+                raise ReplayError(f"{spec.name}: argument {arg.name} must be a tensor")
+            if not arg.type.startswith("Tensor") and is_tensor:
+                raise ReplayError(f"{spec.name}: argument {arg.name} must be a scalar "
+                                  f"({arg.type}), got a tensor")
+
+
+@dataclass
+class ReplayContext:
+    project: Project
+    row: RowSpec
+    policy: ResolvedPolicy
+    namespace: RecordingNamespace
+    hardware: Hardware
+    notes: list[str] = field(default_factory=list)
+
+    def token_counts(self, counts: Sequence[int]) -> list[int]:
+        """Token counts to replay: never above the row's budget."""
+        return [m for m in counts if m <= self.row.engine.max_num_batched_tokens]
+
+
+class Category(Protocol):
+    name: str
+    basis: str
+
+    def rows(self) -> Sequence[RowSpec]: ...
+
+    def route(self, ctx: ReplayContext) -> dict[str, Any]: ...
+
+
+def resolve_row(project: Project, row: RowSpec) -> ResolvedPolicy:
+    """The row's policy, from its own variables overlay (never the caller's environment)."""
+    return project.resolve(dict(row.config) or None, dict(row.variables),
+                           Hardware(row.capability), row.engine, emit_warnings=False)
+
+
+def status_route(code: str, message: str) -> dict[str, Any]:
+    return {"kernel": None, "verdicts": [], "status": {"code": code, "message": message}}
+
+
+def error_route(error: SelectionError) -> dict[str, Any]:
+    return {"error": {"code": error.code, "message": error.message},
+            "verdicts": [v.to_json() for v in error.verdicts]}
+
+
+def replay_row(project: Project, category: Category, row: RowSpec
+               ) -> tuple[dict[str, Any], ResolvedPolicy | None]:
+    if row.status is not None:
+        return {"id": row.id, "route": status_route(*row.status)}, None
+    policy = resolve_row(project, row)
+    namespace = RecordingNamespace(project.catalogue, remove=row.native.remove,
+                                   abi=dict(row.native.abi))
+    ctx = ReplayContext(project, row, policy, namespace, Hardware(row.capability))
+    try:
+        route = category.route(ctx)
+    except SelectionError as exc:
+        route = error_route(exc)
+    return {"id": row.id, "route": route}, policy
+
+
+def replay_category(project: Project, category: Category) -> list[dict[str, Any]]:
+    rows = [replay_row(project, category, spec)[0] for spec in category.rows()]
+    rows.sort(key=lambda r: r["id"])
+    ids = [r["id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise ReplayError(f"category {category.name} declares duplicate row ids: {dupes}")
+    return rows
+
+
+def find_row(category: Category, row_id: str) -> RowSpec:
+    for spec in category.rows():
+        if spec.id == row_id:
+            return spec
+    raise InputError(f"unknown row id {row_id!r} in category {category.name}")
+
+
+def route_from_prepared(prepared: PreparedLayer, prepare_calls: list[dict[str, Any]],
+                        dispatch_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The standard row content of a loaded layer."""
+    decision = prepared.decision
+    status = ({"code": decision.status[0], "message": decision.status[1]}
+              if decision.status else None)
+    return {
+        "kernel": decision.kernel,
+        "verdicts": decision.selection.verdicts_json(),
+        "capability": decision.capability,
+        "prepared_layout": decision.layout,
+        "flags": dict(sorted(decision.flags.items())),
+        "fallbacks": [f.to_json() for f in decision.fallbacks],
+        "bytes": prepared.bytes_json(),
+        "prepare": prepare_calls,
+        "dispatch": dispatch_calls,
+        "fallback": decision.selection.fallback,
+        "status": status,
+    }
+
+
+def replay_calls(ctx: ReplayContext, prepared: PreparedLayer, token_counts: Sequence[int],
+                 make_input: Any, *, gated_m: int | None = None) -> list[dict[str, Any]]:
+    """Dispatch each token count (within budget) and, if the layer has one, the fused gate/up
+    call at `gated_m`; returns the recorded calls in order."""
+    calls: list[dict[str, Any]] = []
+
+    def issue(apply: Any, m: int) -> None:
+        mark = ctx.namespace.mark()
+        apply(make_input(m))
+        for call in ctx.namespace.since(mark):
+            # Every dispatch plan carries the token count of the apply call that issued it,
+            # also for ops whose arguments do not show it (a weight dequantize).
+            calls.append({"op": call["op"], "plan": {"m": m, **call["plan"]}})
+
+    if prepared.apply is None:
+        return calls
+    for m in ctx.token_counts(token_counts):
+        issue(prepared.apply, m)
+    if gated_m is not None and prepared.apply_gated is not None \
+            and gated_m in ctx.token_counts([gated_m]):
+        issue(prepared.apply_gated, gated_m)
+    return calls

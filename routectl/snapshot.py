@@ -1,0 +1,368 @@
+"""Snapshot files: one category's rows as `{"schema_version", "category", "basis", "rows"}`.
+
+Reading validates (JSON, schema version both ways, ids, JSON Schema) and raises InputError:
+a bad file is the user's input. Building a snapshot from fresh rows validates the same way
+but raises SnapshotError: rows that break the schema are a bug in the code that made them.
+Writing is atomic (temp file in the same folder, then os.replace) and deterministic.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from routectl.errors import InputError, RoutectlError
+from routectl.rows import ROW_ID
+from routectl.schemacheck import Checker, Unsure, compile_checker
+
+SCHEMA_VERSION = 1
+CATEGORY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+SCHEMA_NAMES = ("snapshot", "expected-changes", "report")
+# The schemas beside this code when it runs from a source tree (a checkout, an editable
+# install or a baseline worktree): used when the project's snapshot folder has none.
+SOURCE_SCHEMA_DIR = Path(__file__).resolve().parent.parent / "snapshots" / "schema"
+NEW_SUFFIX = ".new"
+
+Row = dict[str, Any]
+# Called with the temp file's path after it is complete and before it replaces the target.
+BeforeReplace = Callable[[Path], None]
+
+
+class SnapshotError(RoutectlError):
+    """Fresh rows do not make a valid snapshot (exit 3: the producing code is wrong)."""
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+def schema_dirs(snapshot_dir: Path | None) -> list[Path]:
+    """Where schemas are looked up, in order: the project's `<snapshots>/schema/`, then the
+    source tree this routectl runs from."""
+    dirs = [snapshot_dir / "schema"] if snapshot_dir is not None else []
+    if SOURCE_SCHEMA_DIR not in dirs:
+        dirs.append(SOURCE_SCHEMA_DIR)
+    return dirs
+
+
+def schema_path(name: str, snapshot_dir: Path | None = None) -> Path:
+    if name not in SCHEMA_NAMES:
+        raise ValueError(f"unknown schema {name!r} (known: {', '.join(SCHEMA_NAMES)})")
+    candidates = [d / f"{name}.schema.json" for d in schema_dirs(snapshot_dir)]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise InputError(f"schema {name}.schema.json not found in "
+                     f"{' or '.join(str(p.parent) for p in candidates)}")
+
+
+@dataclass(frozen=True)
+class LoadedSchema:
+    path: Path
+    validator: Draft202012Validator  # phrases errors; the authority
+    checker: Checker | None  # fast yes/no for the valid case (None: jsonschema only)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_schema(path: str) -> LoadedSchema:
+    data = read_json(Path(path), "schema")
+    try:
+        Draft202012Validator.check_schema(data)
+    except Exception as exc:  # noqa: BLE001 - any schema defect is reported the same way
+        first = str(exc).splitlines()[0]
+        raise InputError(f"{path} is not a valid JSON Schema: {first}") from None
+    const = data.get("properties", {}).get("schema_version", {}).get("const")
+    if const is not None and const != SCHEMA_VERSION:
+        raise InputError(f"{path} describes schema_version {const}; this routectl reads and "
+                         f"writes {SCHEMA_VERSION}")
+    return LoadedSchema(Path(path), Draft202012Validator(data), compile_checker(data))
+
+
+def load_schema(name: str, snapshot_dir: Path | None = None) -> LoadedSchema:
+    """Schema `name` ("snapshot", "expected-changes" or "report"), loaded once per file."""
+    return _load_schema(str(schema_path(name, snapshot_dir)))
+
+
+def schema(name: str, snapshot_dir: Path | None = None) -> dict[str, Any]:
+    """A copy of the JSON Schema document `name`."""
+    return copy.deepcopy(dict(load_schema(name, snapshot_dir).validator.schema))
+
+
+def _branch_error(error: ValidationError) -> ValidationError:
+    """For a failed `oneOf`, the error of the branch the instance was meant for: one of the
+    instance's type, whose required keys are present, with the fewest errors."""
+    while error.validator in ("oneOf", "anyOf") and error.context:
+        branches: dict[Any, list[ValidationError]] = {}
+        for sub in error.context:
+            branches.setdefault(sub.schema_path[0], []).append(sub)
+        ranked = sorted(branches.items(), key=lambda item: (
+            any(e.validator == "type" and not e.relative_path for e in item[1]),
+            any(e.validator == "required" and not e.relative_path for e in item[1]),
+            len(item[1]), str(item[0])))
+        errors = ranked[0][1]
+        error = max(errors, key=lambda e: len(e.path))
+    return error
+
+
+def _where(path: Sequence[Any], document: Any) -> str:
+    parts = list(path)
+    label = ""
+    if len(parts) >= 2 and parts[0] == "rows" and isinstance(parts[1], int):
+        row = document["rows"][parts[1]] if isinstance(document, dict) else None
+        row_id = row.get("id") if isinstance(row, dict) else None
+        label = f"row {row_id!r}" if isinstance(row_id, str) else f"rows[{parts[1]}]"
+        parts = parts[2:]
+    rest = format_path(parts)
+    return ": ".join(p for p in (label, rest) if p)
+
+
+def schema_violation(name: str, document: Any, snapshot_dir: Path | None = None) -> str | None:
+    """The first violation of schema `name`, phrased for one line; None when valid."""
+    loaded = load_schema(name, snapshot_dir)
+    if loaded.checker is not None:
+        try:
+            if loaded.checker(document):
+                return None
+        except Unsure:
+            pass
+    errors = sorted(loaded.validator.iter_errors(document),
+                    key=lambda e: [str(p) for p in e.path])
+    if not errors:
+        return None
+    error = _branch_error(errors[0])
+    where = _where(error.absolute_path, document)
+    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+    return f"{where}: {message}" if where else message
+
+
+def format_path(parts: Iterable[Any]) -> str:
+    """`route.dispatch[0].plan.m` from ["route", "dispatch", 0, "plan", "m"]."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{json.dumps(str(part))}]"
+    return out
+
+
+# --- JSON text -----------------------------------------------------------------------------
+
+def dump_json(data: Any) -> str:
+    """The one serialisation of every file routectl writes: 2-space indent, sorted keys,
+    trailing newline."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Parse a JSON file; every failure is one InputError line naming the file."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        raise InputError(f"cannot read {what} {path}: it is a directory") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {what} {path}: not UTF-8 ({exc.reason} at byte "
+                         f"{exc.start})") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno} "
+                         f"column {exc.colno}") from None
+    except ValueError as exc:
+        raise InputError(f"{what} {path} is not valid JSON: {exc}") from None
+
+
+def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | None = None
+                      ) -> None:
+    """Write `text` to a temp file beside `path`, then rename it over `path`: readers see the
+    old file or the new one, never a part. The temp file is removed on any failure."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if before_replace is not None:
+            before_replace(temp)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str, *, before_replace: BeforeReplace | None = None) -> None:
+    """`write_text_atomic`, a failing file system being an InputError naming the file."""
+    try:
+        write_text_atomic(path, text, before_replace=before_replace)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_json(path: Path, data: Any, *, before_replace: BeforeReplace | None = None) -> None:
+    write_text(path, dump_json(data), before_replace=before_replace)
+
+
+# --- the snapshot model --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One category's rows, sorted by id, ids unique and well-formed, schema-valid."""
+
+    category: str
+    basis: str
+    rows: tuple[Row, ...]
+    # Set by build_snapshot and parse_snapshot, which validate: writing skips a second pass.
+    validated: bool = field(default=False, compare=False, repr=False)
+
+    def ids(self) -> list[str]:
+        return [r["id"] for r in self.rows]
+
+    def by_id(self) -> dict[str, Row]:
+        return {r["id"]: r for r in self.rows}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "category": self.category,
+                "basis": self.basis, "rows": list(self.rows)}
+
+
+def _id_problem(rows: Any) -> str | None:
+    """Malformed or duplicate ids, checked in code: a pattern failure inside a schema error
+    would not name the id, and uniqueness by key is not expressible in JSON Schema."""
+    if not isinstance(rows, list):
+        return None
+    seen: set[str] = set()
+    for index, row in enumerate(rows):
+        row_id = row.get("id") if isinstance(row, dict) else None
+        if not isinstance(row_id, str):
+            continue  # the schema phrases a missing or non-string id
+        if not ROW_ID.match(row_id):
+            return f"rows[{index}]: malformed row id {row_id!r}"
+        if row_id in seen:
+            return f"duplicate row id {row_id!r}"
+        seen.add(row_id)
+    return None
+
+
+def _check_version(data: Any, source: str) -> None:
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool):
+        return  # the schema phrases it
+    if version > SCHEMA_VERSION:
+        raise InputError(f"{source} has schema_version {version}, written by a newer routectl "
+                         f"(this one reads {SCHEMA_VERSION}): upgrade routectl")
+    if version < SCHEMA_VERSION:
+        raise InputError(f"{source} has schema_version {version}, older than "
+                         f"{SCHEMA_VERSION}: regenerate it (routectl snapshot, or routectl "
+                         f"check --update)")
+
+
+def parse_snapshot(data: Any, *, source: str, snapshot_dir: Path | None = None,
+                   category: str | None = None) -> Snapshot:
+    """Validate a parsed snapshot document; `category`, when given, is the name the file
+    must declare (its file name)."""
+    _check_version(data, source)
+    problem = _id_problem(data.get("rows") if isinstance(data, dict) else None)
+    if problem is None:
+        problem = schema_violation("snapshot", data, snapshot_dir)
+    if problem is not None:
+        raise InputError(f"{source}: {problem}")
+    if category is not None and data["category"] != category:
+        raise InputError(f"{source} declares category {data['category']!r}, but its file "
+                         f"name says {category!r}")
+    rows = sorted(data["rows"], key=lambda r: r["id"])
+    return Snapshot(data["category"], data["basis"], tuple(rows), validated=True)
+
+
+def read_snapshot(path: Path, *, snapshot_dir: Path | None = None,
+                  category: str | None = None) -> Snapshot:
+    return parse_snapshot(read_json(path, "snapshot"), source=str(path),
+                          snapshot_dir=snapshot_dir, category=category)
+
+
+def plain_rows(rows: Sequence[Row]) -> list[Row]:
+    """Rows as JSON will hold them (tuples become lists); non-JSON values raise."""
+    try:
+        return json.loads(json.dumps(list(rows), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        problem = str(exc)
+    for item in rows:  # name the first offending row
+        try:
+            json.dumps(item, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            row_id = item.get("id") if isinstance(item, dict) else None
+            raise SnapshotError(f"row {row_id!r} is not JSON: {exc}") from None
+    raise SnapshotError(f"rows are not JSON: {problem}")
+
+
+def build_snapshot(category: str, basis: str, rows: Sequence[Row], *,
+                   snapshot_dir: Path | None = None) -> Snapshot:
+    """A snapshot of freshly produced rows: normalised, sorted by id, validated."""
+    plain = sorted(plain_rows(rows), key=lambda r: str(r.get("id")))
+    document = {"schema_version": SCHEMA_VERSION, "category": category, "basis": basis,
+                "rows": plain}
+    problem = _id_problem(plain) or schema_violation("snapshot", document, snapshot_dir)
+    if problem is not None:
+        raise SnapshotError(f"category {category} produced an invalid snapshot: {problem}")
+    return Snapshot(category, basis, tuple(plain), validated=True)
+
+
+def write_snapshot(path: Path, snapshot: Snapshot, *, snapshot_dir: Path | None = None,
+                   before_replace: BeforeReplace | None = None) -> None:
+    """Validate (unless built or parsed here, which validated), then write atomically."""
+    document = snapshot.to_json()
+    problem = None if snapshot.validated else (
+        _id_problem(document["rows"]) or schema_violation("snapshot", document, snapshot_dir))
+    if problem is not None:
+        raise SnapshotError(f"refusing to write an invalid snapshot to {path}: {problem}")
+    write_json(path, document, before_replace=before_replace)
+
+
+def retained_files(directory: Path) -> dict[str, Path]:
+    """`<category>.json` entries of a snapshot folder, by category name (an entry that is
+    not a readable file fails when it is read, never silently)."""
+    if not directory.is_dir():
+        return {}
+    return {p.name.removesuffix(".json"): p for p in sorted(directory.glob("*.json"))}
+
+
+def qualified(category: str, row_id: str) -> str:
+    return f"{category}:{row_id}"
+
+
+def check_category_names(names: Sequence[str]) -> None:
+    for name in names:
+        if not CATEGORY_NAME.match(name):
+            raise SnapshotError(f"category name {name!r} must match {CATEGORY_NAME.pattern}")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SnapshotError(f"the project lists category names twice: {', '.join(dupes)}")
+
+
+def stale_new_files(directory: Path, names: Iterable[str] | None = None) -> list[Path]:
+    """`<category>.json.new` files in `directory` (of `names` only, when given)."""
+    if not directory.is_dir():
+        return []
+    found = sorted(directory.glob("*.json" + NEW_SUFFIX))
+    if names is None:
+        return [p for p in found if p.is_file()]
+    wanted = set(names)
+    return [p for p in found if p.is_file() and p.name.removesuffix(".json.new") in wanted]

@@ -1,0 +1,35 @@
+"""The engine-configuration double and the hardware description: explicit inputs of every
+decision (never read from the process)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SPEC_METHODS = ("none", "mtp", "dflash")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    capability: int  # 70 = Volta V100, 72 = Xavier, 75 = Turing, 80+ = newer
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    tp: int = 1
+    pp: int = 1
+    spec_method: str = "none"
+    spec_tokens: int = 0
+    selector_top_k: int = 0
+    max_num_seqs: int = 1
+    max_num_batched_tokens: int = 8192
+    dbo: bool = False
+    ubatch: int = 0
+    kv_dtype: str = "float16"
+
+    def __post_init__(self) -> None:
+        if self.spec_method not in SPEC_METHODS:
+            raise ValueError(f"speculative method must be one of {', '.join(SPEC_METHODS)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,217 @@
+"""Turing QPN capability classes (CONTRACTS 2.2): policy reasons first, then capability and
+every layer rule at its boundary; dispatch with invocation-owned scratch."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from native.catalogue import CATALOGUE
+from native.kernels import turing as tu
+from native.kernels.common import ActivationDtypeError
+from native.layers import Fp8Layer, Nvfp4Layer
+from routectl.native_ns import InMemoryNamespace
+from routectl.replay import RecordingNamespace
+from routectl.selection import evaluate_kernel
+
+QPN2, QPN8 = tu.TuringQpn2NvFp4LinearKernel, tu.TuringQpn8Fp8LinearKernel
+FULL = InMemoryNamespace(CATALOGUE.ops)
+QKVZ = "model.layers.0.linear_attn.in_proj_qkvz"
+QKV = "model.layers.0.self_attn.qkv_proj"
+
+
+def nvfp4(k: int = 5120, n: int = 4120, options: tu.TuringQpn2Options | None = None,
+          **changes) -> tu.TuringNvfp4Request:
+    spec = dataclasses.replace(Nvfp4Layer.of(QKVZ, k, n), **changes)
+    return tu.TuringNvfp4Request(spec, options or tu.TuringQpn2Options())
+
+
+def fp8(k: int = 5120, n: int = 3584, options: tu.TuringQpn8Options | None = None,
+        **changes) -> tu.TuringFp8Request:
+    spec = dataclasses.replace(Fp8Layer.of(QKV, k, n), **changes)
+    return tu.TuringFp8Request(spec, options or tu.TuringQpn8Options())
+
+
+def code(kernel, request, ns=FULL) -> str | None:
+    ok, reason = kernel.can_implement(request, ns)
+    return None if ok else reason.code
+
+
+@pytest.mark.parametrize("capability, ok", [(70, False), (72, False), (75, True), (80, False)])
+def test_turing_kernels_need_exactly_sm75(capability, ok):
+    for kernel in (QPN2, QPN8):
+        result, reason = kernel.is_supported(capability)
+        assert result is ok
+        if not ok:
+            assert reason.code == "requires_sm75"
+            assert reason.message == ("requires Turing SM75; Volta retains its existing kernel, "
+                                      f"got capability {capability}")
+
+
+# --- TuringQpn2NvFp4LinearKernel --------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, k", [(1, 128), (40, 384), (97, 768), (1024, 2048), (4120, 5120)])
+def test_qpn2_admits_padding_and_aligned_shapes(n, k):
+    assert QPN2.can_implement(nvfp4(k, n), FULL) == (True, None)
+
+
+def test_qpn2_policy_reasons_come_first():
+    bad_layer = dict(act_dtype="bfloat16", weight_shape=(1,))
+    off = nvfp4(options=tu.TuringQpn2Options(dense_qpn2=False), **bad_layer)
+    ok, reason = QPN2.can_implement(off, FULL)
+    assert (ok, reason.code) == (False, "dense_qpn2_disabled")
+    assert reason.message == "dense QPN2 disabled by KernelConfig"
+    override = nvfp4(options=tu.TuringQpn2Options(backend_enabled=False), **bad_layer)
+    ok, reason = QPN2.can_implement(override, FULL)
+    assert reason.message == "disabled by the legacy quantization backend override"
+    # Through the selector's evaluation a policy reason also precedes the capability one.
+    assert QPN2.policy_check(off)[1].code == "dense_qpn2_disabled"
+    assert evaluate_kernel(QPN2, 70, nvfp4(), FULL).reason.code == "requires_sm75"
+
+
+def test_qpn2_layer_rules_in_order():
+    assert code(QPN2, nvfp4(act_dtype="bfloat16", weight_shape=(1,))) == "activation_not_fp16"
+    assert code(QPN2, nvfp4(weight_shape=(4120, 2560, 1))) == "packed_weight_rank"
+    assert code(QPN2, nvfp4(5120, 0)) == "n_not_positive"
+    assert code(QPN2, nvfp4(0, 4120, weight_shape=(4120, 0))) == "k_not_positive"
+    assert code(QPN2, nvfp4(5000, 4120, weight_dtype="int8")) == "k_not_multiple_of_128"
+    assert code(QPN2, nvfp4(weight_dtype="int8")) == "nvfp4_dtypes"
+    assert code(QPN2, nvfp4(scale_dtype="float16")) == "nvfp4_dtypes"
+    assert code(QPN2, nvfp4(scale_shape=(4120, 160))) == "scale_shape"
+    assert code(QPN2, nvfp4(scale_shape=(4120, 320))) is None
+
+
+@pytest.mark.parametrize("k, ok", [(128, True), (5120, True), (5000, False), (192, False)])
+def test_qpn2_k_boundary(k, ok):
+    ok_, reason = QPN2.can_implement(nvfp4(k, 4120), FULL)
+    assert ok_ is ok
+    if not ok:
+        assert reason.code == "k_not_multiple_of_128"
+        assert reason.message.startswith("requires N > 0 and positive K divisible by 128")
+        assert f"K={k}" in reason.message
+
+
+def test_qpn2_reason_messages_name_the_rule():
+    msg = QPN2.can_implement(nvfp4(act_dtype="float32"), FULL)[1].message
+    assert msg.startswith("requires FP16 activations") and "float32" in msg
+    msg = QPN2.can_implement(nvfp4(scale_shape=(4120, 100)), FULL)[1].message
+    assert "one E4M3 scale per 16 weight values" in msg and "(4120, 320)" in msg
+    msg = QPN2.can_implement(nvfp4(weight_shape=(4120,)), FULL)[1].message
+    assert "rank-two packed weights" in msg
+
+
+@pytest.mark.parametrize("op", tu.TURING_QPN2_REQUIRED_OPS)
+def test_qpn2_missing_operators(op):
+    ok, reason = QPN2.can_implement(nvfp4(), FULL.without(op))
+    assert (ok, reason.code, reason.message) == (False, "missing_native_ops",
+                                                 f"missing native operators: [{op}]")
+    # The SM70 dispatchers are not Turing requirements.
+    assert QPN2.can_implement(nvfp4(), InMemoryNamespace(tu.TURING_QPN2_REQUIRED_OPS)) == \
+        (True, None)
+
+
+# --- TuringQpn8Fp8LinearKernel ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("options", [tu.TuringQpn8Options(enabled=False),
+                                     tu.TuringQpn8Options(force_marlin=True)])
+def test_qpn8_policy_reason_comes_first(options):
+    ok, reason = QPN8.can_implement(fp8(options=options, act_dtype="bfloat16"), FULL)
+    assert (ok, reason.code) == (False, "qpn8_disabled")
+    assert reason.message == "QPN8 disabled by KernelConfig or legacy backend override"
+
+
+def test_qpn8_layer_rules_in_order():
+    assert code(QPN8, fp8(act_dtype="bfloat16", weight_scheme="static_128_block")) == \
+        "input_output_not_fp16"
+    assert code(QPN8, fp8(out_dtype="bfloat16")) == "input_output_not_fp16"
+    assert code(QPN8, fp8(weight_scheme="static_128_block", weight_shape=(1,))) == \
+        "not_static_per_tensor_e4m3"
+    assert code(QPN8, fp8(weight_dtype="float8_e5m2")) == "not_static_per_tensor_e4m3"
+    assert code(QPN8, fp8(weight_shape=(3584,))) == "weight_rank"
+    assert code(QPN8, fp8(weight_shape=(0, 5000))) == "n_not_positive"
+    assert code(QPN8, fp8(weight_shape=(100, 0))) == "k_not_positive"
+    assert code(QPN8, fp8(weight_shape=(100, 5000))) == "n_not_multiple_of_32"
+    assert code(QPN8, fp8(weight_shape=(96, 5000))) == "k_not_multiple_of_128"
+    assert code(QPN8, fp8(weight_shape=(96, 128))) is None
+
+
+@pytest.mark.parametrize("n, ok", [(32, True), (3584, True), (100, False), (3600, False)])
+def test_qpn8_n_boundary(n, ok):
+    ok_, reason = QPN8.can_implement(fp8(5120, n), FULL)
+    assert ok_ is ok
+    if not ok:
+        assert reason.message == ("requires positive N divisible by 32 and K divisible by 128: "
+                                  f"N % 32 != 0 (N={n})")
+
+
+@pytest.mark.parametrize("op", tu.QPN8_REQUIRED_OPS)
+def test_qpn8_missing_operators(op):
+    ok, reason = QPN8.can_implement(fp8(), FULL.without(op))
+    assert (ok, reason.message) == (False, f"missing native operators: [{op}]")
+
+
+def test_requests_of_the_other_kernel_are_refused():
+    assert code(QPN2, fp8()) == "not_turing_nvfp4_request"
+    assert code(QPN8, nvfp4()) == "not_turing_fp8_request"
+
+
+# --- dispatch ---------------------------------------------------------------------------
+
+TOKENS = (0, 1, 8, 9, 32, 33, 64, 1024)
+
+
+def meta_fp16(m: int, k: int) -> torch.Tensor:
+    return torch.empty((m, k), dtype=torch.float16, device="meta")
+
+
+def test_turing_qpn2_passes_scratch_above_32_rows():
+    ns = RecordingNamespace(CATALOGUE)
+    spec = Nvfp4Layer.of(QKVZ, 5120, 4120)
+    prepared = tu.prepare_turing_qpn2(spec, spec.checkpoint_tensors(), ns)
+    assert ns.calls == [{"op": tu.QPN2_PREPARE_OP, "plan": {"n": 4128}}]
+    mark = ns.mark()
+    for m in TOKENS:
+        assert tuple(prepared.apply(meta_fp16(m, 5120)).shape) == (m, 4120)
+    calls = ns.since(mark)
+    assert [c["plan"]["m"] for c in calls] == [m for m in TOKENS if m > 0]
+    assert all(c["op"] == tu.QPN2_GEMM_OP for c in calls)
+    assert [c["plan"].get("scratch", False) for c in calls] == \
+        [m > tu.TURING_QPN2_DECODE_MAX_M for m in TOKENS if m > 0]
+    assert prepared.resident["qpn2_codes"].numel() == 4128 * 2560
+
+
+def test_qpn8_scratch_is_a_fresh_k_by_n_fp16_buffer_per_invocation():
+    seen: list[dict] = []
+    ns = InMemoryNamespace(CATALOGUE.ops, impls={
+        tu.QPN8_PREPARE_OP: CATALOGUE.op(tu.QPN8_PREPARE_OP).fake,
+        tu.QPN8_DISPATCH_OP: lambda **kw: seen.append(kw)})
+    spec = Fp8Layer.of(QKV, 5120, 3584)
+    prepared = tu.prepare_turing_qpn8(spec, spec.checkpoint_tensors(), ns)
+    for m in TOKENS:
+        assert tuple(prepared.apply(meta_fp16(m, 5120)).shape) == (m, 3584)
+    assert len(seen) == len(TOKENS) - 1  # M = 0 launches nothing
+    with_scratch = [kw["scratch"] for kw in seen if kw["scratch"] is not None]
+    assert len(with_scratch) == sum(1 for m in TOKENS if m > tu.QPN8_DECODE_MAX_M)
+    assert all(tuple(s.shape) == (5120, 3584) and s.dtype == torch.float16
+               for s in with_scratch)
+    assert len({id(s) for s in with_scratch}) == len(with_scratch)
+    assert seen[1]["x"].shape[0] == 8 and seen[1]["scratch"] is None
+    with pytest.raises(ActivationDtypeError):
+        prepared.apply(torch.empty((9, 5120), dtype=torch.bfloat16, device="meta"))
+
+
+def test_qpn8_records_scratch_in_the_plan():
+    ns = RecordingNamespace(CATALOGUE)
+    spec = Fp8Layer.of(QKV, 5120, 3584)
+    prepared = tu.prepare_turing_qpn8(spec, spec.checkpoint_tensors(), ns)
+    mark = ns.mark()
+    prepared.apply(meta_fp16(8, 5120))
+    prepared.apply(meta_fp16(9, 5120))
+    assert ns.since(mark) == [
+        {"op": tu.QPN8_DISPATCH_OP, "plan": {"m": 8}},
+        {"op": tu.QPN8_DISPATCH_OP, "plan": {"m": 9, "scratch": True}},
+    ]

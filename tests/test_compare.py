@@ -1,0 +1,251 @@
+"""Comparison by id, expected-changes parsing and attribution, the verdict, and rendering."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from routectl.compare import (
+    CheckOutcome,
+    FieldChange,
+    attribute,
+    compare_rows,
+    field_changes,
+    judge,
+    parse_expected,
+    split_id,
+)
+from routectl.errors import InputError
+from routectl.report import (
+    build_report,
+    escape_data,
+    render_github,
+    render_json,
+    render_text,
+    use_color,
+)
+from routectl.snapshot import build_snapshot, schema_violation
+
+CATEGORIES = ("cat-a", "cat-b")
+
+
+def make_row(i: int, kernel: str = "K", m: int = 1) -> dict:
+    return {"id": f"model{i}/float16/tp1/none/c1/q8192", "route": {
+        "kernel": kernel,
+        "verdicts": [{"name": kernel, "ok": True, "code": None, "message": None,
+                      "not_needed": False}],
+        "capability": 70, "prepared_layout": None, "flags": {"gated": False},
+        "fallbacks": [], "bytes": {"tensors": {"w": 64}, "total": 64, "scratch": {}},
+        "prepare": [], "dispatch": [{"op": "mm", "plan": {"m": m, "split_k": 4}}],
+        "fallback": False, "status": None}}
+
+
+class CountingDiffer:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, old: dict, new: dict) -> list[FieldChange]:
+        self.calls += 1
+        return field_changes(old, new)
+
+
+# --- comparison ----------------------------------------------------------------------------
+
+def test_identical_5000_row_snapshots_make_no_deepdiff_call():
+    rows = [make_row(i) for i in range(5000)]
+    old = build_snapshot("cat-a", "basis", rows)
+    new = build_snapshot("cat-a", "basis", [make_row(i) for i in range(5000)])
+    differ = CountingDiffer()
+    result = compare_rows(old.rows, new.rows, differ=differ)
+    assert differ.calls == 0
+    assert result.identical and not result.moved
+    # The counter does count: one changed row makes exactly one call.
+    changed = [make_row(i) for i in range(5000)]
+    changed[1234]["route"]["dispatch"][0]["plan"]["split_k"] = 8
+    result = compare_rows(old.rows, changed, differ=differ)
+    assert differ.calls == 1
+    assert list(result.changed) == [rows[1234]["id"]]
+
+
+def test_added_removed_changed_by_id():
+    old = [make_row(1), make_row(2), make_row(3)]
+    new = [make_row(2, kernel="Other"), make_row(3), make_row(4)]
+    result = compare_rows(old, new)
+    assert result.added == (make_row(4)["id"],)
+    assert result.removed == (make_row(1)["id"],)
+    changes = result.changed[make_row(2)["id"]]
+    assert FieldChange("route.kernel", "changed", "K", "Other") in changes
+    assert FieldChange("route.verdicts[0].name", "changed", "K", "Other") in changes
+    assert [c.path for c in changes] == sorted(c.path for c in changes)
+
+
+def test_no_baseline_means_every_row_is_added():
+    result = compare_rows(None, [make_row(1)])
+    assert result.added == (make_row(1)["id"],) and not result.identical
+    assert compare_rows([], []).identical and not compare_rows(None, []).identical
+
+
+@pytest.mark.parametrize("old,new", [(1, True), (1, 1.0), (0, False)])
+def test_json_types_are_compared_not_python_equality(old, new):
+    a, b = make_row(1), make_row(1)
+    a["route"]["flags"]["gated"] = old
+    b["route"]["flags"]["gated"] = new
+    result = compare_rows([a], [b])
+    assert result.changed[a["id"]] == (FieldChange("route.flags.gated", "changed", old, new),)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.integers(0, 30)), st.sets(st.integers(0, 30)), st.sets(st.integers(0, 30)))
+def test_comparison_is_set_algebra_on_ids(old_ids, new_ids, bumped):
+    old = [make_row(i) for i in sorted(old_ids)]
+    new = [make_row(i, m=2 if i in bumped else 1) for i in sorted(new_ids)]
+    result = compare_rows(old, new)
+    ident = {i: make_row(i)["id"] for i in range(31)}
+    assert set(result.added) == {ident[i] for i in new_ids - old_ids}
+    assert set(result.removed) == {ident[i] for i in old_ids - new_ids}
+    assert set(result.changed) == {ident[i] for i in old_ids & new_ids & bumped}
+
+
+# --- expected changes ----------------------------------------------------------------------
+
+def test_split_id_qualified_bare_and_malformed():
+    assert split_id("cat-a:edge:x", CATEGORIES) == ("cat-a", "edge:x")
+    assert split_id("edge:x", CATEGORIES) == (None, "edge:x")  # edge is not a category
+    assert split_id("m/kv/tp2/none/c1/q8", CATEGORIES) == (None, "m/kv/tp2/none/c1/q8")
+    for bad, message in [("cat-a:nope", "malformed row id 'nope'"),
+                         ("m/kv/tp2", "malformed row id"),
+                         ("edge:X", "malformed row id"),
+                         ("cat-z:edge:x", "unknown category 'cat-z'"),
+                         ("*", "malformed row id")]:
+        with pytest.raises(InputError, match=re.escape(message)):
+            split_id(bad, CATEGORIES)
+
+
+def test_parse_expected_forms_and_rejections():
+    entries = parse_expected(["cat-a:edge:x", {"id": "edge:y", "reason": "why"}], CATEGORIES,
+                             source="f.json")
+    assert [(e.category, e.row_id, e.reason) for e in entries] == [
+        ("cat-a", "edge:x", None), (None, "edge:y", "why")]
+    for data, message in [
+        ({"ids": []}, "is not of type 'array'"),
+        ([{"id": "edge:x"}], "f.json"),
+        ([{"id": "edge:x", "reason": "r", "extra": 1}], "f.json"),
+        (["edge:*"], "f.json"),
+        (["cat-a:edge:x", "cat-a:edge:x"], "listed twice"),
+        (["cat-q:edge:x"], "unknown category 'cat-q'"),
+    ]:
+        with pytest.raises(InputError, match=re.escape(message)):
+            parse_expected(data, CATEGORIES, source="f.json")
+
+
+def _entries(*ids):
+    return parse_expected(list(ids), CATEGORIES, source="f.json")
+
+
+def test_attribution_of_bare_ids():
+    ids = {"cat-a": {"edge:a", "edge:both"}, "cat-b": {"edge:b", "edge:both"}}
+    got = attribute(_entries("edge:a", "cat-b:edge:b", "edge:none"), CATEGORIES,
+                    ids.__getitem__, CATEGORIES)
+    assert set(got.by_category["cat-a"]) == {"edge:a"}
+    assert set(got.by_category["cat-b"]) == {"edge:b"}
+    assert got.unattributed == ("edge:none",)
+    with pytest.raises(InputError, match=r"several categories \(cat-a, cat-b\)"):
+        attribute(_entries("edge:both"), CATEGORIES, ids.__getitem__, CATEGORIES)
+    with pytest.raises(InputError, match="repeats"):
+        attribute(_entries("edge:a", "cat-a:edge:a"), CATEGORIES, ids.__getitem__, CATEGORIES)
+    # A filtered run judges only its own categories; one judged category owns unknown ids.
+    got = attribute(_entries("edge:b", "cat-b:edge:zz", "edge:none"), ["cat-a"],
+                    ids.__getitem__, CATEGORIES)
+    assert dict(got.by_category) == {"cat-a": {"edge:none": got.by_category["cat-a"][
+        "edge:none"]}}
+    assert got.unattributed == ()
+
+
+def test_verdict_unexpected_missing_unknown():
+    old = [make_row(1), make_row(2), make_row(3)]
+    new = [make_row(1, kernel="X"), make_row(2, kernel="X"), make_row(3), make_row(4)]
+    comparison = compare_rows(old, new)
+    r = {i: make_row(i)["id"] for i in range(1, 6)}
+    entries = _entries(f"cat-a:{r[1]}", f"cat-a:{r[3]}", f"cat-a:{r[5]}")
+    listed = attribute(entries, ["cat-a"], lambda n: set(), CATEGORIES).by_category["cat-a"]
+    verdict = judge("cat-a", comparison, listed)
+    assert verdict.unexpected == tuple(sorted([r[2], r[4]]))
+    assert verdict.missing == tuple(sorted([r[3], r[5]]))
+    assert verdict.unknown == (r[5],)
+    assert not verdict.ok
+    assert judge("cat-a", comparison, {k: listed[r[1]] for k in (r[1], r[2], r[4])}).ok
+
+
+# --- report --------------------------------------------------------------------------------
+
+def _outcome(n_changed: int, fields: int, *, stale=(), expected=()) -> CheckOutcome:
+    old = [make_row(i) for i in range(n_changed)]
+    new = copy.deepcopy(old)
+    for r in new:
+        r["route"]["flags"] = {f"f{j:02d}": j for j in range(fields)}
+    comparison = compare_rows(old, new)
+    listed = attribute(_entries(*expected), ["cat-a"], lambda n: set(), CATEGORIES)
+    verdict = judge("cat-a", comparison, listed.by_category["cat-a"])
+    return CheckOutcome({"cat-a": verdict}, stale=tuple(stale))
+
+
+def test_report_json_lists_qualified_ids_and_validates():
+    outcome = _outcome(3, 2, stale=["gone"],
+                       expected=[f"cat-a:{make_row(0)['id']}", "cat-a:edge:nothing"])
+    report = build_report(outcome)
+    assert schema_violation("report", report) is None
+    cat = report["categories"]["cat-a"]
+    ids = [f"cat-a:{make_row(i)['id']}" for i in range(3)]
+    assert cat["changed"] == ids and cat["unexpected"] == ids[1:]
+    assert cat["missing"] == ["cat-a:edge:nothing"]
+    assert report["unknown"] == ["cat-a:edge:nothing"] and report["stale"] == ["gone"]
+    assert report["ok"] is False
+    assert len(cat["diffs"][ids[0]]) == 3  # gated removed, f00 and f01 added
+    assert render_json(report).endswith("}\n")
+
+
+def test_text_caps_fields_and_rows_with_counts():
+    text = render_text(_outcome(53, 24))
+    assert text.count("  changed cat-a:") == 50
+    assert "... 3 more changed rows" in text
+    assert text.count("    ... 5 more field changes") == 50  # 25 changes, 20 shown
+    assert text.splitlines()[-1].startswith("FAILED: 53 unexpected, 0 missing")
+    assert "\x1b[" not in text
+    assert "\x1b[31m" in render_text(_outcome(1, 1), color=True)
+
+
+def test_github_at_most_ten_errors_then_one_notice():
+    lines = render_github(_outcome(14, 1, stale=["gone"])).splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["::error"] * 10 + ["::notice"]
+    assert lines[0] == "::error title=routectl check::stale snapshot category gone: it is " \
+                       "no longer listed"
+    assert "5 more not shown" in lines[-1]
+    passing = render_github(_outcome(0, 1)).splitlines()
+    assert len(passing) == 1 and passing[0].startswith("::notice title=routectl check::ok: ")
+
+
+def test_github_escapes_data():
+    outcome = _outcome(1, 0)
+    row_id = make_row(0)["id"]
+    outcome.categories["cat-a"].comparison.changed[row_id] = (
+        FieldChange("route.kernel", "changed", "a%b\nc", "d\re"),)
+    line = render_github(outcome).splitlines()[0]
+    assert '"a%25b\\nc"' in line  # JSON-quoted value: the newline is already \n text
+    assert "\n" not in line and "\r" not in line
+    assert escape_data("50%\r\nnext") == "50%25%0D%0Anext"
+
+
+@pytest.mark.parametrize("choice,environ,tty,expected", [
+    ("auto", {}, True, True),
+    ("auto", {"NO_COLOR": ""}, True, True),
+    ("auto", {"NO_COLOR": "1"}, True, False),
+    ("auto", {}, False, False),
+    ("always", {"NO_COLOR": "1"}, False, True),
+    ("never", {}, True, False),
+])
+def test_color_rules(choice, environ, tty, expected):
+    assert use_color(choice, environ, tty) is expected

@@ -1,0 +1,68 @@
+"""The public library surface: resolve and select through `routectl` without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import routectl
+from native.layers import AwqLayer, Nvfp4Layer
+from policies import PROJECT
+
+ROOT = Path(__file__).resolve().parents[1]
+QUALIFIED = routectl.EngineConfig(tp=4, spec_method="dflash", spec_tokens=7, selector_top_k=16,
+                                  max_num_seqs=4)
+
+
+def _select(family, layer, config=None, env=None):
+    hw = routectl.Hardware(70)
+    policy = routectl.resolve(PROJECT, config, env or {}, hw, QUALIFIED)
+    ns = routectl.InMemoryNamespace(PROJECT.catalogue.ops)
+    return routectl.select(PROJECT, family, layer, policy, hw, QUALIFIED, ns)
+
+
+def test_select_nvfp4_and_awq_layers_from_plain_specs():
+    nvfp4 = _select("sm70-nvfp4-linear",
+                    Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5120, 4120))
+    assert nvfp4.kernel == "Qpn2NvFp4LinearKernel"
+    awq = _select("sm70-awq-linear", AwqLayer.of("model.layers.0.self_attn.qkv_proj", 2560,
+                                                  3584, 32))
+    assert awq.kernel == "TurboMindAwqLinearKernel"
+    misaligned = _select("sm70-nvfp4-linear",
+                         Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5000, 4120))
+    assert misaligned.kernel == "TurboMindNvFp4LinearKernel"
+    qpn2 = next(v for v in misaligned.selection.verdicts if v.name == "Qpn2NvFp4LinearKernel")
+    assert qpn2.message == "K % 128 != 0 (K=5000)"
+
+
+def test_unknown_family_is_an_input_error():
+    with pytest.raises(routectl.InputError, match="unknown kernel family"):
+        _select("sm99", None)
+
+
+def test_library_resolution_and_selection_never_import_torch():
+    code = textwrap.dedent("""
+        import sys
+        import routectl
+        from native.layers import AwqLayer, Nvfp4Layer
+        project = routectl.load_project()
+        hw = routectl.Hardware(70)
+        wl = routectl.EngineConfig(tp=4, spec_method="dflash", spec_tokens=7,
+                                   selector_top_k=16, max_num_seqs=4)
+        policy = routectl.resolve(project, '{"sm70_awq": {"enabled": true}}', {}, hw, wl)
+        ns = routectl.InMemoryNamespace(project.catalogue.ops)
+        a = routectl.select(project, "sm70-nvfp4-linear",
+                            Nvfp4Layer.of("model.layers.0.x.in_proj_qkvz", 5120, 4120),
+                            policy, hw, wl, ns)
+        b = routectl.select(project, "sm70-awq-linear",
+                            AwqLayer.of("model.layers.0.x.qkv_proj", 2560, 3584, 32),
+                            policy, hw, wl, ns)
+        print(a.kernel, b.kernel, "torch" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.split() == ["Qpn2NvFp4LinearKernel", "TurboMindAwqLinearKernel", "False"]

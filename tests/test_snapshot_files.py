@@ -1,0 +1,366 @@
+"""Snapshot files: schemas, reading (every rejection is one input-error line), atomic and
+deterministic writing."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from routectl.errors import InputError
+from routectl.rows import ROW_ID
+from routectl.schemacheck import Unsure, compile_checker
+from routectl.snapshot import (
+    SCHEMA_NAMES,
+    SOURCE_SCHEMA_DIR,
+    Snapshot,
+    SnapshotError,
+    build_snapshot,
+    dump_json,
+    load_schema,
+    parse_snapshot,
+    read_snapshot,
+    schema,
+    schema_path,
+    write_snapshot,
+    write_text_atomic,
+)
+from tests.fixtures.toy import invoke, load, make_project, ok, row, save, tree_bytes
+
+REPO = Path(__file__).resolve().parents[1]
+FREE_FORM = {"plan", "bytes", "flags"}  # the only objects that may hold keys of their own
+ROW_A = "toy_model/float16/tp1/none/c1/q64"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path)
+
+
+def _documents(project: Path) -> dict:
+    return load(project / "snapshots" / "toy-a.json")
+
+
+# --- the schemas ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
+def test_schemas_are_valid_self_contained_2020_12(name):
+    data = schema(name)
+    Draft202012Validator.check_schema(data)
+    assert data["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    refs = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                refs.append(node["$ref"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(data)
+    assert refs and all(r.startswith("#/$defs/") for r in refs)
+    assert schema_path(name) == REPO / "snapshots" / "schema" / f"{name}.schema.json"
+
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
+def test_schemas_are_strict_every_key_required(name):
+    loose = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            props = node.get("properties")
+            if node.get("type") == "object" and props and where[-1] not in FREE_FORM:
+                if set(node.get("required", ())) != set(props):
+                    loose.append(("not all required", where))
+                if node.get("additionalProperties") is not False:
+                    loose.append(("open", where))
+            for key, value in node.items():
+                walk(value, (*where, key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, (*where, str(i)))
+
+    walk(schema(name), ("root",))
+    assert loose == []
+
+
+def test_schema_row_id_patterns_are_the_code_pattern():
+    snap = schema("snapshot")["$defs"]["row_id"]["pattern"]
+    assert snap == ROW_ID.pattern
+    inner = ROW_ID.pattern.removeprefix("^").removesuffix("$")
+    assert schema("expected-changes")["$defs"]["listed_id"]["pattern"].endswith(inner + "$")
+    assert schema("report")["$defs"]["qualified_id"]["pattern"].endswith(inner + "$")
+
+
+def test_schema_version_const_is_checked(tmp_path):
+    own = tmp_path / "snapshots" / "schema"
+    own.mkdir(parents=True)
+    data = schema("snapshot")
+    data["properties"]["schema_version"]["const"] = 2
+    (own / "snapshot.schema.json").write_text(json.dumps(data))
+    # The project's own schema folder wins over the copy beside the code.
+    assert schema_path("snapshot", tmp_path / "snapshots") == own / "snapshot.schema.json"
+    assert schema_path("report", tmp_path / "snapshots") == SOURCE_SCHEMA_DIR / \
+        "report.schema.json"
+    with pytest.raises(InputError, match="describes schema_version 2"):
+        schema("snapshot", tmp_path / "snapshots")
+
+
+# --- reading: negative cases through the CLI -----------------------------------------------
+
+def _break(project: Path, change) -> Path:
+    path = project / "snapshots" / "toy-a.json"
+    data = load(path)
+    change(data)
+    save(path, data)
+    return path
+
+
+NEGATIVE = {
+    "missing id": (lambda d: row(d, ROW_A).pop("id"), "'id' is a required property"),
+    "extra key": (lambda d: row(d, ROW_A)["route"].update(surprise=1),
+                  "'surprise' was unexpected"),
+    "bad id pattern": (lambda d: row(d, ROW_A).update(id="Toy Model/x"),
+                       "malformed row id 'Toy Model/x'"),
+    "duplicate id": (lambda d: d["rows"].append(copy.deepcopy(row(d, ROW_A))),
+                     f"duplicate row id '{ROW_A}'"),
+    "kernel not a string": (lambda d: row(d, ROW_A)["route"].update(kernel=7),
+                            "route.kernel: 7 is not of type 'string', 'null'"),
+    "dispatch without m": (lambda d: row(d, ROW_A)["route"]["dispatch"][0]["plan"].pop("m"),
+                           "'m' is a required property"),
+    "top-level extra": (lambda d: d.update(generated="today"), "'generated' was unexpected"),
+    "newer version": (lambda d: d.update(schema_version=2), "upgrade routectl"),
+    "older version": (lambda d: d.update(schema_version=0), "regenerate it"),
+    "wrong category": (lambda d: d.update(category="toy-b"), "file name says 'toy-a'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NEGATIVE))
+def test_invalid_retained_file_is_an_input_error(project, case):
+    change, message = NEGATIVE[case]
+    path = _break(project, change)
+    before = tree_bytes(project / "snapshots")
+    result = ok(invoke(["check", "--report", project / "report.json"], cwd=project))
+    assert result.code == 2
+    assert result.stdout == ""
+    assert len(result.lines) == 1 and result.lines[0].startswith(f"error: {path}")
+    assert message in result.stderr
+    assert tree_bytes(project / "snapshots") == before  # no .json.new, nothing rewritten
+    assert not (project / "report.json").exists()
+
+
+@pytest.mark.parametrize("content,message", [
+    (b'{"schema_version": 1,', "is not valid JSON: Expecting"),
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b'{"schema_version": NaN}', "NaN is not JSON"),
+])
+def test_unparsable_retained_file_is_one_line(project, content, message):
+    (project / "snapshots" / "toy-a.json").write_bytes(content)
+    result = ok(invoke(["check"], cwd=project))
+    assert result.code == 2 and len(result.lines) == 1
+    assert message in result.stderr
+    assert sorted(p.name for p in (project / "snapshots").iterdir()) == [
+        "toy-a.json", "toy-b.json"]
+
+
+def test_unreadable_retained_file_is_one_line(project):
+    path = project / "snapshots" / "toy-a.json"
+    path.unlink()
+    path.mkdir()  # reading it fails even as root
+    result = ok(invoke(["check"], cwd=project))
+    assert result.code == 2 and len(result.lines) == 1
+    assert "cannot read snapshot" in result.stderr and "directory" in result.stderr
+
+
+def test_unsorted_rows_read_as_the_same_snapshot(project):
+    path = project / "snapshots" / "toy-a.json"
+    data = load(path)
+    data["rows"].reverse()
+    save(path, data)
+    assert read_snapshot(path, category="toy-a").rows == tuple(load(path)["rows"][::-1])
+    assert ok(invoke(["check"], cwd=project)).code == 0
+
+
+# --- building and writing ------------------------------------------------------------------
+
+def test_written_files_are_canonical_and_round_trip(project):
+    path = project / "snapshots" / "toy-a.json"
+    text = path.read_text()
+    assert text == dump_json(json.loads(text))
+    assert text.endswith("}\n") and '\n  "basis": ' in text
+    snap = read_snapshot(path, category="toy-a")
+    assert snap.ids() == sorted(snap.ids())
+    copy_path = project / "again.json"
+    write_snapshot(copy_path, snap)
+    assert copy_path.read_bytes() == path.read_bytes()
+
+
+def test_build_snapshot_normalises_and_rejects_bad_rows(project):
+    good = load(project / "snapshots" / "toy-a.json")["rows"]
+    shuffled = [*good[::-1]]
+    shuffled[0] = {**shuffled[0], "route": {**shuffled[0]["route"]}}
+    snap = build_snapshot("toy-a", "basis text", shuffled)
+    assert snap.ids() == sorted(r["id"] for r in good)
+    bad = [{**good[0], "route": {"kernel": None}}]
+    with pytest.raises(SnapshotError, match="invalid snapshot"):
+        build_snapshot("toy-a", "basis text", bad)
+    with pytest.raises(SnapshotError, match="row 'edge:x' is not JSON"):
+        build_snapshot("toy-a", "basis text", [{"id": "edge:x", "route": {"kernel": object()}}])
+    target = project / "made-by-hand.json"
+    with pytest.raises(SnapshotError, match="refusing to write an invalid snapshot"):
+        write_snapshot(target, Snapshot("toy-a", "basis text", tuple(bad)))
+    assert not target.exists()
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_failure_between_temp_write_and_rename_keeps_the_file(project):
+    path = project / "snapshots" / "toy-a.json"
+    before = path.read_bytes()
+    snap = read_snapshot(path, category="toy-a")
+    changed = build_snapshot("toy-a", "a different basis", snap.rows)
+    seen = []
+
+    def fail(temp: Path) -> None:
+        seen.append(temp.read_text())  # the complete new text is there, not yet renamed
+        raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        write_snapshot(path, changed, before_replace=fail)
+    assert path.read_bytes() == before
+    assert '"a different basis"' in seen[0]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["toy-a.json", "toy-b.json"]
+    write_text_atomic(path, "x\n")
+    assert path.read_text() == "x\n"
+
+
+def test_snapshot_command_rules(project, tmp_path):
+    out = tmp_path / "out"
+    assert ok(invoke(["snapshot", "-c", "toy-a", "-o", out / "a.json"], cwd=project)).code == 0
+    assert (out / "a.json").read_bytes() == (project / "snapshots" / "toy-a.json").read_bytes()
+    for args, message in [
+        (["snapshot", "--all"], "exactly one of -o FILE and --output-dir DIR"),
+        (["snapshot", "-o", out / "b.json"], "-c CATEGORY or pass --all"),
+        (["snapshot", "--all", "-o", out / "b.json"], "-o writes one category"),
+        (["snapshot", "-c", "nope", "--output-dir", out], "unknown category 'nope'"),
+    ]:
+        result = ok(invoke(args, cwd=project))
+        assert result.code == 2 and len(result.lines) == 1 and message in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["a.json"]
+
+
+def test_python_m_snapshot_is_byte_identical_across_hash_seeds(project, tmp_path):
+    outputs = []
+    for seed in ("1", "2"):
+        target = tmp_path / f"seed{seed}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOY_")}
+        env.update(PYTHONHASHSEED=seed, PYTHONPATH=str(REPO), TOY_FAST="0")
+        proc = subprocess.run(
+            [sys.executable, "-m", "routectl", "snapshot", "--all", "--output-dir", str(target)],
+            cwd=project, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(tree_bytes(target))
+    assert outputs[0] == outputs[1]
+    # The caller's TOY_FAST=0 changed nothing: rows use their own overlay only.
+    assert outputs[0] == tree_bytes(project / "snapshots")
+
+
+def test_parse_snapshot_accepts_what_build_produces(project):
+    data = _documents(project)
+    snap = parse_snapshot(data, source="memory")
+    assert snap.to_json() == data
+
+
+# --- the compiled checker agrees with jsonschema -------------------------------------------
+
+SCALARS = st.sampled_from([None, True, False, 0, 1, 1.0, -1, 2.5, "", "x", "edge:x",
+                           "m/kv/tp1/none/c1/q1", "not_modelled", [], {}, ["a", "a"]])
+KEYS = st.sampled_from(["extra", "id", "m", "kernel", "total", "code", "status", "error",
+                        "schema_version", "toy-a:edge:x"])
+
+
+def _mutate(document, data):
+    document = copy.deepcopy(document)
+    node = document
+    for _ in range(data.draw(st.integers(0, 7))):
+        children = list(node.values()) if isinstance(node, dict) else node
+        containers = [c for c in children if isinstance(c, dict | list)]
+        if not containers:
+            break
+        node = containers[data.draw(st.integers(0, len(containers) - 1))]
+    op = data.draw(st.sampled_from(["delete", "add", "replace", "duplicate"]))
+    value = data.draw(SCALARS)
+    if isinstance(node, dict):
+        keys = sorted(node)
+        if op == "add" or not keys:
+            node[data.draw(KEYS)] = value
+        elif op == "delete":
+            del node[data.draw(st.sampled_from(keys))]
+        else:
+            node[data.draw(st.sampled_from(keys))] = value
+    elif node and op != "add":
+        index = data.draw(st.integers(0, len(node) - 1))
+        if op == "delete":
+            node.pop(index)
+        elif op == "duplicate":
+            node.append(copy.deepcopy(node[index]))
+        else:
+            node[index] = value
+    else:
+        node.append(value)
+    return document
+
+
+@pytest.fixture(scope="module")
+def valid_documents(tmp_path_factory):
+    root = make_project(tmp_path_factory.mktemp("valid"))
+    snap = load(root / "snapshots" / "toy-a.json")
+    snap["rows"] = [r for r in snap["rows"] if r["id"] in (
+        "edge:refused", "edge:slow", "toy_na/float16/tp1/none/c1/q64")]
+    report = {"schema_version": 1, "ok": False, "stale": ["old"], "unknown": ["edge:x"],
+              "categories": {"toy-a": {
+                  "rows": 3, "changed": ["toy-a:edge:slow"], "added": [], "removed": [],
+                  "unexpected": ["toy-a:edge:slow"], "missing": [],
+                  "diffs": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
+                                                 "old": "A", "new": None}]}}}}
+    expected = ["toy-a:edge:slow", {"id": "edge:x", "reason": "why"}]
+    return {"snapshot": snap, "report": report, "expected-changes": expected}
+
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
+def test_compiled_checker_agrees_with_jsonschema(name, valid_documents):
+    loaded = load_schema(name)
+    assert loaded.checker is not None  # the shipped schemas stay inside the subset
+    assert loaded.checker(valid_documents[name]) is True
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(st.data())
+    def agree(data):
+        document = _mutate(valid_documents[name], data)
+        try:
+            fast = loaded.checker(document)
+        except Unsure:
+            return
+        assert fast == loaded.validator.is_valid(document), document
+
+    agree()
+
+
+def test_checker_refuses_schemas_outside_its_subset():
+    assert compile_checker({"type": "object", "patternProperties": {"^a": {}}}) is None
+    assert compile_checker({"$ref": "other.json#/x"}) is None
+    check = compile_checker({"enum": [1, "a"], "minimum": 0})
+    assert check(1) and check(1.0) and check("a") and not check(True) and not check(2)

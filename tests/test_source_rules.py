@@ -1,0 +1,88 @@
+"""Rules about the source tree itself."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from policies.variables import FIELDS, VARIABLE_PREFIX
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("routectl", "policies", "native", "benchmarks", "examples")
+VARIABLE_DATA = ROOT / "policies" / "variables.py"
+
+
+def _product_files():
+    for package in PRODUCT:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def test_no_variable_literal_outside_the_variable_data():
+    offenders = []
+    for path in _product_files():
+        if path == VARIABLE_DATA:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and VARIABLE_PREFIX in node.value:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_no_mock_patching_in_the_product():
+    offenders = [str(p.relative_to(ROOT)) for p in _product_files()
+                 if re.search(r"unittest\.mock|mock\.patch|monkeypatch", p.read_text())]
+    assert offenders == []
+
+
+def _reads_environ(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") \
+                and isinstance(node.value, ast.Name) and node.value.id == "os":
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "os" \
+                and any(a.name in ("environ", "getenv") for a in node.names):
+            return True
+    return False
+
+
+def test_only_entry_points_read_os_environ():
+    allowed = {ROOT / "routectl" / "cli" / "__init__.py", ROOT / "routectl" / "engine.py"}
+    offenders = [str(p.relative_to(ROOT)) for p in _product_files()
+                 if p not in allowed and p.parent.name not in ("examples", "benchmarks")
+                 and _reads_environ(p)]
+    assert offenders == []
+
+
+def test_native_never_imports_policies_and_routectl_imports_neither():
+    for path in _product_files():
+        tree = ast.parse(path.read_text())
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module.split(".")[0])
+        top = path.relative_to(ROOT).parts[0]
+        if top == "native":
+            assert "policies" not in names, path
+        if top == "routectl":
+            assert not names & {"policies", "native"}, path
+
+
+def test_readme_variable_table_matches_the_variable_data():
+    readme = (ROOT / "README.md").read_text()
+    rows = {}
+    for line in readme.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith(VARIABLE_PREFIX):
+            rows.setdefault(cells[0], []).append(tuple(cells[1:]))
+    expected = {}
+    from policies.variables import default_description
+    for f in FIELDS:
+        if f.variable:
+            expected.setdefault(f.variable, []).append(
+                (f.config_path.removeprefix("kernel_config."), f.kind.value,
+                 default_description(f)))
+    assert {k: sorted(v) for k, v in rows.items()} == {k: sorted(v) for k, v in expected.items()}
