@@ -28,7 +28,7 @@ from routectl.schemacheck import Checker, Unsure, compile_checker
 
 SCHEMA_VERSION = 1
 CATEGORY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-SCHEMA_NAMES = ("snapshot", "expected-changes", "report")
+SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
 # The schemas beside this code when it runs from a source tree (a checkout, an editable
 # install or a baseline worktree): used when the project's snapshot folder has none.
 SOURCE_SCHEMA_DIR = Path(__file__).resolve().parent.parent / "snapshots" / "schema"
@@ -88,7 +88,7 @@ def _load_schema(path: str) -> LoadedSchema:
 
 
 def load_schema(name: str, snapshot_dir: Path | None = None) -> LoadedSchema:
-    """Schema `name` ("snapshot", "expected-changes" or "report"), loaded once per file."""
+    """Schema `name` (one of SCHEMA_NAMES), loaded once per file."""
     return _load_schema(str(schema_path(name, snapshot_dir)))
 
 

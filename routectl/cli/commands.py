@@ -2,5 +2,6 @@
 
 from routectl.cli import (
     config_cmd,  # noqa: F401
+    native_cmd,  # noqa: F401
     snapshot_cmd,  # noqa: F401
 )

@@ -1,0 +1,68 @@
+"""`routectl native probe`: check a real op namespace against the catalogue."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import click
+
+from routectl.cli import CheckFailed, cli, project_option, state
+from routectl.errors import InputError
+from routectl.native_ns import TorchOpsNamespace
+from routectl.probe import probe, render_text
+from routectl.snapshot import schema_violation
+
+PROBE_FORMAT = 1
+
+
+@cli.group("native")
+def native_group() -> None:
+    """Native operator contracts."""
+
+
+@native_group.command("probe")
+@click.option("--namespace", default="_C", show_default=True,
+              help="torch.ops namespace to inspect (the engine's is _C).")
+@click.option("--import", "imports", multiple=True, metavar="MODULE",
+              help="Import MODULE first (e.g. native.reference registers the routectl ops).")
+@click.option("--kernel", "kernels", multiple=True, metavar="NAME",
+              help="Probe only this kernel or MoE stage (repeatable; default: all).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@project_option
+@click.pass_context
+def probe_command(ctx: click.Context, namespace: str, imports: tuple[str, ...],
+                  kernels: tuple[str, ...], fmt: str, project_dir: Path | None) -> None:
+    """Report every required op as present/missing and its schema against the pin; exit 1
+    when an op is missing or a pinned schema differs."""
+    project = state(ctx).project(project_dir)
+    for module in imports:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise InputError(f"cannot import {module}: {exc}") from None
+    results = probe(project.catalogue, TorchOpsNamespace(namespace), kernels)
+    ok = all(r.ok for r in results)
+    if fmt == "json":
+        document = {"format": PROBE_FORMAT, "namespace": namespace, "imports": list(imports),
+                    "ok": ok, "kernels": [r.to_json() for r in results]}
+        problem = schema_violation("probe", document, project.snapshot_dir)
+        if problem:
+            raise RuntimeError(f"probe output violates its schema: {problem}")
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        for line in render_text(namespace, results):
+            click.echo(line)
+        missing = sorted({s.op for r in results for s in r.ops if not s.present})
+        mismatched = sorted({s.op for r in results for s in r.ops
+                             if s.schema == "schema mismatch"})
+        summary = f"{len(results)} probed: {sum(r.ok for r in results)} served"
+        if missing:
+            summary += f"; missing: {', '.join(missing)}"
+        if mismatched:
+            summary += f"; schema mismatch: {', '.join(mismatched)}"
+        click.echo(summary)
+    if not ok:
+        raise CheckFailed()
