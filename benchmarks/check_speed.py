@@ -1,0 +1,113 @@
+"""How fast is the main job? Prints ratios measured in one run.
+
+1. `python -c "import torch"` versus `routectl check` on every shipped category (target:
+   check <= 1.5x the torch import), and rows per second.
+2. A synthetic 100,000-row snapshot generated, validated, written, read back and compared
+   with a copy where 1% of the rows changed (target: under 60 s on a 2-core runner).
+
+Run from the repository root: `python benchmarks/check_speed.py [--rows N] [--repeat R]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def best_of(repeat: int, argv: list[str], env: dict[str, str]) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def synthetic_rows(count: int) -> list[dict]:
+    """Rows shaped like real linear routes: a verdict list, flags, bytes and five calls."""
+    rows = []
+    for i in range(count):
+        m_calls = [{"op": "nvfp4_qpn2_tm_dispatch_sm70_out",
+                    "plan": {"m": m, "split_k": 16, "nacc": 2, "gated": False,
+                             "prefill_min_m": 1024}} for m in (1, 8, 32, 64, 1024)]
+        rows.append({"id": f"m{i // 1000}/float16/tp{2 + i % 3}/none/c{i % 1000}/q8192",
+                     "route": {
+                         "kernel": "Qpn2NvFp4LinearKernel",
+                         "verdicts": [{"name": "Qpn2NvFp4LinearKernel", "ok": True,
+                                       "code": None, "message": None, "not_needed": False}],
+                         "capability": 70, "prepared_layout": "nvfp4_qpn2",
+                         "flags": {"shared_weight": True, "compact_scales": bool(i % 2)},
+                         "fallbacks": [], "bytes": {"tensors": {"codes": 10 * i},
+                                                    "total": 10 * i, "scratch": {}},
+                         "prepare": [], "dispatch": m_calls, "fallback": False,
+                         "status": None}})
+    rows.sort(key=lambda r: r["id"])
+    return rows
+
+
+def synthetic(count: int) -> dict[str, float]:
+    from routectl.compare import compare_rows
+    from routectl.snapshot import build_snapshot, read_snapshot, write_snapshot
+
+    snapshot_dir = ROOT / "snapshots"
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    rows = synthetic_rows(count)
+    times["generate"] = time.perf_counter() - start
+    start = time.perf_counter()
+    snap = build_snapshot("synthetic", "benchmark rows", rows, snapshot_dir=snapshot_dir)
+    times["validate"] = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "synthetic.json"
+        start = time.perf_counter()
+        write_snapshot(path, snap, snapshot_dir=snapshot_dir)
+        times["write"] = time.perf_counter() - start
+        start = time.perf_counter()
+        retained = read_snapshot(path, snapshot_dir=snapshot_dir)
+        times["read+validate"] = time.perf_counter() - start
+    fresh = copy.deepcopy(rows)
+    for row in fresh[:: 100]:
+        row["route"]["dispatch"][0]["plan"]["split_k"] = 8
+    start = time.perf_counter()
+    result = compare_rows(retained.rows, fresh)
+    times["compare"] = time.perf_counter() - start
+    times["changed"] = len(result.changed)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    torch_s = best_of(args.repeat, [sys.executable, "-c", "import torch"], env)
+    check_s = best_of(args.repeat, [sys.executable, "-m", "routectl", "check"], env)
+    listing = subprocess.run([sys.executable, "-m", "routectl", "list"], cwd=ROOT, env=env,
+                             check=True, capture_output=True, text=True).stdout
+    rows = sum(int(line.split()[1]) for line in listing.splitlines() if line.strip())
+    print(f"import torch:   {torch_s:6.2f} s (best of {args.repeat})")
+    print(f"routectl check: {check_s:6.2f} s (best of {args.repeat}), {rows} rows, "
+          f"{rows / check_s:,.0f} rows/s")
+    print(f"ratio check / import torch: {check_s / torch_s:.2f} (target <= 1.5)")
+    times = synthetic(args.rows)
+    total = sum(v for k, v in times.items() if k != "changed")
+    detail = ", ".join(f"{k} {v:.1f} s" for k, v in times.items() if k != "changed")
+    print(f"synthetic {args.rows:,} rows: {total:.1f} s (target < 60 s): {detail}; "
+          f"{int(times['changed'])} changed rows found")
+    print(json.dumps({"torch_s": round(torch_s, 3), "check_s": round(check_s, 3),
+                      "ratio": round(check_s / torch_s, 3), "rows": rows,
+                      "synthetic_rows": args.rows, "synthetic_s": round(total, 1)}))
+
+
+if __name__ == "__main__":
+    main()
