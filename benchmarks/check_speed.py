@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from policies.variables import VARIABLE_PREFIX  # noqa: E402 - after the path is set
 
 
 def best_of(repeat: int, argv: list[str], env: dict[str, str]) -> float:
@@ -89,7 +92,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(VARIABLE_PREFIX)}
     torch_s = best_of(args.repeat, [sys.executable, "-c", "import torch"], env)
     check_s = best_of(args.repeat, [sys.executable, "-m", "routectl", "check"], env)
     listing = subprocess.run([sys.executable, "-m", "routectl", "list"], cwd=ROOT, env=env,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from native.catalogue import CATALOGUE
+from policies.awq_moe import select_awq_moe
 from policies.categories import CATEGORIES
 from policies.config import KernelConfig
 from policies.families import active_sections
@@ -16,7 +17,7 @@ from policies.linear_awq import load_awq_dense
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
 from policies.qualification import nvfp4_workload_qualified, qualification_verdicts
-from policies.variables import FIELDS, UNKNOWN_PREFIX
+from policies.variables import FIELDS, UNKNOWN_PREFIX, VARIABLE_PREFIX
 from routectl.project import Project
 from routectl.workload import EngineConfig, Hardware
 
@@ -35,12 +36,14 @@ PROJECT = Project(
     context=_context,
     active_sections=active_sections,
     unknown_prefix=UNKNOWN_PREFIX,
+    variable_prefix=VARIABLE_PREFIX,
     # Family name -> loader; `routectl.select` calls it without tensors (selection only).
     selectors={
         "sm70-nvfp4-linear": load_nvfp4_sm70,
         "sm70-awq-linear": load_awq_dense,
         "sm75-nvfp4-linear": load_turing_nvfp4,
         "sm75-fp8-linear": load_turing_fp8,
+        "sm70-awq-moe": select_awq_moe,
     },
 )
 

@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepdiff import DeepDiff
-
 from routectl.errors import InputError
 from routectl.rows import ROW_ID
 from routectl.snapshot import Row, format_path, qualified, read_json, schema_violation
@@ -45,6 +43,8 @@ def _path_key(parts: Sequence[Any]) -> list[tuple[int, Any]]:
 
 def field_changes(old: Row, new: Row) -> list[FieldChange]:
     """What moved between two versions of one row, from DeepDiff's tree view, sorted by path."""
+    from deepdiff import DeepDiff  # only changed rows reach here: keep it off the pass path
+
     tree = DeepDiff(old, new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")
     found: list[tuple[list[tuple[int, Any]], FieldChange]] = []
     for report_type, levels in tree.items():

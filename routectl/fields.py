@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from enum import StrEnum
 from typing import Any
 
@@ -126,9 +127,12 @@ class Field:
     # variable in the error. Raises InputError.
     validate: Callable[[Any, str], Any] | None = None
 
-    @property
-    def key(self) -> str:
-        return f"{self.section}.{self.name}" if self.section else self.name
+    # "section.name" (or the name of an engine-wide field): set once, read on every lookup.
+    key: str = dataclass_field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key",
+                           f"{self.section}.{self.name}" if self.section else self.name)
 
     @property
     def config_path(self) -> str:

@@ -80,12 +80,20 @@ class OpSpec:
     name: str = field(init=False)
     args: tuple[Arg, ...] = field(init=False)
     returns: str = field(init=False)
+    # (name, kind, optional) per argument, kind "tensor" | "scalar" | "other": what the
+    # recording double checks on every call, computed once.
+    arg_kinds: tuple[tuple[str, str, bool], ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         name, args, returns = parse_schema(self.schema)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "args", args)
         object.__setattr__(self, "returns", returns)
+        kinds = tuple(
+            (a.name, "tensor" if a.is_tensor else "other" if a.type.startswith("Tensor")
+             else "scalar", a.type.endswith("?") or a.default is not None)
+            for a in args)
+        object.__setattr__(self, "arg_kinds", kinds)
 
     def arg(self, name: str) -> Arg:
         for a in self.args:

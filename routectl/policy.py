@@ -12,6 +12,7 @@ import json
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from routectl.errors import InputError
@@ -72,39 +73,46 @@ class ResolvedPolicy:
     warnings: tuple[str, ...] = ()
     ignored: tuple[tuple[str, str], ...] = ()  # (variable, field key) an explicit field overrode
 
-    def value(self, key: str) -> Any:
+    @cached_property
+    def _index(self) -> tuple[dict[str, Any], dict[str, str], dict[str, SectionView]]:
+        # Lookups by key and section, built once per policy (not a dataclass field: it never
+        # enters equality, hashing or serialisation).
+        sections: dict[str, list[tuple[str, Any]]] = {}
         for k, v in self.values:
-            if k == key:
-                return v
-        raise KeyError(key)
+            section, dot, name = k.partition(".")
+            if dot:
+                sections.setdefault(section, []).append((name, v))
+        return (dict(self.values), dict(self.sources),
+                {n: SectionView(n, tuple(items)) for n, items in sections.items()})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_index"}
+
+    def value(self, key: str) -> Any:
+        return self._index[0][key]
 
     def source(self, key: str) -> str:
-        for k, s in self.sources:
-            if k == key:
-                return s
-        raise KeyError(key)
+        return self._index[1][key]
 
     def is_explicit(self, key: str) -> bool:
         """Explicit for fail-closed purposes: typed in the config or its variable present."""
         return self.source(key) != "default"
 
     def section(self, name: str) -> SectionView:
-        prefix = name + "."
-        items = tuple((k[len(prefix):], v) for k, v in self.values if k.startswith(prefix))
-        if not items:
-            raise KeyError(f"no section {name!r}")
-        return SectionView(name, items)
+        try:
+            return self._index[2][name]
+        except KeyError:
+            raise KeyError(f"no section {name!r}") from None
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        for k, v in self.values:
-            if k == name:
-                return v
-        try:
-            return self.section(name)
-        except KeyError:
-            raise AttributeError(name) from None
+        values, _, sections = self._index
+        if name in values:
+            return values[name]
+        if name in sections:
+            return sections[name]
+        raise AttributeError(name)
 
     def section_names(self) -> list[str]:
         return sorted({k.split(".", 1)[0] for k, _ in self.values if "." in k})

@@ -53,6 +53,9 @@ class Project:
     active_sections: Callable[[int], list[str]]
     selectors: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     unknown_prefix: str | None = None
+    # Prefix of the policy's environment variables: stripped from the environment of a
+    # baseline subprocess so that no caller variable reaches the old program.
+    variable_prefix: str | None = None
     root: Path | None = None
     snapshot_dir: Path | None = None
 

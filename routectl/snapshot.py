@@ -17,18 +17,18 @@ import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from routectl.errors import InputError, RoutectlError
 from routectl.rows import ROW_ID
 from routectl.schemacheck import Checker, Unsure, compile_checker
 
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+
 SCHEMA_VERSION = 1
 CATEGORY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
+SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe")
 # The schemas beside this code when it runs from a source tree (a checkout, an editable
 # install or a baseline worktree): used when the project's snapshot folder has none.
 SOURCE_SCHEMA_DIR = Path(__file__).resolve().parent.parent / "snapshots" / "schema"
@@ -68,23 +68,36 @@ def schema_path(name: str, snapshot_dir: Path | None = None) -> Path:
 @dataclass(frozen=True)
 class LoadedSchema:
     path: Path
-    validator: Draft202012Validator  # phrases errors; the authority
+    data: dict[str, Any]
     checker: Checker | None  # fast yes/no for the valid case (None: jsonschema only)
+
+    @functools.cached_property
+    def validator(self) -> Any:
+        """jsonschema's validator: the authority, built (and its schema checked) only when an
+        answer needs it: importing jsonschema costs more than validating a valid file."""
+        from jsonschema import Draft202012Validator
+
+        try:
+            Draft202012Validator.check_schema(self.data)
+        except Exception as exc:  # noqa: BLE001 - any schema defect is reported the same way
+            first = str(exc).splitlines()[0]
+            raise InputError(f"{self.path} is not a valid JSON Schema: {first}") from None
+        return Draft202012Validator(self.data)
 
 
 @functools.lru_cache(maxsize=16)
 def _load_schema(path: str) -> LoadedSchema:
     data = read_json(Path(path), "schema")
-    try:
-        Draft202012Validator.check_schema(data)
-    except Exception as exc:  # noqa: BLE001 - any schema defect is reported the same way
-        first = str(exc).splitlines()[0]
-        raise InputError(f"{path} is not a valid JSON Schema: {first}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path} is not a valid JSON Schema: not an object")
     const = data.get("properties", {}).get("schema_version", {}).get("const")
     if const is not None and const != SCHEMA_VERSION:
         raise InputError(f"{path} describes schema_version {const}; this routectl reads and "
                          f"writes {SCHEMA_VERSION}")
-    return LoadedSchema(Path(path), Draft202012Validator(data), compile_checker(data))
+    loaded = LoadedSchema(Path(path), data, compile_checker(data))
+    if loaded.checker is None:
+        loaded.validator  # noqa: B018 - no fast checker: jsonschema checks the schema now
+    return loaded
 
 
 def load_schema(name: str, snapshot_dir: Path | None = None) -> LoadedSchema:
@@ -94,7 +107,7 @@ def load_schema(name: str, snapshot_dir: Path | None = None) -> LoadedSchema:
 
 def schema(name: str, snapshot_dir: Path | None = None) -> dict[str, Any]:
     """A copy of the JSON Schema document `name`."""
-    return copy.deepcopy(dict(load_schema(name, snapshot_dir).validator.schema))
+    return copy.deepcopy(load_schema(name, snapshot_dir).data)
 
 
 def _branch_error(error: ValidationError) -> ValidationError:
@@ -301,7 +314,8 @@ def read_snapshot(path: Path, *, snapshot_dir: Path | None = None,
 def plain_rows(rows: Sequence[Row]) -> list[Row]:
     """Rows as JSON will hold them (tuples become lists); non-JSON values raise."""
     try:
-        return json.loads(json.dumps(list(rows), allow_nan=False))
+        # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
+        return json.loads(json.dumps(list(rows), allow_nan=False, sort_keys=True))
     except (TypeError, ValueError) as exc:
         problem = str(exc)
     for item in rows:  # name the first offending row
@@ -314,15 +328,25 @@ def plain_rows(rows: Sequence[Row]) -> list[Row]:
 
 
 def build_snapshot(category: str, basis: str, rows: Sequence[Row], *,
-                   snapshot_dir: Path | None = None) -> Snapshot:
-    """A snapshot of freshly produced rows: normalised, sorted by id, validated."""
+                   snapshot_dir: Path | None = None, validate: bool = True) -> Snapshot:
+    """A snapshot of freshly produced rows: normalised, sorted by id, ids checked and (with
+    `validate`) schema-validated. Without it the caller validates the rows it uses
+    (`validate_rows`); writing validates an unvalidated snapshot first."""
     plain = sorted(plain_rows(rows), key=lambda r: str(r.get("id")))
-    document = {"schema_version": SCHEMA_VERSION, "category": category, "basis": basis,
-                "rows": plain}
-    problem = _id_problem(plain) or schema_violation("snapshot", document, snapshot_dir)
+    problem = _id_problem(plain)
+    if problem is None and validate:
+        problem = validate_rows(category, basis, plain, snapshot_dir)
     if problem is not None:
         raise SnapshotError(f"category {category} produced an invalid snapshot: {problem}")
-    return Snapshot(category, basis, tuple(plain), validated=True)
+    return Snapshot(category, basis, tuple(plain), validated=validate)
+
+
+def validate_rows(category: str, basis: str, rows: Sequence[Row],
+                  snapshot_dir: Path | None = None) -> str | None:
+    """The first schema violation of `rows` as a snapshot of `category`; None when valid."""
+    document = {"schema_version": SCHEMA_VERSION, "category": category, "basis": basis,
+                "rows": list(rows)}
+    return schema_violation("snapshot", document, snapshot_dir)
 
 
 def write_snapshot(path: Path, snapshot: Snapshot, *, snapshot_dir: Path | None = None,

@@ -337,7 +337,17 @@ def valid_documents(tmp_path_factory):
                   "diffs": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
                                                  "old": "A", "new": None}]}}}}
     expected = ["toy-a:edge:slow", {"id": "edge:x", "reason": "why"}]
-    return {"snapshot": snap, "report": report, "expected-changes": expected}
+    probe = {"format": 1, "namespace": "routectl", "imports": ["native.reference"],
+             "ok": False, "kernels": [
+                 {"name": "Qpn2NvFp4LinearKernel", "ok": False,
+                  "abi_getter": "nvfp4_qpn2_compact_scales_version_sm70", "abi_revision": None,
+                  "ops": [{"op": "nvfp4_qpn2_prepare_sm70", "status": "missing",
+                           "schema": None, "expected": None, "found": None}]},
+                 {"name": "awq_moe.qpn_m1", "ok": True, "abi_getter": None,
+                  "abi_revision": None,
+                  "ops": [{"op": "awq_moe_qpn_m1_sm70_out", "status": "present",
+                           "schema": "schema match", "expected": None, "found": None}]}]}
+    return {"snapshot": snap, "report": report, "expected-changes": expected, "probe": probe}
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)

@@ -1,0 +1,507 @@
+"""The AWQ MoE route selector (CONTRACTS 3.4) and the loader (3.2, 3.5): stages per token
+count in the contract's order, load-time decisions, prepared banks and their bytes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from native.catalogue import CATALOGUE
+from native.moe_layer import AwqMoeLayer, ExpertBank, MoeCheckpoint
+from native.ops_moe import OPS as MOE_OPS
+from native.ops_moe import STAGES
+from policies import PROJECT
+from policies.awq_moe import (
+    MOE_WNA16,
+    TURBOMIND,
+    bank_bytes,
+    decide_awq_moe,
+    load_awq_moe,
+    select_awq_moe,
+)
+from policies.awq_moe_admission import CallFacts, TensorFacts
+from policies.awq_moe_routes import LoadedRoute, select_route
+from policies.variables import field
+from routectl.errors import SelectionError
+from routectl.native_ns import InMemoryNamespace
+from routectl.replay import RecordingNamespace
+from routectl.workload import EngineConfig, Hardware
+
+QWEN38 = {"experts": 512, "top_k": 10, "hidden": 2560, "intermediate": 640, "group": 32}
+QWEN3_30B = {"experts": 128, "top_k": 8, "hidden": 2048, "intermediate": 768, "group": 128}
+ALL_OPS = tuple(CATALOGUE.ops)
+DEFAULT = LoadedRoute(
+    capability=70, batched=True, legacy_lane=True, legacy_lane_reason=None, qpn_m1=False,
+    grouped_decode=True, indexed_prefill=True, chunk_tokens=0, strict_w13=False,
+    exact_w2=False, active_exact_w2=False, token_cap=0, hidden=2560, w2_n=2560, experts=512)
+
+
+def var(key: str) -> str:
+    name = field(key).variable
+    assert name is not None
+    return name
+
+
+def moe_env(**values: str) -> dict[str, str]:
+    return {var(f"sm70_awq_moe.{k}"): v for k, v in values.items()}
+
+
+def call(m: int, top_k: int = 10, **x: object) -> CallFacts:
+    x_facts = TensorFacts((m, 2560), str(x.get("dtype", "float16")),
+                          bool(x.get("contiguous", True)))
+    return CallFacts(x_facts, TensorFacts((m, top_k), str(x.get("ids", "int32"))),
+                     TensorFacts((m, top_k), str(x.get("weights", "float32"))))
+
+
+def ns(*removed: str) -> InMemoryNamespace:
+    return InMemoryNamespace(ALL_OPS).without(*removed)
+
+
+def route(m: int, loaded: LoadedRoute = DEFAULT, namespace: InMemoryNamespace | None = None,
+          **x: object) -> list[str]:
+    return select_route(call(m, **x), loaded, namespace or ns()).chosen
+
+
+ROUTED = "lane.routed"
+
+
+def routed(permute: str, w13: str, w2: str, reduce: str = "reduce.unpermute") -> list[str]:
+    return [ROUTED, f"permute.{permute}", f"w13.{w13}", f"w2.{w2}", reduce]
+
+
+# --- the selector on the Qwen3.8 TP4 defaults ------------------------------------------------
+
+@pytest.mark.parametrize(("m", "expected"), [
+    (0, ["lane.zero_output"]),
+    (1, ["lane.legacy_single_token"]),
+    (2, routed("permute", "active_grouped", "active_grouped")),
+    (8, routed("permute", "active_grouped", "active_grouped")),
+    (9, routed("permute", "per_expert_dispatch", "per_expert_dispatch")),
+    (127, routed("permute", "per_expert_dispatch", "per_expert_dispatch")),
+    (128, routed("permute_metadata", "indexed_prefill_w13", "per_expert_dispatch")),
+    (8192, routed("permute_metadata", "indexed_prefill_w13", "per_expert_dispatch")),
+])
+def test_default_routes_by_token_count(m, expected):
+    assert route(m) == expected
+
+
+def test_every_lane_is_evaluated_in_contract_order():
+    choice = select_route(call(1), DEFAULT, ns())
+    assert [v.name for v in choice.verdicts] == [
+        "lane.zero_output", "lane.qpn_m1", "lane.legacy_single_token",
+        "lane.single_token_decomposed", "lane.routed"]
+    assert [v.not_needed for v in choice.verdicts] == [False, False, False, True, True]
+    choice = select_route(call(128), DEFAULT, ns())
+    assert [v.name for v in choice.verdicts][5:] == [
+        "permute.permute_metadata", "permute.permute", "w13.indexed_prefill_w13",
+        "w13.active_grouped", "w13.per_expert_dispatch", "w13.dense_stage", "w2.chunked_w2",
+        "w2.active_grouped", "w2.per_expert_dispatch", "w2.dense_stage", "reduce.chunked_w2",
+        "reduce.unpermute"]
+
+
+QPN = replace(DEFAULT, qpn_m1=True)
+
+
+def test_qpn_m1_serves_exactly_one_token_with_contract_inputs():
+    assert route(1, QPN) == ["lane.qpn_m1"]
+    for m in (0, 2, 4, 5, 8, 128, 8192):
+        assert "lane.qpn_m1" not in route(m, QPN)
+
+
+@pytest.mark.parametrize("x", [{"dtype": "bfloat16"}, {"contiguous": False},
+                               {"ids": "int64"}, {"weights": "float16"},
+                               {"weights": "bfloat16"}])
+def test_qpn_m1_call_inputs_fall_back_to_the_legacy_op(x):
+    choice = select_route(call(1, **x), QPN, ns())
+    assert choice.chosen == ["lane.legacy_single_token"]
+    assert choice.verdicts[1].code == "call_inputs"
+
+
+def test_qpn_m1_needs_sm70_exactly_and_its_op_per_call():
+    assert route(1, replace(QPN, capability=72)) == ["lane.legacy_single_token"]
+    assert route(1, QPN, ns("awq_moe_qpn_m1_sm70_out")) == ["lane.legacy_single_token"]
+
+
+def test_strict_w13_does_not_preempt_the_legacy_lane():
+    strict = replace(DEFAULT, strict_w13=True)
+    assert route(1, strict) == ["lane.legacy_single_token"]
+    assert route(2, strict) == routed("permute", "dense_stage", "dense_stage")
+    # Indexed prefill ignores strict_w13 and the cap.
+    assert route(128, strict) == routed("permute_metadata", "indexed_prefill_w13", "dense_stage")
+    assert route(128, replace(DEFAULT, token_cap=4)) == routed(
+        "permute_metadata", "indexed_prefill_w13", "dense_stage")
+
+
+def test_decomposed_lane_when_not_batched_or_strict_without_the_legacy_lane():
+    lane = ["lane.single_token_decomposed", "w13.single_token_dense_w13",
+            "w2.single_token_dense_w2"]
+    not_batched = replace(DEFAULT, batched=False, legacy_lane=False,
+                          legacy_lane_reason="batched GEMM is off for layer 0")
+    assert route(1, not_batched) == [*lane, "reduce.weighted_reduce"]
+    assert route(1, not_batched, ns("awq_moe_single_token_weighted_reduce_out")) == [
+        *lane, "reduce.unpermute"]
+    strict = replace(DEFAULT, strict_w13=True, legacy_lane=False, legacy_lane_reason="off")
+    assert route(1, strict)[0] == "lane.single_token_decomposed"
+    # Without its ops the decomposed lane gives way to the routed lane.
+    assert route(1, not_batched, ns("awq_moe_single_token_dense_w13_sm70_out"))[0] == ROUTED
+    assert route(2, not_batched) == routed("permute", "dense_stage", "dense_stage")
+
+
+def test_batched_without_the_legacy_lane_routes_one_token():
+    legacy_off = replace(DEFAULT, legacy_lane=False, legacy_lane_reason="legacy off")
+    assert route(1, legacy_off) == routed("permute", "per_expert_dispatch",
+                                          "per_expert_dispatch")
+
+
+def test_exact_w2_flags():
+    exact = replace(DEFAULT, exact_w2=True)
+    assert route(2, exact) == routed("permute", "per_expert_dispatch", "dense_stage")
+    active = replace(DEFAULT, active_exact_w2=True)
+    assert route(2, active) == routed("permute", "per_expert_dispatch", "active_grouped")
+    assert route(12, active) == routed("permute", "per_expert_dispatch", "active_grouped")
+    assert route(13, active) == routed("permute", "per_expert_dispatch", "per_expert_dispatch")
+
+
+@pytest.mark.parametrize(("m", "w13", "w2"), [
+    (2, "active_grouped", "active_grouped"), (4, "active_grouped", "active_grouped"),
+    (5, "dense_stage", "dense_stage"), (9, "dense_stage", "dense_stage")])
+def test_the_batched_decode_cap(m, w13, w2):
+    assert route(m, replace(DEFAULT, token_cap=4)) == routed("permute", w13, w2)
+
+
+def test_grouped_decode_needs_top_k_10_and_the_load_admission():
+    assert route(2, top_k=8) == routed("permute", "per_expert_dispatch", "per_expert_dispatch")
+    assert route(2, replace(DEFAULT, grouped_decode=False)) == routed(
+        "permute", "per_expert_dispatch", "per_expert_dispatch")
+
+
+def test_chunked_w2_replaces_w2_and_the_reduction():
+    chunked = replace(DEFAULT, chunk_tokens=4096)
+    assert route(8192, chunked) == routed("permute_metadata", "indexed_prefill_w13",
+                                          "chunked_w2", "reduce.chunked_w2")
+    assert route(4096, chunked) == routed("permute_metadata", "indexed_prefill_w13",
+                                          "per_expert_dispatch")
+    assert route(8192, chunked, ns("awq_moe_chunked_w2_sm70_out"))[3] == \
+        "w2.per_expert_dispatch"
+    # Without the indexed W13 there is no chunking.
+    assert route(8192, replace(chunked, indexed_prefill=False)) == routed(
+        "permute", "per_expert_dispatch", "per_expert_dispatch")
+
+
+def test_missing_stage_ops_fall_to_the_next_stage():
+    assert route(9, DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out")) == routed(
+        "permute", "dense_stage", "dense_stage")
+    assert route(2, DEFAULT, ns("awq_moe_active_dense_stage_sm70_out")) == routed(
+        "permute", "per_expert_dispatch", "per_expert_dispatch")
+    with pytest.raises(SelectionError) as info:
+        select_route(call(9), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out",
+                                          "awq_moe_dense_stage_sm70_out"))
+    assert info.value.code == "no_moe_stage"
+
+
+def test_indexed_prefill_and_grouped_decode_never_share_a_token_count():
+    for m in (1, 2, 8, 9, 127, 128):
+        chosen = route(m)
+        assert not ("w13.indexed_prefill_w13" in chosen and "w13.active_grouped" in chosen)
+
+
+# --- the loader ---------------------------------------------------------------------------
+
+def resolve(env: dict[str, str] | None = None, config: object = None, tp: int = 4):
+    return PROJECT.resolve(config, env or {}, Hardware(70), EngineConfig(tp=tp))
+
+
+def recorder(*removed: str) -> RecordingNamespace:
+    return RecordingNamespace(CATALOGUE, remove=removed)
+
+
+def decide(spec=QWEN38, env=None, config=None, tp=4, capability=70, removed=()):
+    return decide_awq_moe(spec, resolve(env, config, tp), Hardware(capability),
+                          EngineConfig(tp=tp), recorder(*removed))
+
+
+def test_default_decision_for_the_qwen38_tp4_layer():
+    plan = decide()
+    d = plan.decision
+    assert d.kernel == TURBOMIND and d.layout == "3-byte" and d.fallbacks == ()
+    assert dict(d.flags) == {
+        "batched": True, "legacy_lane": True, "w13_interleaved": True, "qpn_m1": False,
+        "grouped_decode": True, "qwen38_contract": True, "indexed_prefill": True,
+        "w2_chunk_tokens": 0, "compact_metadata": True,
+        "prepare_op": "awq_sm70_prepare_compact", "token_cap": 0}
+    assert [v.name for v in d.selection.verdicts] == [TURBOMIND, MOE_WNA16]
+    assert d.selection.verdicts[1].not_needed
+
+
+@pytest.mark.parametrize(("env", "flag", "value"), [
+    (moe_env(qpn_m1="1"), "qpn_m1", True),
+    (moe_env(active_grouped_decode="0"), "grouped_decode", False),
+    (moe_env(legacy_compact="0"), "w13_interleaved", False),
+    (moe_env(batched="0"), "legacy_lane", False),
+    (moe_env(batched="0"), "indexed_prefill", False),
+    (moe_env(layer_denylist="0-3"), "batched", False),
+    (moe_env(layer_allowlist="1,2"), "batched", False),
+    (moe_env(layer_allowlist="0"), "batched", True),
+    (moe_env(w2_chunk_tokens="6144"), "w2_chunk_tokens", 6144),
+    (moe_env(compact_metadata="0"), "compact_metadata", False),
+    (moe_env(max_batched_tokens="4"), "token_cap", 4),
+])
+def test_each_switch_reaches_the_decision(env, flag, value):
+    assert decide(env=env).decision.flags[flag] == value
+
+
+@pytest.mark.parametrize(("env", "removed", "code"), [
+    (moe_env(qpn_m1="1"), ("awq_moe_qpn_m1_sm70_out",), "qpn_m1_native_missing"),
+    (moe_env(qpn_m1="1"), ("awq_moe_single_token_sm70_out",), "qpn_m1_contract"),
+    (moe_env(qpn_m1="1", legacy_compact="0"), (), "qpn_m1_contract"),
+    (moe_env(qpn_m1="1", batched="0"), (), "qpn_m1_contract"),
+    (moe_env(compact_metadata="1"), ("awq_sm70_prepare_compact",),
+     "compact_metadata_native_missing"),
+    (moe_env(indexed_prefill="1"), ("awq_moe_indexed_dense_w13_sm70_out",),
+     "indexed_prefill_native_missing"),
+    (moe_env(w2_chunk_tokens="4096"), ("awq_moe_chunked_w2_sm70_out",),
+     "chunked_w2_native_missing"),
+])
+def test_explicit_requests_that_cannot_be_served_fail_the_load(env, removed, code):
+    with pytest.raises(SelectionError) as info:
+        decide(env=env, removed=removed)
+    assert info.value.code == code
+    assert [v.name for v in info.value.verdicts] == [TURBOMIND, MOE_WNA16]
+
+
+def test_explicit_qpn_m1_outside_the_contract():
+    for spec, tp in ((QWEN38, 2), ({**QWEN38, "experts": 256}, 4), ({**QWEN38, "group": 64,
+                                                                      "intermediate": 1024}, 4)):
+        with pytest.raises(SelectionError, match="requires native-g32 TP4 E512 C1"):
+            decide(spec, env=moe_env(qpn_m1="1"), tp=tp)
+
+
+def test_typed_requests_are_named_by_their_config_path():
+    with pytest.raises(SelectionError) as info:
+        decide(spec=QWEN3_30B, tp=2, config={"sm70_awq_moe": {"compact_metadata": True}})
+    assert info.value.message.startswith("kernel_config.sm70_awq_moe.compact_metadata=True")
+
+
+@pytest.mark.parametrize(("removed", "field_key", "reason"), [
+    (("awq_sm70_prepare_compact",), "sm70_awq_moe.compact_metadata", "no compact prepare op"),
+    (("moe_permute_metadata_with_scratch",), "sm70_awq_moe.indexed_prefill",
+     "missing native indexed prefill operators"),
+])
+def test_defaults_that_cannot_be_served_are_fallbacks(removed, field_key, reason):
+    d = decide(removed=removed).decision
+    assert [(f.field, f.requested, f.effective) for f in d.fallbacks] == [
+        (field_key, True, False)]
+    assert d.fallbacks[0].reason.startswith(reason)
+
+
+def test_non_contract_layers_keep_the_4_byte_layout_through_the_fallback():
+    for spec, tp in ((QWEN38, 2), (QWEN3_30B, 2)):
+        d = decide(spec, tp=tp).decision
+        assert d.kernel == TURBOMIND and d.layout == "4-byte"
+        assert [(f.field, f.reason) for f in d.fallbacks] == [
+            ("sm70_awq_moe.compact_metadata", "unsupported layer shape")]
+        assert not d.flags["grouped_decode"] and not d.flags["indexed_prefill"]
+    # Explicit grouped/indexed/chunk requests are silently off there.
+    d = decide(QWEN3_30B, env=moe_env(indexed_prefill="1", active_grouped_decode="1",
+                                      w2_chunk_tokens="4096"), tp=2).decision
+    assert (d.flags["indexed_prefill"], d.flags["grouped_decode"],
+            d.flags["w2_chunk_tokens"]) == (False, False, 0)
+
+
+@pytest.mark.parametrize(("env", "capability", "code", "fallback"), [
+    (moe_env(disable="1"), 70, "moe_disabled", False),
+    ({var("sm70_turbomind.quant_backend"): "marlin"}, 70, "backend_override", False),
+    ({var("sm70_turbomind.awq_moe"): "0"}, 70, "turbomind_off", False),
+    ({}, 75, "capability", True),
+    ({}, 80, "capability", True),
+])
+def test_moe_wna16_outside_the_family(env, capability, code, fallback):
+    d = decide(env=env, capability=capability).decision
+    assert d.kernel == MOE_WNA16
+    assert d.selection.verdicts[0].code == code
+    assert d.selection.fallback is fallback
+    assert bool(d.fallbacks) is fallback
+
+
+def test_sm72_is_inside_the_family_but_not_qpn_m1():
+    assert decide(capability=72).decision.kernel == TURBOMIND
+    with pytest.raises(SelectionError, match="CUDA arch 7.0"):
+        decide(env=moe_env(qpn_m1="1"), capability=72)
+
+
+def test_missing_method_ops_fall_back_to_moe_wna16():
+    d = decide(removed=("awq_sm70_prepare",)).decision
+    assert d.kernel == MOE_WNA16 and d.selection.fallback
+    assert d.selection.verdicts[0].code == "missing_native_ops"
+
+
+def test_a_checkpoint_that_cannot_split_is_an_error():
+    with pytest.raises(SelectionError) as info:
+        decide(QWEN3_30B, tp=4)
+    assert info.value.code == "no_moe_method"
+    assert "local W2 K 192 is not a multiple of group 128" in info.value.message
+
+
+@pytest.mark.parametrize(("changes", "code"), [({"group": 256, "intermediate": 1024}, "group_size"),
+                                               ({"bits": 8}, "weight_bits")])
+def test_layers_turbomind_cannot_load_go_to_moe_wna16(changes, code):
+    d = decide({**QWEN38, **changes}).decision
+    assert d.kernel == MOE_WNA16 and d.selection.verdicts[0].code == code
+
+
+# --- preparation ----------------------------------------------------------------------------
+
+def load(env=None, spec=QWEN38, tp=4, removed=()):
+    ns_ = recorder(*removed)
+    prepared = load_awq_moe(spec, resolve(env, tp=tp), Hardware(70), EngineConfig(tp=tp), ns_)
+    return prepared, ns_
+
+
+def test_every_expert_of_both_banks_is_prepared_once_per_bank():
+    prepared, ns_ = load()
+    assert ns_.calls == [
+        {"op": "awq_sm70_prepare_compact",
+         "plan": {"group": 32, "gated": True, "k": 2560, "n": 320, "experts": 512}},
+        {"op": "awq_sm70_prepare_compact",
+         "plan": {"group": 32, "gated": False, "k": 160, "n": 2560, "experts": 512}},
+    ]
+    shapes = {name: (tuple(t.shape), str(t.dtype)) for name, t in prepared.resident.items()}
+    assert shapes == {
+        "w13_weights": ((512, 2560, 40), "torch.int32"),
+        "w13_metadata": ((512, 80, 320, 3), "torch.uint8"),
+        "w2_weights": ((512, 160, 320), "torch.int32"),
+        "w2_metadata": ((512, 5, 2560, 3), "torch.uint8"),
+    }
+
+
+@pytest.mark.parametrize(("env", "metadata"), [({}, 58_982_400),
+                                               (moe_env(compact_metadata="0"), 78_643_200)])
+def test_qwen38_tp4_bytes(env, metadata):
+    prepared, _ = load(env)
+    size = bank_bytes(prepared)
+    assert size["weights"] == 314_572_800
+    assert size["metadata"] == metadata
+    assert size["total"] == 314_572_800 + metadata
+    assert size["w13"]["weights"] + size["w2"]["weights"] == size["weights"]
+    assert size["w13"]["metadata"] + size["w2"]["metadata"] == size["metadata"]
+    assert size["w13"]["total"] + size["w2"]["total"] == size["total"]
+    layer = prepared.state["layer"]
+    assert {k: size[k] for k in ("w13", "w2")} == layer.bank_bytes(compact=not env)
+
+
+def test_w13_is_interleaved_only_with_the_legacy_lane():
+    _, ns_ = load(moe_env(legacy_compact="0"))
+    assert [c["plan"]["gated"] for c in ns_.calls] == [False, False]
+    assert [c["op"] for c in ns_.calls] == ["awq_sm70_prepare_compact"] * 2
+
+
+def test_moe_wna16_prepares_nothing_and_selection_only_prepares_nothing():
+    prepared, ns_ = load(moe_env(disable="1"))
+    assert prepared.apply is None and prepared.resident == {} and ns_.calls == []
+    ns_ = recorder()
+    decision = select_awq_moe(QWEN38, resolve(), Hardware(70), EngineConfig(tp=4), ns_).decision
+    assert decision.kernel == TURBOMIND and ns_.calls == []
+
+
+def meta_inputs(m: int, top_k: int = 10):
+    return (torch.empty((m, 2560), dtype=torch.float16, device="meta"),
+            torch.empty((m, top_k), dtype=torch.int32, device="meta"),
+            torch.empty((m, top_k), dtype=torch.float32, device="meta"))
+
+
+def dispatched(prepared, ns_, m: int) -> list[dict]:
+    mark = ns_.mark()
+    out = prepared.apply(*meta_inputs(m))
+    assert tuple(out.shape) == (m, 2560) and out.dtype == torch.float16
+    return ns_.since(mark)
+
+
+def test_apply_dispatches_what_the_selector_chose_with_plans():
+    prepared, ns_ = load()
+    assert dispatched(prepared, ns_, 0) == []
+    assert dispatched(prepared, ns_, 1) == [{"op": "awq_moe_single_token_sm70_out", "plan": {
+        "m": 1, "routed_slots": 10, "group": 32, "metadata": "3-byte"}}]
+    calls = dispatched(prepared, ns_, 128)
+    assert [c["op"] for c in calls] == [
+        "moe_permute_metadata_with_scratch", "awq_moe_indexed_dense_w13_sm70_out",
+        "awq_moe_gemm_sm70_per_expert_dispatch_out", "moe_unpermute"]
+    assert calls[1]["plan"] == {"m": 128, "routed_slots": 1280, "group": 32, "k": 2560,
+                                "n": 320, "metadata": "3-byte"}
+    assert calls[2]["plan"] == {"m": 128, "routed_slots": 1280, "group": 32, "k": 160,
+                                "n": 2560, "metadata": "3-byte"}
+    for m in (2, 8, 9, 127, 4096):
+        choice = prepared.state["route"](*meta_inputs(m))
+        ops = [c["op"] for c in dispatched(prepared, ns_, m)]
+        assert ops == [stage.op for stage in choice.plan.stages()]
+
+
+def test_qpn_m1_dispatch_and_chunked_w2_plans():
+    prepared, ns_ = load(moe_env(qpn_m1="1", compact_metadata="0", w2_chunk_tokens="6144"))
+    assert dispatched(prepared, ns_, 1) == [{"op": "awq_moe_qpn_m1_sm70_out", "plan": {
+        "m": 1, "routed_slots": 10, "metadata": "4-byte"}}]
+    calls = dispatched(prepared, ns_, 8192)
+    assert calls[-1] == {"op": "awq_moe_chunked_w2_sm70_out", "plan": {
+        "m": 8192, "routed_slots": 81920, "group": 32, "k": 160, "n": 2560,
+        "chunk_tokens": 6144, "metadata": "4-byte"}}
+
+
+def test_apply_needs_the_router_outputs():
+    prepared, _ = load()
+    with pytest.raises(TypeError, match="topk_ids"):
+        prepared.apply(meta_inputs(1)[0])
+
+
+def test_plan_keys_are_declared_from_the_contract_set():
+    allowed = {"m", "routed_slots", "group", "k", "n", "chunk_tokens", "metadata"}
+    for spec in MOE_OPS.values():
+        keys = [k.key for k in spec.plan]
+        assert keys[0] == "m" and not spec.plan[0].optional
+        assert set(keys) <= allowed
+        assert all(k.optional for k in spec.plan[1:])
+    assert set(STAGES) <= set(CATALOGUE.kernels)
+
+
+def test_real_tensors_are_prepared_into_real_banks():
+    """With storage, every expert's prepared output is copied into the bank (reference ops)."""
+    import native.reference  # noqa: F401  (registers routectl::awq_sm70_prepare)
+
+    prepare = torch.ops.routectl.awq_sm70_prepare
+    spec = {"experts": 3, "top_k": 2, "hidden": 64, "intermediate": 64, "group": 32}
+    layer = AwqMoeLayer.for_rank(spec, 1)
+    gen = torch.Generator().manual_seed(0)
+
+    def bank(name: str) -> ExpertBank:
+        qweight, qzeros, scales = layer.checkpoint_shapes(name)
+        e = layer.num_experts
+        return ExpertBank.from_stacked(
+            torch.randint(-2**31, 2**31 - 1, (e, *qweight), dtype=torch.int32, generator=gen),
+            torch.randint(-2**31, 2**31 - 1, (e, *qzeros), dtype=torch.int32, generator=gen),
+            (torch.rand((e, *scales), generator=gen) * 0.01).half())
+
+    checkpoint = MoeCheckpoint(bank("w13"), bank("w2"))
+    namespace = InMemoryNamespace(ALL_OPS, impls={"awq_sm70_prepare": prepare})
+    prepared = load_awq_moe(spec, resolve(tp=1), Hardware(70), EngineConfig(tp=1), namespace,
+                            tensors=checkpoint)
+    assert prepared.decision.layout == "4-byte"
+    for name, interleave in (("w13", True), ("w2", False)):
+        source = checkpoint.bank(name)
+        for e in range(3):
+            words, meta = prepare(source.qweight[e], source.scales[e], source.qzeros[e], 32,
+                                  interleave)
+            assert torch.equal(prepared.resident[f"{name}_weights"][e], words)
+            assert torch.equal(prepared.resident[f"{name}_metadata"][e], meta)
+
+
+def test_stage_classes_and_the_catalogue_agree():
+    from native.moe_stages import MOE_STAGE_CLASSES, QpnM1
+
+    assert {cls.name for cls in MOE_STAGE_CLASSES} == set(STAGES) - {TURBOMIND}
+    for cls in MOE_STAGE_CLASSES:
+        assert cls.required_ops == STAGES[cls.name]
+        assert not cls.op or cls.op in cls.required_ops
+    ok, reason = QpnM1.can_run(70, ns("awq_moe_qpn_m1_sm70_out"))
+    assert not ok and reason is not None
+    assert reason.message == "missing native QPN M1 operators: [awq_moe_qpn_m1_sm70_out]"
+    assert QpnM1.can_run(75, ns())[1].code == "capability"  # type: ignore[union-attr]
