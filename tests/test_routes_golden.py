@@ -116,3 +116,18 @@ def test_retained_snapshots_equal_a_fresh_run():
     result = ok(invoke(["check"], cwd=ROOT, environ={}))
     assert result.code == 0, result.stdout + result.stderr
     assert not list(SNAPSHOTS.glob("*.json.new"))
+
+
+def test_explain_of_an_moe_row_prints_the_model_totals():
+    row = "sm70-awq-moe:qwen38_awq_moe/fp8_e4m3/tp4/none/c8/q8192"
+    text = ok(invoke(["explain", row], cwd=ROOT))
+    assert text.code == 0, text.stderr
+    assert "model totals per rank over 48 layers" in text.stdout
+    assert "compact_saving 943,718,400" in text.stdout
+    assert "M=1: lane.legacy_single_token" in text.stdout
+    data = json.loads(ok(invoke(["explain", row, "--format", "json"], cwd=ROOT)).stdout)
+    assert data["model_totals"]["compact_saving"] == 943_718_400
+    assert data["model_totals"]["metadata"] == 48 * 58_982_400
+    linear = json.loads(ok(invoke(["explain", f"sm70-nvfp4-linear:{GOLDEN_27B}", "--format",
+                                   "json"], cwd=ROOT)).stdout)
+    assert linear["model_totals"] is None

@@ -301,6 +301,10 @@ def explain_document(category: Any, spec: RowSpec, row: dict[str, Any],
         },
         "policy": _policy_json(policy),
         "route": row["route"],
+        # Whole-model figures a category can derive from a row (e.g. MoE bytes over every
+        # MoE layer of the model): None where the category has none.
+        "model_totals": (category.model_totals(spec, row["route"])
+                         if hasattr(category, "model_totals") else None),
     }
 
 
@@ -380,8 +384,19 @@ def explain_text(document: Mapping[str, Any]) -> str:
             calls = route.pop(key)
             lines.append(f"{key}:" + ("" if calls else " none"))
             lines.extend(f"  {_plan_text(call)}" for call in calls)
+    if "stages" in route:
+        lines.append("stages per token count:")
+        for entry in route.pop("stages"):
+            lines.append(f"  M={entry['m']}: {' > '.join(entry['chosen'])}")
+            lines.extend(f"    refused {v['name']} [{v['code']}] {v['message']}"
+                         for v in entry["rejected"])
     # Route keys this renderer does not know (new families) still show.
     lines.extend(f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in route.items())
+    totals = document.get("model_totals")
+    if totals:
+        rest = {k: v for k, v in totals.items() if k != "layers"}
+        lines.append(f"model totals per rank over {totals['layers']} layers: "
+                     + ", ".join(f"{k} {v:,}" for k, v in rest.items()))
     return "\n".join(lines) + "\n"
 
 
