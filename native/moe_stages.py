@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 from native import ops_moe as ops
 from native.awq_schemas import GROUP_SIZE, HIDDEN, NUM_EXPERTS, QPN_M1_OP, TOP_K, W2_K, W13_N
 from native.moe_layer import AwqMoeLayer
-from routectl.native_ns import NativeNamespace, missing_ops
-from routectl.reasons import OK, Check, missing_ops_reason, reject
+from routectl.native_ns import NativeNamespace, require_ops
+from routectl.reasons import OK, Check, reject
 
 # The Qwen3.8 contract is a TP4 rank's geometry (awq_schemas holds the per-rank values).
 QWEN38_TP = 4
@@ -111,10 +111,7 @@ class MoeStage:
 
     @classmethod
     def check_ops(cls, ns: NativeNamespace) -> Check:
-        missing = missing_ops(ns, cls.required_ops)
-        if missing:
-            return (False, missing_ops_reason(cls.ops_label, missing))
-        return OK
+        return require_ops(ns, cls.required_ops, cls.ops_label)
 
     @classmethod
     def can_run(cls, capability: int, ns: NativeNamespace) -> Check:

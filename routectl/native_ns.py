@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from routectl.reasons import OK, Check, missing_ops_reason
+
 
 @runtime_checkable
 class NativeNamespace(Protocol):
@@ -26,6 +28,12 @@ class NativeNamespace(Protocol):
 def missing_ops(ns: NativeNamespace, ops: Iterable[str]) -> list[str]:
     """Required ops absent from `ns`, in the order they were required."""
     return [op for op in ops if not ns.has_op(op)]
+
+
+def require_ops(ns: NativeNamespace, ops: Iterable[str], label: str = "") -> Check:
+    """OK, or the one missing-operator reason every kernel and stage reports."""
+    missing = missing_ops(ns, ops)
+    return (False, missing_ops_reason(label, missing)) if missing else OK
 
 
 class InMemoryNamespace:

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from routectl.native_ns import NativeNamespace, missing_ops
-from routectl.reasons import OK, Check, missing_ops_reason, reject
+from routectl.native_ns import NativeNamespace, require_ops
+from routectl.reasons import OK, Check, reject
 
 FP16 = "float16"
 
@@ -31,10 +31,7 @@ class LinearKernel:
 
     @classmethod
     def check_ops(cls, ns: NativeNamespace) -> Check:
-        missing = missing_ops(ns, cls.required_ops)
-        if missing:
-            return (False, missing_ops_reason(cls.ops_label, missing))
-        return OK
+        return require_ops(ns, cls.required_ops, cls.ops_label)
 
 
 def padded(n: int, tile: int) -> int:
