@@ -1,0 +1,438 @@
+"""Baselines for `routectl diff`: snapshots computed by the program at another git ref, or
+pre-built snapshot files (a CI cache).
+
+A ref's baseline is the old program itself: a temporary detached `git worktree` of the ref
+and a subprocess running `python -m routectl snapshot --all --output-dir DIR` there, with the
+worktree first on PYTHONPATH, the worktree's project root as working directory (so its own
+`[tool.routectl]` applies) and none of the policy's variables in its environment. The ref's
+retained `snapshots/*.json` are never read. Everything temporary lives in one folder made by
+`tempfile.mkdtemp`, so concurrent diffs in one repository never share a path; cleanup runs in
+`finally`, also on Ctrl-C and on a failed baseline.
+
+Reading a baseline file migrates an older `schema_version` through MIGRATIONS, or refuses it
+naming its version and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from routectl.errors import InputError, RoutectlError
+from routectl.snapshot import (
+    CATEGORY_NAME,
+    SCHEMA_VERSION,
+    Snapshot,
+    parse_snapshot,
+    read_json,
+    retained_files,
+)
+
+# The stable interface every routectl version keeps (DESIGN "Snapshot files").
+SNAPSHOT_ARGS = ("-m", "routectl", "snapshot", "--all", "--output-dir")
+TEMP_PREFIX = "routectl-baseline-"
+# Set inside git hooks (GIT_INDEX_FILE during a commit, GIT_DIR in some hooks): they would
+# point our git calls at another index or repository. Every call names its repository (-C).
+GIT_LOCATION_VARIABLES = frozenset({
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX",
+})
+IMPORT_FAILURES = ("ModuleNotFoundError", "ImportError")
+MAX_TAIL_CHARS = 300
+WAIT_POLL_S = 0.1
+DEBUG_HINT = " (run with --debug for the traceback)"
+# The engine package this code runs from: the baseline subprocess falls back to it when the
+# ref's tree holds no `routectl/` of its own (a project that depends on routectl).
+ENGINE_PATH = Path(__file__).resolve().parent.parent
+
+Document = dict[str, Any]
+Migration = Callable[[Document], Document]
+# schema_version N -> a function turning a version-N snapshot document into version N + 1.
+# Version 1 is the first: there is nothing to migrate yet.
+MIGRATIONS: Mapping[int, Migration] = {}
+
+
+class BaselineFailed(InputError):
+    """The baseline subprocess failed (exit 2); `output` is everything it printed."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+# --- reading baseline files ----------------------------------------------------------------
+
+def migrate_document(data: Any, *, source: str, advice: str,
+                     migrations: Mapping[int, Migration] = MIGRATIONS) -> Any:
+    """Bring an older snapshot document to SCHEMA_VERSION one step at a time, or refuse it.
+    Current, newer (refused by parse_snapshot: upgrade routectl) and malformed documents
+    (phrased by the schema) pass through unchanged."""
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool) or version >= SCHEMA_VERSION:
+        return data
+    start = version
+    while version < SCHEMA_VERSION:
+        step = migrations.get(version)
+        if step is None:
+            raise InputError(f"{source} has schema_version {start}, older than "
+                             f"{SCHEMA_VERSION}, and this routectl has no migration from "
+                             f"version {version}: {advice}")
+        data = step(data)
+        reached = data.get("schema_version") if isinstance(data, dict) else None
+        if reached != version + 1:
+            raise RoutectlError(f"the migration from schema_version {version} produced "
+                                f"version {reached!r}, not {version + 1}")
+        version = reached
+    return data
+
+
+def read_baseline_snapshot(path: Path, *, advice: str, snapshot_dir: Path | None = None,
+                           category: str | None = None,
+                           migrations: Mapping[int, Migration] = MIGRATIONS) -> Snapshot:
+    """A baseline snapshot file, migrated to the current schema and validated."""
+    data = read_json(path, "baseline snapshot")
+    data = migrate_document(data, source=str(path), advice=advice, migrations=migrations)
+    return parse_snapshot(data, source=str(path), snapshot_dir=snapshot_dir, category=category)
+
+
+class BaselineDirectory:
+    """A SnapshotSource over a folder of `<category>.json` baseline files (the output of
+    `routectl snapshot --all --output-dir DIR`), read with migration."""
+
+    def __init__(self, directory: Path, *, advice: str, snapshot_dir: Path | None = None) -> None:
+        self.directory = directory
+        self._advice = advice
+        self._schemas = snapshot_dir
+        self._files = retained_files(directory)
+        for name, path in self._files.items():
+            if not CATEGORY_NAME.match(name):
+                raise InputError(f"baseline {path} is not a <category>.json snapshot "
+                                 f"(category names match {CATEGORY_NAME.pattern})")
+
+    def names(self) -> Sequence[str]:
+        return sorted(self._files)
+
+    def load(self, name: str) -> Snapshot | None:
+        path = self._files.get(name)
+        if path is None:
+            return None
+        return read_baseline_snapshot(path, advice=self._advice, snapshot_dir=self._schemas,
+                                      category=name)
+
+
+class BaselineFile:
+    """A SnapshotSource holding the one category of a single snapshot file (any file name)."""
+
+    def __init__(self, path: Path, *, advice: str, snapshot_dir: Path | None = None) -> None:
+        self.path = path
+        self.snapshot = read_baseline_snapshot(path, advice=advice, snapshot_dir=snapshot_dir)
+
+    @property
+    def category(self) -> str:
+        return self.snapshot.category
+
+    def names(self) -> Sequence[str]:
+        return [self.snapshot.category]
+
+    def load(self, name: str) -> Snapshot | None:
+        return self.snapshot if name == self.snapshot.category else None
+
+
+CACHED_ADVICE = ("rebuild the cached baseline with this routectl (routectl snapshot --all "
+                 "--output-dir DIR at the baseline commit), or use --baseline-ref")
+
+
+def open_baseline(path: Path, *, snapshot_dir: Path | None = None
+                  ) -> BaselineDirectory | BaselineFile:
+    """A pre-built baseline: one snapshot file, or a folder of `<category>.json` files."""
+    if path.is_dir():
+        source = BaselineDirectory(path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir)
+        if not source.names():
+            raise InputError(f"baseline folder {path} holds no <category>.json snapshot "
+                             f"(write one with routectl snapshot --all --output-dir DIR)")
+        return source
+    if not path.exists():
+        raise InputError(f"baseline {path} does not exist")
+    return BaselineFile(path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir)
+
+
+# --- git -----------------------------------------------------------------------------------
+
+def git_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k not in GIT_LOCATION_VARIABLES}
+
+
+def _git(repo: Path, args: Sequence[str], environ: Mapping[str, str]
+         ) -> subprocess.CompletedProcess[str]:
+    executable = shutil.which("git", path=environ.get("PATH", os.defpath))
+    if executable is None:
+        raise InputError("git is not on PATH: routectl diff --baseline-ref needs git "
+                         "(--baseline PATH takes pre-built snapshots instead)")
+    return subprocess.run([executable, "-C", str(repo), *args], env=git_environ(environ),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          check=False)
+
+
+def _git_error(message: str, done: subprocess.CompletedProcess[str]) -> InputError:
+    """One line of ours, then git's own stderr as it printed it."""
+    detail = done.stderr.strip()
+    return InputError(f"{message}\n{detail}" if detail else message)
+
+
+def repository_root(start: Path, environ: Mapping[str, str]) -> Path:
+    done = _git(start, ["rev-parse", "--show-toplevel"], environ)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise _git_error(f"not inside a git repository: {start} (--baseline-ref needs the "
+                         f"project's git history; --baseline PATH takes pre-built snapshots)",
+                         done)
+    return Path(done.stdout.strip()).resolve()
+
+
+def _fetch_hint(ref: str) -> str:
+    remote, slash, branch = ref.partition("/")
+    fetch = f"git fetch origin {branch}" if slash and remote == "origin" else \
+        f"git fetch origin {ref}"
+    return (f"a shallow clone (CI checkouts are) needs the ref fetched: {fetch}, or full "
+            f"history (git fetch --unshallow; actions/checkout with fetch-depth: 0)")
+
+
+def resolve_commit(repo: Path, ref: str, environ: Mapping[str, str]) -> str:
+    """The commit `ref` names; an unknown ref is an InputError with the shallow-clone hint."""
+    done = _git(repo, ["rev-parse", "--verify", "--quiet", "--end-of-options",
+                       f"{ref}^{{commit}}"], environ)
+    commit = done.stdout.strip()
+    if done.returncode == 0 and commit:
+        return commit
+    shallow = _git(repo, ["rev-parse", "--is-shallow-repository"], environ)
+    where = " (this clone is shallow)" if shallow.stdout.strip() == "true" else ""
+    raise _git_error(f"unknown git ref {ref!r} in {repo}{where}: {_fetch_hint(ref)}", done)
+
+
+def check_project_at(repo: Path, commit: str, ref: str, project_path: Path,
+                     environ: Mapping[str, str]) -> None:
+    """REF must hold a `pyproject.toml` with `[tool.routectl]` at the project's path."""
+    relative = (project_path / "pyproject.toml").as_posix()
+    done = _git(repo, ["cat-file", "blob", f"{commit}:{relative}"], environ)
+    # A missing file is the answer, not a git failure: git's "does not exist" adds nothing.
+    if done.returncode != 0:
+        raise InputError(f"{ref} has no routectl project: {relative} does not exist there")
+    try:
+        table = tomllib.loads(done.stdout).get("tool", {}).get("routectl")
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{ref} has no routectl project: its {relative} is not valid TOML "
+                         f"({exc})") from None
+    if not isinstance(table, dict):
+        raise InputError(f"{ref} has no routectl project: its {relative} has no "
+                         f"[tool.routectl] table")
+
+
+# --- the baseline subprocess ---------------------------------------------------------------
+
+def baseline_environ(environ: Mapping[str, str], *, strip_prefixes: Sequence[str],
+                     worktree: Path, engine_path: Path | None) -> dict[str, str]:
+    """The caller's environment minus the policy's variables, the worktree first on
+    PYTHONPATH (then the caller's PYTHONPATH, then `engine_path` when given)."""
+    prefixes = tuple(p for p in strip_prefixes if p)
+    env = {k: v for k, v in environ.items() if not (prefixes and k.startswith(prefixes))}
+    paths = [str(worktree)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    if engine_path is not None:
+        paths.append(str(engine_path))
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _failure_message(ref: str, commit: str, code: int, output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    last = "no output"
+    if lines:
+        # "exit 3" already says the old program crashed, and its --debug hint does not apply
+        # here (diff --debug prints the whole output).
+        last = lines[-1].removeprefix("error: ").removeprefix("internal error: ")
+        last = last.removesuffix(DEBUG_HINT)
+    if len(last) > MAX_TAIL_CHARS:
+        last = last[:MAX_TAIL_CHARS - 3] + "..."
+    how = f"exit {code}" if code >= 0 else f"killed by signal {-code}"
+    message = f"the baseline at {ref} ({commit[:12]}) failed ({how}): {last}"
+    if any(kind in line for line in lines for kind in IMPORT_FAILURES):
+        message += (f"; {ref} may need dependencies the current environment lacks (install "
+                    f"them, or build the baseline elsewhere and pass it with --baseline PATH)")
+    return message
+
+
+def _wait(process: subprocess.Popen[bytes]) -> int:
+    """Wait in short polls: Ctrl-C delivered to another thread (torch starts worker threads)
+    does not interrupt a blocking waitpid in the main thread until the subprocess ends."""
+    while True:
+        try:
+            return process.wait(timeout=WAIT_POLL_S)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Cleanup must finish even when Ctrl-C is pressed again; git's cleanup calls inherit the
+    ignored disposition. Only the main thread may change signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@dataclass
+class RefBaseline:
+    """One baseline being built at a git ref. `start` adds the worktree and starts the
+    subprocess; `wait` returns the folder of snapshot files; `close` removes everything."""
+
+    ref: str
+    commit: str
+    repository: Path
+    project_path: Path  # the project root, relative to the repository root
+    temp_dir: Path
+    environ: Mapping[str, str]
+    strip_prefixes: tuple[str, ...]
+    python: str
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _worktree_added: bool = field(default=False, repr=False)
+
+    @property
+    def worktree(self) -> Path:
+        # Named after the unique temp folder, so git's worktree entry is unique too.
+        return self.temp_dir / self.temp_dir.name
+
+    @property
+    def output_dir(self) -> Path:
+        return self.temp_dir / "snapshots"
+
+    @property
+    def log_path(self) -> Path:
+        return self.temp_dir / "baseline.log"
+
+    def start(self) -> None:
+        # Set before the call: an interrupt inside `worktree add` may leave a half-made one.
+        self._worktree_added = True
+        # No hooks: a throwaway tree is no checkout the user's post-checkout hook asked for.
+        done = _git(self.repository, ["-c", f"core.hooksPath={os.devnull}", "worktree", "add",
+                                      "--detach", "--quiet", str(self.worktree), self.commit],
+                    self.environ)
+        if done.returncode != 0:
+            raise _git_error(f"cannot check out {self.ref} into a temporary worktree", done)
+        engine = None if (self.worktree / "routectl" / "__init__.py").is_file() else ENGINE_PATH
+        env = baseline_environ(self.environ, strip_prefixes=self.strip_prefixes,
+                               worktree=self.worktree, engine_path=engine)
+        # Output goes to a file, not a pipe: the candidate replays meanwhile and nobody
+        # would drain a pipe.
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [self.python, *SNAPSHOT_ARGS, str(self.output_dir)],
+                cwd=self.worktree / self.project_path, env=env,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def wait(self) -> Path:
+        """Wait for the subprocess; the folder of its snapshot files, or BaselineFailed."""
+        if self.process is None:
+            raise RuntimeError("the baseline was not started")
+        code = _wait(self.process)
+        with _sigint_ignored():
+            self._remove_worktree()
+        if code != 0:
+            output = self.log_path.read_text(errors="replace")
+            raise BaselineFailed(_failure_message(self.ref, self.commit, code, output), output)
+        return self.output_dir
+
+    def source(self, *, snapshot_dir: Path | None = None) -> BaselineDirectory:
+        advice = (f"{self.ref}'s routectl writes an old format; compare against a newer "
+                  f"ref, or build its snapshots with this routectl and pass them with "
+                  f"--baseline DIR")
+        return BaselineDirectory(self.wait(), advice=advice, snapshot_dir=snapshot_dir)
+
+    def _remove_worktree(self) -> None:
+        if not self._worktree_added:
+            return
+        # Twice forced: also a worktree left locked by an interrupted `worktree add`.
+        done = _git(self.repository, ["worktree", "remove", "--force", "--force",
+                                      str(self.worktree)], self.environ)
+        if done.returncode != 0:
+            # Never registered, or half made: remove the files, then let git drop the entry
+            # (prune only runs here, so a concurrent diff's fresh entry is never raced).
+            shutil.rmtree(self.worktree, ignore_errors=True)
+            _git(self.repository, ["worktree", "prune"], self.environ)
+        self._worktree_added = False
+
+    def close(self) -> None:
+        """Stop the subprocess, remove the worktree and every temporary file. Never raises
+        for a cleanup failure: the outcome (or the original error) matters more."""
+        with _sigint_ignored():
+            try:
+                if self.process is not None and self.process.poll() is None:
+                    self.process.kill()
+                    self.process.wait()
+                self._remove_worktree()
+            except (OSError, subprocess.SubprocessError, InputError):
+                pass
+            finally:
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _temp_parent(environ: Mapping[str, str], temp_parent: Path | None) -> str | None:
+    if temp_parent is not None:
+        return str(temp_parent)
+    return environ.get("TMPDIR") or None
+
+
+@contextmanager
+def baseline_at_ref(project_root: Path, ref: str, *, environ: Mapping[str, str],
+                    strip_prefixes: Sequence[str] = (), temp_parent: Path | None = None,
+                    python: str | None = None) -> Iterator[RefBaseline]:
+    """Check the ref (repository, commit, project), add its worktree and start the baseline
+    subprocess; yields the running RefBaseline and removes everything on exit.
+
+    `environ` is the caller's environment (git and the subprocess get it, less git's location
+    variables and the `strip_prefixes` variables respectively); temporary files go under
+    `temp_parent`, else the mapping's TMPDIR, else the system default.
+    """
+    root = project_root.resolve()
+    repository = repository_root(root, environ)
+    try:
+        project_path = root.relative_to(repository)
+    except ValueError:
+        raise InputError(f"the project {root} is not inside its repository {repository}"
+                         ) from None
+    commit = resolve_commit(repository, ref, environ)
+    check_project_at(repository, commit, ref, project_path, environ)
+    try:
+        temp_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX,
+                                         dir=_temp_parent(environ, temp_parent)))
+    except OSError as exc:
+        raise InputError(f"cannot create a temporary folder for the baseline: "
+                         f"{exc.strerror or exc}") from None
+    build: RefBaseline | None = None
+    try:
+        build = RefBaseline(ref=ref, commit=commit, repository=repository,
+                            project_path=project_path, temp_dir=temp_dir, environ=environ,
+                            strip_prefixes=tuple(strip_prefixes),
+                            python=python or sys.executable)
+        build.start()
+        yield build
+    finally:
+        if build is not None:
+            build.close()
+        else:
+            shutil.rmtree(temp_dir, ignore_errors=True)
