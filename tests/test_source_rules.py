@@ -86,3 +86,15 @@ def test_readme_variable_table_matches_the_variable_data():
                 (f.config_path.removeprefix("kernel_config."), f.kind.value,
                  default_description(f)))
     assert {k: sorted(v) for k, v in rows.items()} == {k: sorted(v) for k, v in expected.items()}
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+    commands = [b.strip() for b in blocks if "pytest" in b and "pip install" in b]
+    assert len(commands) == 1, commands
+    assert "\n" not in commands[0] and commands[0].startswith("pip install torch==2.13.0")
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert commands[0] in ci
+    main_job = [b.strip() for b in blocks if "routectl check" in b and "pip install" in b]
+    assert main_job == ["pip install torch==2.13.0 && pip install . && routectl check"]
