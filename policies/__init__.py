@@ -12,6 +12,7 @@ from native.catalogue import CATALOGUE
 from policies.awq_moe import select_awq_moe
 from policies.categories import CATEGORIES
 from policies.config import KernelConfig
+from policies.engine_loaders import ENGINE_LOADERS
 from policies.families import active_sections
 from policies.linear_awq import load_awq_dense
 from policies.linear_nvfp4 import load_nvfp4_sm70
@@ -45,6 +46,8 @@ PROJECT = Project(
         "sm75-fp8-linear": load_turing_fp8,
         "sm70-awq-moe": select_awq_moe,
     },
+    # Family name -> loader and meta replay, for `routectl.engine` and its startup report.
+    loaders=ENGINE_LOADERS,
 )
 
 __all__ = ["PROJECT", "KernelConfig"]

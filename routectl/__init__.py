@@ -5,6 +5,9 @@ Public names (each receives the project object; none of them imports torch):
 - `resolve(project, config, environ, hardware, workload)`: a frozen `ResolvedPolicy`.
 - `select(project, family, layer, policy, hardware, workload, namespace)`: the `Decision`
   for one layer (chosen kernel, every verdict, fallbacks, layout) without preparing it.
+- `start(project, kernel_config, hardware, workload, *, environ=None)`: the engine's startup
+  session (resolve once, load and dispatch layers, the startup report); see
+  `routectl.engine`.
 - `Hardware`, `EngineConfig`, `InMemoryNamespace`, `TorchOpsNamespace`, `ResolvedPolicy`,
   `Decision`, `InputError`, `SelectionError`.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from routectl.engine import EngineSession, start
 from routectl.errors import InputError, SelectionError
 from routectl.loaded import Decision
 from routectl.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
@@ -42,6 +46,7 @@ def select(project: Project, family: str, layer: Any, policy: ResolvedPolicy,
 
 
 __all__ = [
-    "Decision", "EngineConfig", "Hardware", "InMemoryNamespace", "InputError", "Project",
-    "ResolvedPolicy", "SelectionError", "TorchOpsNamespace", "load_project", "resolve", "select",
+    "Decision", "EngineConfig", "EngineSession", "Hardware", "InMemoryNamespace", "InputError",
+    "Project", "ResolvedPolicy", "SelectionError", "TorchOpsNamespace", "load_project", "resolve",
+    "select", "start",
 ]

@@ -159,3 +159,35 @@ def bind_arguments(spec: OpSpec, args: tuple[Any, ...],
         if a.name not in bound and a.default is None:
             raise TypeError(f"{spec.name}: missing argument {a.name!r}")
     return bound
+
+
+class CallLog:
+    """Calls in order as `{"op", "plan"}` records, under the one aggregation rule that the
+    recording double and observers of real runs share: consecutive calls of a per-expert op
+    with equal plans are one record with `experts: E` (a bank is prepared one expert at a
+    time). Any other call, or `close()`, ends the open bank."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self._open: tuple[str, tuple[tuple[str, Any], ...]] | None = None
+
+    def add(self, op: str, plan: Mapping[str, Any], *, per_expert: bool) -> None:
+        if not per_expert:
+            self._open = None
+            self.calls.append({"op": op, "plan": dict(plan)})
+            return
+        key = (op, tuple(sorted(plan.items())))
+        if self._open == key:
+            self.calls[-1]["plan"]["experts"] += 1
+        else:
+            self.calls.append({"op": op, "plan": {**plan, "experts": 1}})
+            self._open = key
+
+    def repeat(self) -> None:
+        """The open bank's call once more (the caller knows op and plan are unchanged)."""
+        if self._open is None:
+            raise ValueError("no per-expert bank is open")
+        self.calls[-1]["plan"]["experts"] += 1
+
+    def close(self) -> None:
+        self._open = None

@@ -157,7 +157,7 @@ class ResolvedPolicy:
         )
 
 
-def _deprecation_message(field: Field) -> str:
+def deprecation_message(field: Field) -> str:
     return (f"{field.variable} is deprecated{field.deprecation_scope}; use "
             f"{field.config_path}. Explicit configuration takes precedence.")
 
@@ -235,7 +235,7 @@ def resolve_fields(
     for f in fields:
         if f.kind is Kind.DEPRECATED and f.variable in environ and f.variable not in seen:
             seen.add(f.variable or "")
-            message = _deprecation_message(f)
+            message = deprecation_message(f)
             messages.append(message)
             if emit_warnings and f.variable not in _WARNED:
                 _WARNED.add(f.variable or "")

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from routectl.configmodel import load_config, typed_values
 from routectl.errors import InputError
 from routectl.fields import Field
+from routectl.loaders import LayerLoader
 from routectl.ops import OpSpec
 from routectl.policy import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
@@ -52,6 +53,8 @@ class Project:
     # capability -> sections of every family enabled there (what `config` hashes).
     active_sections: Callable[[int], list[str]]
     selectors: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    # Family name -> what `routectl.engine` loads and the startup report replays with.
+    loaders: Mapping[str, LayerLoader] = field(default_factory=dict)
     unknown_prefix: str | None = None
     # Prefix of the policy's environment variables: stripped from the environment of a
     # baseline subprocess so that no caller variable reaches the old program.

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from routectl.errors import InputError, SelectionError
 from routectl.loaded import PreparedLayer
-from routectl.ops import OpSpec, bind_arguments, derive_plan
+from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.policy import ResolvedPolicy
 from routectl.project import Catalogue, Project
 from routectl.rows import RowSpec
@@ -28,7 +28,7 @@ class ReplayError(RuntimeError):
 class RecordingNamespace:
     """Native double that checks every call against the catalogue, produces meta outputs and
     records `{"op", "plan"}`. Consecutive per-expert calls with equal plans become one record
-    with `experts: E`."""
+    with `experts: E` (`routectl.ops.CallLog`, the rule observers of real runs share)."""
 
     def __init__(self, catalogue: Catalogue, *, remove: Iterable[str] = (),
                  abi: Mapping[str, int] | None = None, name: str = "replay") -> None:
@@ -39,8 +39,8 @@ class RecordingNamespace:
         self._available = frozenset(catalogue.ops) - set(remove)
         self._abi = dict(abi or {})
         self._name = name
-        self.calls: list[dict[str, Any]] = []
-        self._open_bank: tuple[str, tuple] | None = None
+        self._log = CallLog()
+        self.calls: list[dict[str, Any]] = self._log.calls
         # The last per-expert call: (op, its arguments' identities) and its outputs.
         self._last_expert: tuple[str, tuple[str, ...], tuple[Any, ...]] | None = None
         self._last_outputs: Any = None
@@ -58,7 +58,7 @@ class RecordingNamespace:
         return int(self._abi.get(getter, FULL_BUILD_ABI_REVISION))
 
     def mark(self) -> int:
-        self._open_bank = None
+        self._log.close()
         self._last_expert = None
         return len(self.calls)
 
@@ -70,7 +70,7 @@ class RecordingNamespace:
             # The same argument objects as the previous call of this bank (a meta checkpoint
             # passes one tensor per field for every expert): already checked, same plan, same
             # meta outputs. Counting it keeps E-expert banks cheap to replay.
-            self.calls[-1]["plan"]["experts"] += 1
+            self._log.repeat()
             return self._last_outputs
         if op not in self._catalogue.ops:
             raise ReplayError(f"{op} is not in the native catalogue")
@@ -85,17 +85,9 @@ class RecordingNamespace:
         if spec.validate is not None:
             spec.validate(**bound)
         plan = derive_plan(spec, bound)
-        if spec.per_expert:
-            key = (op, tuple(sorted(plan.items())))
-            if self._open_bank == key:
-                self.calls[-1]["plan"]["experts"] += 1
-            else:
-                self.calls.append({"op": op, "plan": {**plan, "experts": 1}})
-                self._open_bank = key
-        else:
-            self._open_bank = None
+        self._log.add(op, plan, per_expert=spec.per_expert)
+        if not spec.per_expert:
             self._last_expert = None
-            self.calls.append({"op": op, "plan": plan})
         if spec.returns == "()":
             outputs = None
         elif spec.fake is None:

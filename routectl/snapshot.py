@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 CATEGORY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe")
+SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
 # The schemas beside this code when it runs from a source tree (a checkout, an editable
 # install or a baseline worktree): used when the project's snapshot folder has none.
 SOURCE_SCHEMA_DIR = Path(__file__).resolve().parent.parent / "snapshots" / "schema"

@@ -347,7 +347,41 @@ def valid_documents(tmp_path_factory):
                   "abi_revision": None,
                   "ops": [{"op": "awq_moe_qpn_m1_sm70_out", "status": "present",
                            "schema": "schema match", "expected": None, "found": None}]}]}
-    return {"snapshot": snap, "report": report, "expected-changes": expected, "probe": probe}
+    verdict = {"name": "lane.qpn_m1", "ok": False, "code": "not_admitted",
+               "message": "QPN M1 not admitted at load (opt-in)", "not_needed": False}
+    startup = {
+        "format": 1, "project": "routectl-sm70", "hardware": {"capability": 70},
+        "engine": {"tp": 4, "pp": 1, "spec_method": "none", "spec_tokens": 0,
+                   "selector_top_k": 0, "max_num_seqs": 1, "max_num_batched_tokens": 8192,
+                   "dbo": False, "ubatch": 0, "kv_dtype": "float16"},
+        "policy": {"hash": "0" * 64,
+                   "values": [{"key": "sm70_awq_moe.qpn_m1", "value": False,
+                               "source": "default"},
+                              {"key": "disabled_kernels", "value": ["X"],
+                               "source": "alias:VAR"}],
+                   "warnings": ["w"], "ignored": [{"variable": "VAR", "key": "k"}]},
+        "token_classes": [{"name": "1", "low": 1, "high": 1, "samples": [1]},
+                          {"name": ">=128", "low": 128, "high": None, "samples": []}],
+        "layers": [{
+            "name": "model.layers.0.mlp.experts", "family": "sm70-awq-moe",
+            "kernel": "TurboMindAwqMoE", "status": None, "capability": 70,
+            "candidates": [{**verdict, "name": "TurboMindAwqMoE", "stage": "ops"}],
+            "fallbacks": [{"field": "sm70_awq_moe.compact_metadata", "requested": True,
+                           "effective": False, "reason": "no compact prepare op"}],
+            "flags": {"qpn_m1": False}, "prepared_layout": "4-byte",
+            "bytes": {"tensors": {"w13_weights": 1}, "total": 1, "scratch": {}},
+            "namespace": {"name": "engine", "missing": ["awq_sm70_prepare_compact"],
+                          "abi": [{"getter": "g", "revision": None}]},
+            "prepare": [{"op": "awq_sm70_prepare", "plan": {"experts": 512, "k": 2560}}],
+            "classes": [
+                {"name": "1", "skipped": None, "samples": [{
+                    "m": 1, "stages": ["lane.legacy_single_token"], "rejected": [verdict],
+                    "ops": [{"op": "awq_moe_single_token_sm70_out", "plan": {"m": 1}}],
+                    "error": None}]},
+                {"name": ">=128", "skipped": "above the token budget", "samples": []}],
+            "replay_matches_load": True}]}
+    return {"snapshot": snap, "report": report, "expected-changes": expected, "probe": probe,
+            "startup-report": startup}
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)

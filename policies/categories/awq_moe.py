@@ -102,7 +102,7 @@ PROBES = (
           doc="the legacy backend override turns TurboMind off: MoeWNA16"),
 )
 
-def _inputs(m: int, layer: AwqMoeLayer) -> tuple[Any, Any, Any]:
+def call_inputs(m: int, layer: AwqMoeLayer) -> tuple[Any, Any, Any]:
     """Activations and the router's outputs of one call, on meta."""
     import torch
 
@@ -111,7 +111,7 @@ def _inputs(m: int, layer: AwqMoeLayer) -> tuple[Any, Any, Any]:
             torch.empty((m, layer.top_k), dtype=torch.float32, device="meta"))
 
 
-def _stage_summary(m: int, choice: Any) -> dict[str, Any]:
+def stage_summary(m: int, choice: Any) -> dict[str, Any]:
     """The chosen stages of one call and the candidates refused for a reason other than the
     token count (policy, admission, missing ops): what a reviewer needs to see move. The
     full per-stage verdict list stays available from the route selector (`explain`)."""
@@ -143,11 +143,11 @@ class AwqMoeCategory:
         if prepared.apply is not None:
             layer: AwqMoeLayer = prepared.state["layer"]
             for m in ctx.token_counts(TOKEN_COUNTS):
-                x, ids, weights = _inputs(m, layer)
+                x, ids, weights = call_inputs(m, layer)
                 mark = ns.mark()
                 prepared.apply(x, ids, weights)
                 dispatch.extend(ns.since(mark))
-                stages.append(_stage_summary(m, prepared.state["last_route"]))
+                stages.append(stage_summary(m, prepared.state["last_route"]))
         route = route_from_prepared(prepared, prepare_calls, dispatch)
         route["bytes"] = bank_bytes(prepared)
         route["stages"] = stages

@@ -1,0 +1,202 @@
+"""An engine's startup, end to end on CPU, through routectl's engine API.
+
+Plays an engine loading one Qwen3.8 TP4 AWQ MoE layer (512 experts, top-k 10, group 32,
+random AutoAWQ checkpoint tensors) with `qpn_m1` requested, on declared hardware capability
+70 (the reference ops run on CPU; the engine op's device check is not modelled). The native
+namespace is composite: the `routectl` reference ops (awq_sm70_prepare,
+awq_sm70_prepare_compact, awq_moe_qpn_m1_sm70_out) plus declared-only entries for every other
+catalogue op, so admission sees a full engine build; calling a declared op raises "no
+reference implementation for <op>".
+
+For each metadata layout (4-byte: compact_metadata off; 3-byte: the default) it starts an
+engine session, loads the layer (every expert prepared for real), prints the startup report,
+runs one M = 1 step and checks:
+- the output against the FP64 oracle, printing `margins <layout>: max=<ratio> l2=<ratio>`
+  (error / bound; at most 1 passes);
+- the routed experts' prepared banks decode to the checkpoint's logical weights;
+- replay equals execution: the calls the report's meta-tensor replay recorded (ops and
+  plans, prepared layout, resident bytes) equal those a torch dispatch mode observed in the
+  real run.
+Both layouts must also give identical outputs. Exit 0 only when every check passes.
+
+The policy is resolved against this process's environment (as an engine's would be).
+
+    python examples/engine_startup.py [--report-json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import native.reference  # noqa: E402,F401  (registers the routectl:: reference ops)
+from native.awq_layout import layout_of_metadata_dtype  # noqa: E402
+from native.awq_schemas import REFERENCE_NAMESPACE  # noqa: E402
+from native.moe_layer import BANKS, W13, AwqMoeLayer, MoeCheckpoint  # noqa: E402
+from native.reference.moe_checkpoint import expert_weights, random_moe_checkpoint  # noqa: E402
+from native.reference.oracle import BoundCheck, check_bounds, oracle_qpn_m1  # noqa: E402
+from native.reference.packing import PreparedExpert, unpack_prepared  # noqa: E402
+from routectl import EngineConfig, Hardware, load_project  # noqa: E402
+from routectl.composite_ns import CompositeNamespace  # noqa: E402
+from routectl.engine import EngineLayer, start  # noqa: E402
+from routectl.native_ns import TorchOpsNamespace  # noqa: E402
+from routectl.observe import CallRecord, OpObserver, replay_record, with_m  # noqa: E402
+from routectl.project import Catalogue, Project  # noqa: E402
+from routectl.replay import FULL_BUILD_ABI_REVISION  # noqa: E402
+from routectl.startup_report import StartupReport, validate_report  # noqa: E402
+
+FAMILY = "sm70-awq-moe"
+HARDWARE = Hardware(70)
+WORKLOAD = EngineConfig(tp=4, max_num_seqs=8, max_num_batched_tokens=8192)
+# The model-level description of one Qwen3.8 MoE layer (a TP4 rank holds 160 of 640).
+QWEN38_LAYER = {"prefix": "model.layers.0.mlp.experts", "layer_id": 0, "experts": 512,
+                "top_k": 10, "hidden": 2560, "intermediate": 640, "group": 32}
+# (label, kernel_config): qpn_m1 requested in both; 4-byte turns compact metadata off.
+LAYOUTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("4-byte", {"sm70_awq_moe": {"qpn_m1": True, "compact_metadata": False}}),
+    ("3-byte", {"sm70_awq_moe": {"qpn_m1": True}}),
+)
+STEP_TOKENS = 1
+CHECKPOINT_SEED = 0
+INPUT_SEED = 1
+
+
+def engine_namespace(catalogue: Catalogue) -> CompositeNamespace:
+    """The reference ops for real, every other catalogue op declared (a full engine build,
+    version getters at the full build's revision)."""
+    reference = TorchOpsNamespace(REFERENCE_NAMESPACE)
+    declared = [op for op in catalogue.ops if not reference.has_op(op)]
+    getters = {op: FULL_BUILD_ABI_REVISION for op, spec in catalogue.ops.items() if spec.getter}
+    return CompositeNamespace(reference, declared, abi=getters,
+                              name="engine build (routectl reference ops + declared)")
+
+
+def step_inputs(layer: AwqMoeLayer, seed: int = INPUT_SEED
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One decode token: activations, the router's top-k expert ids and weights."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn((STEP_TOKENS, layer.hidden), generator=generator).half()
+    ids = torch.randperm(layer.num_experts, generator=generator)[:layer.top_k]
+    weights = torch.softmax(torch.randn((STEP_TOKENS, layer.top_k), generator=generator), -1)
+    return x, ids.to(torch.int32).reshape(STEP_TOKENS, layer.top_k), weights
+
+
+def metadata_layout_of(observed: Sequence[Any]) -> str | None:
+    """The layout of the metadata every observed prepare call returned (its second tensor)."""
+    layouts = {layout_of_metadata_dtype(call.outputs[1][0]) for call in observed}
+    return layouts.pop() if len(layouts) == 1 else None
+
+
+def execution_record(load_seen: OpObserver, step_seen: OpObserver, m: int) -> CallRecord:
+    """What the real run did, as observed: the prepare outputs are the resident banks."""
+    return CallRecord(m, list(load_seen.calls), with_m(step_seen.calls, m),
+                      metadata_layout_of(load_seen.observed),
+                      sum(call.nbytes for call in load_seen.observed))
+
+
+def banks_match_checkpoint(layer: EngineLayer, checkpoint: MoeCheckpoint,
+                           experts: Sequence[int]) -> bool:
+    """Each routed expert's prepared words and metadata decode (independent unpacker) to the
+    checkpoint's codes, zeros and scales, W13 de-interleaved."""
+    banks = layer.prepared.state["banks"]
+    group = layer.prepared.state["layer"].prepared_group
+    for bank in BANKS:
+        words, meta = (banks.w13, banks.s13) if bank == W13 else (banks.w2, banks.s2)
+        for e in experts:
+            got = unpack_prepared(PreparedExpert(words[e], meta[e]), group,
+                                  interleaved=bank == W13 and banks.w13_interleaved).logical()
+            want = expert_weights(checkpoint, bank, e)
+            if not (torch.equal(got.codes, want.codes) and torch.equal(got.zeros, want.zeros)
+                    and torch.equal(got.scales, want.scales)):
+                return False
+    return True
+
+
+@dataclass
+class LayoutRun:
+    label: str
+    report: StartupReport
+    replay: CallRecord
+    execution: CallRecord
+    margins: BoundCheck
+    banks_ok: bool
+    out: torch.Tensor
+
+    @property
+    def passed(self) -> bool:
+        return self.margins.passed and self.banks_ok and not self.replay.differences(
+            self.execution)
+
+
+def run_layout(project: Project, namespace: CompositeNamespace, checkpoint: MoeCheckpoint,
+               label: str, kernel_config: Mapping[str, Any]) -> LayoutRun:
+    session = start(project, kernel_config, HARDWARE, WORKLOAD)
+    with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as load_seen:
+        layer = session.load_layer(FAMILY, QWEN38_LAYER, checkpoint, namespace)
+    moe: AwqMoeLayer = layer.prepared.state["layer"]
+    x, ids, weights = step_inputs(moe)
+    with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as step_seen:
+        out = layer(x, ids, weights)
+    report = session.report()
+    banks = layer.prepared.state["banks"]
+    reference = oracle_qpn_m1(x, banks.w13, banks.s13, banks.w2, banks.s2, ids, weights)
+    return LayoutRun(
+        label=label, report=report,
+        replay=replay_record(report.layer(layer.name), STEP_TOKENS),
+        execution=execution_record(load_seen, step_seen, STEP_TOKENS),
+        margins=check_bounds(out, reference.out),
+        banks_ok=banks_match_checkpoint(layer, checkpoint, [int(i) for i in ids.flatten()]),
+        out=out)
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report-json", type=Path, metavar="FILE",
+                        help="write the JSON startup report of the default-layout (3-byte) "
+                             "startup to FILE (validated against its schema)")
+    args = parser.parse_args(argv)
+    project = load_project(ROOT)
+    namespace = engine_namespace(project.catalogue)
+    checkpoint = random_moe_checkpoint(AwqMoeLayer.for_rank(QWEN38_LAYER, WORKLOAD.tp),
+                                       CHECKPOINT_SEED)
+    runs: list[LayoutRun] = []
+    for label, kernel_config in LAYOUTS:
+        run = run_layout(project, namespace, checkpoint, label, kernel_config)
+        runs.append(run)
+        print(f"== engine startup, {label} metadata: kernel_config "
+              f"{json.dumps(kernel_config, sort_keys=True)} ==")
+        print(run.report.to_text(), end="")
+        print(f"routed experts decode to the checkpoint {label}: {_yes(run.banks_ok)}")
+        differences = run.replay.differences(run.execution)
+        print(f"replay == execution {label}: {_yes(not differences)}")
+        for line in differences:
+            print(f"  {line}")
+    identical = torch.equal(runs[0].out, runs[1].out)
+    print(f"outputs 4-byte == 3-byte: {_yes(identical)}")
+    for run in runs:
+        print(f"margins {run.label}: max={run.margins.max_abs_margin:.6f} "
+              f"l2={run.margins.l2_margin:.6f}")
+    if args.report_json is not None:
+        document = runs[-1].report.to_json()
+        validate_report(document, project)
+        args.report_json.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    return 0 if identical and all(run.passed for run in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
