@@ -234,10 +234,11 @@ def prepare_banks(ns: NativeNamespace, layer: AwqMoeLayer, checkpoint: MoeCheckp
         shapes: tuple[Any, Any] = ((), ())
         group = layer.checkpoint_group
         previous: Any = None
+        call = ns.call
         for e, (qweight, scales, qzeros) in enumerate(
                 zip(source.qweight, source.scales, source.qzeros, strict=True)):
-            result = ns.call(op, kernel=qweight, scaling_factors=scales, zeros=qzeros,
-                             group_size=group, interleave_gated_silu=gated)
+            result = call(op, kernel=qweight, scaling_factors=scales, zeros=qzeros,
+                          group_size=group, interleave_gated_silu=gated)
             if result is previous and not copy:
                 continue  # the very outputs checked for the previous expert (a meta replay)
             previous = result

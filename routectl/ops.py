@@ -61,6 +61,18 @@ class PlanKey:
     source: str
     optional: bool = False
     labels: Mapping[str, Any] | None = None
+    # The source split once: (kind, argument name, dimension index or -1).
+    parsed: tuple[str, str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kind, _, rest = self.source.partition(":")
+        index = -1
+        if kind == "dim":
+            rest, _, dim = rest.rpartition(":")
+            index = int(dim)
+        elif kind not in ("arg", "dtype"):
+            raise ValueError(f"unknown plan source {self.source!r}")
+        object.__setattr__(self, "parsed", (kind, rest, index))
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,9 @@ class OpSpec:
     # (name, kind, optional) per argument, kind "tensor" | "scalar" | "other": what the
     # recording double checks on every call, computed once.
     arg_kinds: tuple[tuple[str, str, bool], ...] = field(init=False, repr=False)
+    arg_names: tuple[str, ...] = field(init=False, repr=False)
+    # Arguments a call must name (no default in the schema).
+    required_names: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         name, args, returns = parse_schema(self.schema)
@@ -94,6 +109,9 @@ class OpSpec:
              else "scalar", a.type.endswith("?") or a.default is not None)
             for a in args)
         object.__setattr__(self, "arg_kinds", kinds)
+        object.__setattr__(self, "arg_names", tuple(a.name for a in args))
+        object.__setattr__(self, "required_names",
+                           tuple(a.name for a in args if a.default is None))
 
     def arg(self, name: str) -> Arg:
         for a in self.args:
@@ -101,33 +119,21 @@ class OpSpec:
                 return a
         raise KeyError(name)
 
-    @property
-    def arg_names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.args)
 
 
 def plan_value(key: PlanKey, kwargs: Mapping[str, Any]) -> tuple[bool, Any]:
     """Evaluate one plan key against a call's keyword arguments: (present, value)."""
-    kind, _, rest = key.source.partition(":")
+    kind, name, index = key.parsed
+    value = kwargs.get(name)
+    if value is None:
+        return (False, None)
     if kind == "arg":
-        if rest not in kwargs or kwargs[rest] is None:
-            return (False, None)
-        value = kwargs[rest]
         return (True, value if not isinstance(value, bool) else bool(value))
     if kind == "dim":
-        name, _, index = rest.rpartition(":")
-        tensor = kwargs.get(name)
-        if tensor is None:
-            return (False, None)
-        return (True, int(tensor.shape[int(index)]))
-    if kind == "dtype":
-        tensor = kwargs.get(rest)
-        if tensor is None:
-            return (False, None)
-        dtype = str(tensor.dtype).removeprefix("torch.")
-        labels = key.labels or {}
-        return (True, labels.get(dtype, dtype))
-    raise ValueError(f"unknown plan source {key.source!r}")
+        return (True, int(value.shape[index]))
+    dtype = str(value.dtype).removeprefix("torch.")
+    labels = key.labels or {}
+    return (True, labels.get(dtype, dtype))
 
 
 def derive_plan(spec: OpSpec, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -155,9 +161,9 @@ def bind_arguments(spec: OpSpec, args: tuple[Any, ...],
         if key in bound:
             raise TypeError(f"{spec.name}: argument {key!r} given twice")
         bound[key] = value
-    for a in spec.args:
-        if a.name not in bound and a.default is None:
-            raise TypeError(f"{spec.name}: missing argument {a.name!r}")
+    for name in spec.required_names:
+        if name not in bound:
+            raise TypeError(f"{spec.name}: missing argument {name!r}")
     return bound
 
 

@@ -66,11 +66,13 @@ class RecordingNamespace:
         return self.calls[mark:]
 
     def call(self, op: str, /, **kwargs: Any) -> Any:
-        if self._last_expert is not None and self._same_call(op, kwargs):
-            # The same argument objects as the previous call of this bank (a meta checkpoint
-            # passes one tensor per field for every expert): already checked, same plan, same
-            # meta outputs. Counting it keeps E-expert banks cheap to replay.
-            self._log.repeat()
+        last = self._last_expert
+        if (last is not None and last[0] == op and last[1] == tuple(kwargs)
+                and all(map(operator.is_, last[2], kwargs.values()))):
+            # The same argument objects as the previous call of this open bank (a meta
+            # checkpoint passes one tensor per field for every expert): already checked, same
+            # plan, same meta outputs. Inline on purpose: this runs once per expert.
+            self._log.calls[-1]["plan"]["experts"] += 1  # CallLog.repeat(), inlined
             return self._last_outputs
         if op not in self._catalogue.ops:
             raise ReplayError(f"{op} is not in the native catalogue")
@@ -101,14 +103,6 @@ class RecordingNamespace:
         else:
             self._last_expert = None
         return outputs
-
-    def _same_call(self, op: str, kwargs: Mapping[str, Any]) -> bool:
-        """The previous call was a per-expert call of `op` with these very objects (the bank
-        is still open: `mark()` and any other call clear it)."""
-        last = self._last_expert
-        assert last is not None
-        return (last[0] == op and last[1] == tuple(kwargs)
-                and all(map(operator.is_, last[2], kwargs.values())))
 
     def _check_kinds(self, spec: OpSpec, bound: Mapping[str, Any]) -> None:
         tensor = self._tensor_type
