@@ -29,8 +29,18 @@ def _empty(shape: tuple[int, ...], dtype_name: str, device: Any) -> Any:
     return torch.empty(shape, dtype=getattr(torch, dtype_name), device=device)
 
 
+class _Prefixed:
+    """A layer named by its prefix; its projection role is the prefix's last component."""
+
+    prefix: str
+
+    @property
+    def role(self) -> str:
+        return role_of(self.prefix)
+
+
 @dataclass(frozen=True)
-class Nvfp4Layer:
+class Nvfp4Layer(_Prefixed):
     """A weight-only NVFP4 linear (compressed-tensors on SM70, checkpoint-native on SM75)."""
 
     prefix: str
@@ -54,9 +64,6 @@ class Nvfp4Layer:
                    scale_shape=(n, _ceil_div(k, NVFP4_GROUP)), act_dtype=act_dtype,
                    gated=is_gated, logical_widths=widths)
 
-    @property
-    def role(self) -> str:
-        return role_of(self.prefix)
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         """weight_packed, weight_scale and the per-tensor weight_global_scale (float32)."""
@@ -68,7 +75,7 @@ class Nvfp4Layer:
 
 
 @dataclass(frozen=True)
-class Fp8Layer:
+class Fp8Layer(_Prefixed):
     """A Turing QPN8 FP8 linear: E4M3 weight (N, K) with a static per-tensor scale."""
 
     prefix: str
@@ -90,9 +97,6 @@ class Fp8Layer:
                    act_dtype=act_dtype, out_dtype=out_dtype,
                    gated=role_of(prefix) == "gate_up_proj")
 
-    @property
-    def role(self) -> str:
-        return role_of(self.prefix)
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         return {
@@ -102,7 +106,7 @@ class Fp8Layer:
 
 
 @dataclass(frozen=True)
-class AwqLayer:
+class AwqLayer(_Prefixed):
     """An AWQ GEMM-packed linear: qweight (K, N/8) int32, qzeros (K/g, N/8) int32,
     scales (K/g, N) fp16; uint4 with zero points."""
 
@@ -131,9 +135,6 @@ class AwqLayer:
                    scales_shape=(groups, n), act_dtype=act_dtype, has_g_idx=has_g_idx,
                    gated=role_of(prefix) == "gate_up_proj")
 
-    @property
-    def role(self) -> str:
-        return role_of(self.prefix)
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         return {

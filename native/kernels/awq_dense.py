@@ -83,14 +83,18 @@ def _group_and_dims_check(layer: AwqLayer) -> Check:
     return OK
 
 
+def _sm70_or_newer(capability: int) -> Check:
+    return capability_check(capability, lambda cc: cc >= 70, "requires_sm70_or_newer",
+                            "requires compute capability >= 70")
+
+
 class TurboMindAwqLinearKernel(LinearKernel):
     required_ops = (PREPARE_OP,)
     ops_label = "AWQ"
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
-        return capability_check(capability, lambda cc: cc >= 70, "requires_sm70_or_newer",
-                                "requires compute capability >= 70")
+        return _sm70_or_newer(capability)
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
@@ -116,8 +120,7 @@ class TritonAwqLinearKernel(LinearKernel):
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
-        return capability_check(capability, lambda cc: cc >= 70, "requires_sm70_or_newer",
-                                "requires compute capability >= 70")
+        return _sm70_or_newer(capability)
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
