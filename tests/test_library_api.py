@@ -66,3 +66,13 @@ def test_library_resolution_and_selection_never_import_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True)
     assert out.stdout.split() == ["Qpn2NvFp4LinearKernel", "TurboMindAwqLinearKernel", "False"]
+
+
+def test_the_readme_library_example_runs(capsys):
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[0]
+    assert "routectl.select(" in example
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out.startswith("Qpn2NvFp4LinearKernel ")
