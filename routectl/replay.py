@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from routectl.errors import InputError, SelectionError
@@ -129,7 +129,6 @@ class ReplayContext:
     policy: ResolvedPolicy
     namespace: RecordingNamespace
     hardware: Hardware
-    notes: list[str] = field(default_factory=list)
 
     def token_counts(self, counts: Sequence[int]) -> list[int]:
         """Token counts to replay: never above the row's budget."""
