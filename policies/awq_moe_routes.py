@@ -28,7 +28,7 @@ from policies.awq_moe_admission import (
 from routectl.errors import SelectionError
 from routectl.native_ns import NativeNamespace
 from routectl.reasons import OK, Check, Reason, Verdict, reject
-from routectl.selection import Evaluation, Selection, select
+from routectl.selection import Evaluation, Gate, Selection, run_gates, select
 
 
 @dataclass(frozen=True)
@@ -67,20 +67,11 @@ class RouteChoice:
                 "verdicts": [v.to_json() for v in self.verdicts]}
 
 
-Gate = tuple[str, Callable[[], Check]]
 Candidate = tuple[str, Callable[[], Evaluation]]
 
 
 def _candidate(name: str, gates: Sequence[Gate]) -> Candidate:
-    def evaluate() -> Evaluation:
-        for stage, gate in gates:
-            ok, reason = gate()
-            if not ok:
-                assert reason is not None
-                return Evaluation.failed(reason, stage)
-        return Evaluation.passed()
-
-    return (name, evaluate)
+    return (name, lambda: run_gates(gates))
 
 
 def _ops(stage: type[st.MoeStage], ns: NativeNamespace) -> Gate:

@@ -13,13 +13,19 @@ from routectl.loaded import Decision, Fallback, PreparedLayer
 from routectl.native_ns import NativeNamespace
 from routectl.policy import ResolvedPolicy
 from routectl.reasons import OK, Check, Reason
-from routectl.selection import FALLBACK_STAGES, Evaluation, Selection, evaluate_kernel
+from routectl.selection import (
+    FALLBACK_STAGES,
+    Evaluation,
+    Gate,
+    Selection,
+    evaluate_kernel,
+    run_gates,
+)
 
 DISABLED_VARIABLE = field("disabled_kernels").variable or ""
 TURBOMIND_BACKENDS = ("auto", "turbomind")
 
 # (stage, check): evaluated lazily, in order, before (pre) or after (post) capability.
-Gate = tuple[str, Callable[[], Check]]
 
 
 def disabled_gate(name: str, policy: ResolvedPolicy) -> Gate:
@@ -52,20 +58,13 @@ def candidate(kernel: Any, capability: int, layer: Any, ns: NativeNamespace,
     that need a capable kernel (workspace)."""
 
     def evaluate() -> Evaluation:
-        for stage, gate in pre:
-            ok, reason = gate()
-            if not ok:
-                assert reason is not None
-                return Evaluation.failed(reason, stage)
+        result = run_gates(pre)
+        if not result.ok:
+            return result
         result = evaluate_kernel(kernel, capability, layer, ns)
         if not result.ok:
             return result
-        for stage, gate in post:
-            ok, reason = gate()
-            if not ok:
-                assert reason is not None
-                return Evaluation.failed(reason, stage)
-        return result
+        return run_gates(post)
 
     return (kernel.name, evaluate)
 

@@ -34,6 +34,21 @@ class Evaluation:
         return cls(False, reason, stage)
 
 
+# A named check at one stage ("policy", "qualification", "ops", ...).
+Gate = tuple[str, Callable[[], Check]]
+
+
+def run_gates(gates: Sequence[Gate]) -> Evaluation:
+    """The first failing gate's reason at its stage, or a pass: the one order every
+    selector entry (kernel or MoE stage) applies its checks in."""
+    for stage, gate in gates:
+        ok, reason = gate()
+        if not ok:
+            assert reason is not None
+            return Evaluation.failed(reason, stage)
+    return Evaluation.passed()
+
+
 class KernelClass(Protocol):
     name: str
     required_ops: tuple[str, ...]
