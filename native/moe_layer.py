@@ -154,6 +154,15 @@ class ExpertBank:
     def __len__(self) -> int:
         return len(self.qweight)
 
+    def shared(self) -> tuple[Any, Any, Any] | None:
+        """(qweight, scales, qzeros) when every expert holds these very tensor objects (a meta
+        checkpoint), else None: a loader then prepares one expert's tensors E times."""
+        fields = (self.qweight, self.scales, self.qzeros)
+        # Identity, not equality: comparing tensors compares their elements.
+        if all(len(seq) > 0 and len(set(map(id, seq))) == 1 for seq in fields):
+            return (self.qweight[0], self.scales[0], self.qzeros[0])
+        return None
+
 
 @dataclass(frozen=True)
 class MoeCheckpoint:

@@ -218,49 +218,54 @@ def prepare_banks(ns: NativeNamespace, layer: AwqMoeLayer, checkpoint: MoeCheckp
                   compact: bool, w13_interleaved: bool) -> st.PreparedBanks:
     """Prepare every expert of W13 (interleaved when the legacy lane is built) then of W2,
     one call per expert, stacked into resident (E, ...) banks."""
-    import torch
-
     op = PREPARE_COMPACT_OP if compact else PREPARE_OP
     out: dict[str, tuple[Any, Any]] = {}
     for bank in BANKS:
         source = checkpoint.bank(bank)
-        if len(source) != layer.num_experts:
+        experts = layer.num_experts
+        if len(source) != experts:
             raise ValueError(f"{bank} checkpoint has {len(source)} experts, the layer "
-                             f"{layer.num_experts}")
-        gated = w13_interleaved and bank == W13
-        words_bank: Any = None
-        meta_bank: Any = None
-        copy = False
-        shapes: tuple[Any, Any] = ((), ())
-        group = layer.checkpoint_group
-        previous: Any = None
-        call = ns.call
+                             f"{experts}")
+        scalars = {"group_size": layer.checkpoint_group,
+                   "interleave_gated_silu": w13_interleaved and bank == W13}
+        shared = source.shared()
+        if shared is not None:
+            qweight, scales, qzeros = shared
+            words, meta = ns.call_repeated(op, experts, kernel=qweight, scaling_factors=scales,
+                                           zeros=qzeros, **scalars)
+            out[bank] = _bank_of(words, meta, experts, broadcast=True)
+            continue
+        first: Any = None
         for e, (qweight, scales, qzeros) in enumerate(
                 zip(source.qweight, source.scales, source.qzeros, strict=True)):
-            result = call(op, kernel=qweight, scaling_factors=scales, zeros=qzeros,
-                          group_size=group, interleave_gated_silu=gated)
-            if result is previous and not copy:
-                continue  # the very outputs checked for the previous expert (a meta replay)
-            previous = result
-            words, meta = result
-            if words_bank is None:
-                shapes = (words.shape, meta.shape)
-                words_bank = torch.empty((layer.num_experts, *words.shape), dtype=words.dtype,
-                                         device=words.device)
-                meta_bank = torch.empty((layer.num_experts, *meta.shape), dtype=meta.dtype,
-                                        device=meta.device)
-                # Meta tensors hold no data: shapes are checked, nothing is copied.
-                copy = words.device.type != "meta"
-            elif words.shape != shapes[0] or meta.shape != shapes[1]:
+            words, meta = ns.call(op, kernel=qweight, scaling_factors=scales, zeros=qzeros,
+                                  **scalars)
+            if first is None:
+                first = (words, meta)
+                banks = _bank_of(words, meta, experts, broadcast=False)
+            elif words.shape != first[0].shape or meta.shape != first[1].shape:
                 raise ValueError(f"{op} returned {tuple(words.shape)}/{tuple(meta.shape)} for "
                                  f"expert {e} of {bank}, expert 0 gave "
-                                 f"{tuple(shapes[0])}/{tuple(shapes[1])}")
-            if copy:
-                words_bank[e].copy_(words)
-                meta_bank[e].copy_(meta)
-        out[bank] = (words_bank, meta_bank)
+                                 f"{tuple(first[0].shape)}/{tuple(first[1].shape)}")
+            if words.device.type != "meta":
+                banks[0][e].copy_(words)
+                banks[1][e].copy_(meta)
+        out[bank] = banks
     return st.PreparedBanks(out[W13][0], out[W13][1], out["w2"][0], out["w2"][1],
                             w13_interleaved)
+
+
+def _bank_of(words: Any, meta: Any, experts: int, *, broadcast: bool) -> tuple[Any, Any]:
+    """Resident (E, ...) banks shaped after one expert's prepared tensors, that expert copied
+    into every slot when `broadcast` (meta tensors hold no data: nothing is copied)."""
+    import torch
+
+    banks = tuple(torch.empty((experts, *t.shape), dtype=t.dtype, device=t.device)
+                  for t in (words, meta))
+    if broadcast and words.device.type != "meta":
+        for bank, tensor in zip(banks, (words, meta), strict=True):
+            bank.copy_(tensor.unsqueeze(0).expand_as(bank))
+    return banks[0], banks[1]
 
 
 def bank_bytes(prepared: PreparedLayer) -> dict[str, Any]:

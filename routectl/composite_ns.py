@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from routectl.native_ns import NativeNamespace
+from routectl.native_ns import NativeNamespace, run_repeated
 
 
 class NoImplementationError(RuntimeError):
@@ -75,3 +75,6 @@ class CompositeNamespace:
         if op in self._declared:
             raise NoImplementationError(op, kwargs)
         raise RuntimeError(f"native op {self._name}::{op} is not available")
+
+    def call_repeated(self, op: str, times: int, /, **kwargs: Any) -> Any:
+        return run_repeated(self.call, op, times, kwargs)

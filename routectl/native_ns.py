@@ -24,6 +24,23 @@ class NativeNamespace(Protocol):
 
     def call(self, op: str, /, **kwargs: Any) -> Any: ...
 
+    def call_repeated(self, op: str, times: int, /, **kwargs: Any) -> Any:
+        """`op` run `times` times on the very same arguments (a bank whose experts share one
+        set of checkpoint tensors); the last run's result. A recorder may check and record
+        the repeats without re-running them."""
+        ...
+
+
+def run_repeated(call: Callable[..., Any], op: str, times: int, kwargs: Mapping[str, Any]
+                 ) -> Any:
+    """`call(op, **kwargs)` `times` times: `call_repeated` for namespaces that execute."""
+    if times < 1:
+        raise ValueError(f"{op}: times must be at least 1, got {times}")
+    result = None
+    for _ in range(times):
+        result = call(op, **kwargs)
+    return result
+
 
 def missing_ops(ns: NativeNamespace, ops: Iterable[str]) -> list[str]:
     """Required ops absent from `ns`, in the order they were required."""
@@ -75,6 +92,9 @@ class InMemoryNamespace:
         if impl is None:
             raise RuntimeError(f"no implementation for {self._name}::{op} in this double")
         return impl(**kwargs)
+
+    def call_repeated(self, op: str, times: int, /, **kwargs: Any) -> Any:
+        return run_repeated(self.call, op, times, kwargs)
 
     def without(self, *ops: str) -> InMemoryNamespace:
         return InMemoryNamespace(self._ops - set(ops), name=self._name, abi=self._abi,
@@ -128,3 +148,6 @@ class TorchOpsNamespace:
         if packet is None:
             raise RuntimeError(f"native op {self._name}::{op} is not available")
         return packet(**kwargs)
+
+    def call_repeated(self, op: str, times: int, /, **kwargs: Any) -> Any:
+        return run_repeated(self.call, op, times, kwargs)

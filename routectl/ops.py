@@ -177,23 +177,21 @@ class CallLog:
         self.calls: list[dict[str, Any]] = []
         self._open: tuple[str, tuple[tuple[str, Any], ...]] | None = None
 
-    def add(self, op: str, plan: Mapping[str, Any], *, per_expert: bool) -> None:
+    def add(self, op: str, plan: Mapping[str, Any], *, per_expert: bool, times: int = 1
+            ) -> None:
+        """`times` identical calls of `op` with `plan`, in order."""
+        if times < 1:
+            raise ValueError(f"{op}: a call is recorded at least once, got times={times}")
         if not per_expert:
             self._open = None
-            self.calls.append({"op": op, "plan": dict(plan)})
+            self.calls.extend({"op": op, "plan": dict(plan)} for _ in range(times))
             return
         key = (op, tuple(sorted(plan.items())))
         if self._open == key:
-            self.calls[-1]["plan"]["experts"] += 1
+            self.calls[-1]["plan"]["experts"] += times
         else:
-            self.calls.append({"op": op, "plan": {**plan, "experts": 1}})
+            self.calls.append({"op": op, "plan": {**plan, "experts": times}})
             self._open = key
-
-    def repeat(self) -> None:
-        """The open bank's call once more (the caller knows op and plan are unchanged)."""
-        if self._open is None:
-            raise ValueError("no per-expert bank is open")
-        self.calls[-1]["plan"]["experts"] += 1
 
     def close(self) -> None:
         self._open = None

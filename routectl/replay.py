@@ -5,7 +5,6 @@ native namespace. The family code that runs here is the code the engine runs.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -41,9 +40,6 @@ class RecordingNamespace:
         self._name = name
         self._log = CallLog()
         self.calls: list[dict[str, Any]] = self._log.calls
-        # The last per-expert call: (op, its arguments' identities) and its outputs.
-        self._last_expert: tuple[str, tuple[str, ...], tuple[Any, ...]] | None = None
-        self._last_outputs: Any = None
 
     @property
     def name(self) -> str:
@@ -59,21 +55,17 @@ class RecordingNamespace:
 
     def mark(self) -> int:
         self._log.close()
-        self._last_expert = None
         return len(self.calls)
 
     def since(self, mark: int) -> list[dict[str, Any]]:
         return self.calls[mark:]
 
     def call(self, op: str, /, **kwargs: Any) -> Any:
-        last = self._last_expert
-        if (last is not None and last[0] == op and last[1] == tuple(kwargs)
-                and all(map(operator.is_, last[2], kwargs.values()))):
-            # The same argument objects as the previous call of this open bank (a meta
-            # checkpoint passes one tensor per field for every expert): already checked, same
-            # plan, same meta outputs. Inline on purpose: this runs once per expert.
-            self._log.calls[-1]["plan"]["experts"] += 1  # CallLog.repeat(), inlined
-            return self._last_outputs
+        return self.call_repeated(op, 1, **kwargs)
+
+    def call_repeated(self, op: str, times: int, /, **kwargs: Any) -> Any:
+        """Checked once: the arguments are the same objects each time, so are the plan and
+        the meta outputs. Recorded `times` times under the CallLog rule."""
         if op not in self._catalogue.ops:
             raise ReplayError(f"{op} is not in the native catalogue")
         if op not in self._available:
@@ -87,22 +79,12 @@ class RecordingNamespace:
         if spec.validate is not None:
             spec.validate(**bound)
         plan = derive_plan(spec, bound)
-        self._log.add(op, plan, per_expert=spec.per_expert)
-        if not spec.per_expert:
-            self._last_expert = None
+        self._log.add(op, plan, per_expert=spec.per_expert, times=times)
         if spec.returns == "()":
-            outputs = None
-        elif spec.fake is None:
+            return None
+        if spec.fake is None:
             raise ReplayError(f"{op} returns {spec.returns} but the catalogue has no fake")
-        else:
-            outputs = spec.fake(**bound)
-        if spec.per_expert:
-            # Holding the arguments keeps them alive, so identity stays meaningful.
-            self._last_expert = (op, tuple(kwargs), tuple(kwargs.values()))
-            self._last_outputs = outputs
-        else:
-            self._last_expert = None
-        return outputs
+        return spec.fake(**bound)
 
     def _check_kinds(self, spec: OpSpec, bound: Mapping[str, Any]) -> None:
         tensor = self._tensor_type

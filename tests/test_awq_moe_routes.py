@@ -494,6 +494,68 @@ def test_real_tensors_are_prepared_into_real_banks():
             assert torch.equal(prepared.resident[f"{name}_metadata"][e], meta)
 
 
+def test_a_shared_checkpoint_runs_the_prepare_op_once_per_expert():
+    """Experts holding one set of tensors: the executing namespace still prepares each
+    expert (E runs) and every bank slot holds that expert's prepared tensors."""
+    import native.reference  # noqa: F401  (registers routectl::awq_sm70_prepare)
+
+    prepare = torch.ops.routectl.awq_sm70_prepare
+    spec = {"experts": 3, "top_k": 2, "hidden": 64, "intermediate": 64, "group": 32}
+    layer = AwqMoeLayer.for_rank(spec, 1)
+    gen = torch.Generator().manual_seed(1)
+    runs: list[int] = []
+
+    def counted(**kwargs: object) -> object:
+        runs.append(1)
+        return prepare(**kwargs)
+
+    def bank(name: str) -> ExpertBank:
+        qweight, qzeros, scales = layer.checkpoint_shapes(name)
+        one = (torch.randint(-2**31, 2**31 - 1, qweight, dtype=torch.int32, generator=gen),
+               torch.randint(-2**31, 2**31 - 1, qzeros, dtype=torch.int32, generator=gen),
+               (torch.rand(scales, generator=gen) * 0.01).half())
+        return ExpertBank(*((t,) * 3 for t in one))
+
+    checkpoint = MoeCheckpoint(bank("w13"), bank("w2"))
+    assert checkpoint.w13.shared() is not None
+    namespace = InMemoryNamespace(ALL_OPS, impls={"awq_sm70_prepare": counted})
+    prepared = load_awq_moe(spec, resolve(tp=1), Hardware(70), EngineConfig(tp=1), namespace,
+                            tensors=checkpoint)
+    assert len(runs) == 6  # 3 experts x 2 banks
+    for name, interleave in (("w13", True), ("w2", False)):
+        source = checkpoint.bank(name)
+        words, meta = prepare(source.qweight[0], source.scales[0], source.qzeros[0], 32,
+                              interleave)
+        for e in range(3):
+            assert torch.equal(prepared.resident[f"{name}_weights"][e], words)
+            assert torch.equal(prepared.resident[f"{name}_metadata"][e], meta)
+
+
+def test_distinct_meta_tensors_per_expert_record_what_a_shared_checkpoint_records():
+    """The per-expert loop and the shared-bank path agree call for call (experts: E)."""
+    from native.moe_layer import BANKS, meta_checkpoint
+
+    layer = AwqMoeLayer.for_rank(QWEN38, 4)
+    banks = []
+    for name in BANKS:
+        shapes = layer.checkpoint_shapes(name)
+        dtypes = (torch.int32, torch.int32, torch.float16)
+        fields = [tuple(torch.empty(shape, dtype=dtype, device="meta")
+                        for _ in range(layer.num_experts))
+                  for shape, dtype in zip(shapes, dtypes, strict=True)]
+        banks.append(ExpertBank(*fields))
+    distinct = MoeCheckpoint(*banks)
+    assert distinct.w13.shared() is None and meta_checkpoint(layer).w13.shared() is not None
+    recorded = []
+    for tensors in (distinct, None):
+        namespace = recorder()
+        load_awq_moe(QWEN38, resolve(), Hardware(70), EngineConfig(tp=4), namespace,
+                     tensors=tensors)
+        recorded.append(namespace.calls)
+    assert recorded[0] == recorded[1]
+    assert [c["plan"]["experts"] for c in recorded[0]] == [512, 512]
+
+
 def test_stage_classes_and_the_catalogue_agree():
     from native.moe_stages import MOE_STAGE_CLASSES, QpnM1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 
 import pytest
@@ -96,6 +97,32 @@ def test_json_types_are_compared_not_python_equality(old, new):
     b["route"]["flags"]["gated"] = new
     result = compare_rows([a], [b])
     assert result.changed[a["id"]] == (FieldChange("route.flags.gated", "changed", old, new),)
+
+
+def test_negative_zero_is_not_zero_and_key_order_does_not_matter():
+    a, b = make_row(1), make_row(1)
+    a["route"]["bytes"] = {"ratio": [0.0]}
+    b["route"]["bytes"] = {"ratio": [-0.0]}
+    assert a["id"] in compare_rows([a], [b]).changed
+    reordered = dict(reversed(list(make_row(1)["route"].items())))
+    assert compare_rows([make_row(1)], [{"id": make_row(1)["id"], "route": reordered}]).identical
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, -0.0, 1.0, 2.5])
+    | st.sampled_from(["a", "b"]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["x", "y", "z"]), inner, max_size=3),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES, JSON_VALUES)
+def test_rows_are_equal_exactly_when_their_canonical_json_is(old, new):
+    a = {"id": make_row(1)["id"], "route": {"v": old}}
+    b = {"id": make_row(1)["id"], "route": {"v": new}}
+    same_text = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert compare_rows([a], [b]).identical == same_text
 
 
 @settings(max_examples=60, deadline=None)

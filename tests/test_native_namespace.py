@@ -3,6 +3,7 @@ TorchOpsNamespace) and the in-memory double."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from native.kernels.nvfp4_sm70 import Qpn2NvFp4LinearKernel
@@ -46,3 +47,33 @@ def test_missing_op_reasons_are_identical_to_the_doubles():
                                          "[nvfp4_qpn2_gated_sm70_out, "
                                          "nvfp4_qpn2_dispatch_sm70_out]")
     assert real.abi_revision(GETTER) == double.abi_revision(GETTER)
+
+
+def test_call_repeated_runs_an_executing_namespace_each_time():
+    real = TorchOpsNamespace(NS)
+    doubled = real.call_repeated("nvfp4_qpn2_prepare_sm70", 3, weight=torch.ones(2))
+    assert doubled.tolist() == [2.0, 2.0]
+    runs: list[int] = []
+    double = InMemoryNamespace(PRESENT, impls={PRESENT[0]: lambda weight: runs.append(weight)})
+    double.call_repeated(PRESENT[0], 4, weight=7)
+    assert runs == [7, 7, 7, 7]
+    with pytest.raises(ValueError, match="at least 1"):
+        double.call_repeated(PRESENT[0], 0, weight=7)
+
+
+def test_a_recorder_records_repeats_under_the_aggregation_rule():
+    from native.catalogue import CATALOGUE
+    from native.moe_layer import AwqMoeLayer, meta_checkpoint
+    from routectl.replay import RecordingNamespace
+
+    layer = AwqMoeLayer.for_rank({"experts": 8, "top_k": 2, "hidden": 64,
+                                  "intermediate": 64, "group": 32}, 1)
+    qweight, scales, qzeros = meta_checkpoint(layer).w2.shared()  # type: ignore[misc]
+    recorder = RecordingNamespace(CATALOGUE)
+    args = {"kernel": qweight, "scaling_factors": scales, "zeros": qzeros, "group_size": 32,
+            "interleave_gated_silu": False}
+    recorder.call_repeated("awq_sm70_prepare", 5, **args)
+    recorder.call("awq_sm70_prepare", **args)
+    assert [c["plan"]["experts"] for c in recorder.calls] == [6]
+    recorder.call_repeated("awq_sm70_prepare", 2, **{**args, "interleave_gated_silu": True})
+    assert [c["plan"]["experts"] for c in recorder.calls] == [6, 2]
