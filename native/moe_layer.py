@@ -140,26 +140,34 @@ def _numel(shape: Sequence[int]) -> int:
 
 @dataclass(frozen=True)
 class ExpertBank:
-    """One bank's checkpoint tensors, one entry per expert (qweight, qzeros, scales)."""
+    """One bank's checkpoint tensors, one entry per expert (qweight, qzeros, scales).
+    `one_set`: every expert holds the very same tensors (`repeated`)."""
 
     qweight: Sequence[Any]
     qzeros: Sequence[Any]
     scales: Sequence[Any]
+    one_set: bool = False
 
     @classmethod
     def from_stacked(cls, qweight: Any, qzeros: Any, scales: Any) -> ExpertBank:
         """From the engine's stacked (E, ...) parameters: per-expert views, no copy."""
         return cls(tuple(qweight.unbind(0)), tuple(qzeros.unbind(0)), tuple(scales.unbind(0)))
 
+    @classmethod
+    def repeated(cls, qweight: Any, qzeros: Any, scales: Any, experts: int) -> ExpertBank:
+        """One set of tensors standing for each of `experts` experts."""
+        if experts < 1:
+            raise ValueError(f"a bank holds at least one expert, got {experts}")
+        return cls((qweight,) * experts, (qzeros,) * experts, (scales,) * experts,
+                   one_set=True)
+
     def __len__(self) -> int:
         return len(self.qweight)
 
     def shared(self) -> tuple[Any, Any, Any] | None:
-        """(qweight, scales, qzeros) when every expert holds these very tensor objects (a meta
-        checkpoint), else None: a loader then prepares one expert's tensors E times."""
-        fields = (self.qweight, self.scales, self.qzeros)
-        # Identity, not equality: comparing tensors compares their elements.
-        if all(len(seq) > 0 and len(set(map(id, seq))) == 1 for seq in fields):
+        """(qweight, scales, qzeros) when every expert holds these tensors (a loader then
+        prepares that one set E times), else None."""
+        if self.one_set:
             return (self.qweight[0], self.scales[0], self.qzeros[0])
         return None
 
@@ -174,8 +182,8 @@ class MoeCheckpoint:
 
 
 def meta_checkpoint(layer: AwqMoeLayer) -> MoeCheckpoint:
-    """The layer's checkpoint on the meta device. Meta tensors carry no data, so one tensor
-    per (bank, field) stands for every expert: E references, not E allocations."""
+    """The layer's checkpoint on the meta device. Meta tensors carry no data, so one set of
+    tensors per bank stands for every expert: E references, not E allocations."""
     import torch
 
     banks = []
@@ -184,6 +192,5 @@ def meta_checkpoint(layer: AwqMoeLayer) -> MoeCheckpoint:
         tensors = (torch.empty(qweight, dtype=torch.int32, device="meta"),
                    torch.empty(qzeros, dtype=torch.int32, device="meta"),
                    torch.empty(scales, dtype=torch.float16, device="meta"))
-        e = layer.num_experts
-        banks.append(ExpertBank((tensors[0],) * e, (tensors[1],) * e, (tensors[2],) * e))
+        banks.append(ExpertBank.repeated(*tensors, layer.num_experts))
     return MoeCheckpoint(*banks)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from routectl.compare import (
     CheckOutcome,
@@ -21,7 +21,7 @@ from routectl.compare import (
     judge,
 )
 from routectl.project import Project
-from routectl.replay import replay_category
+from routectl.replay import replay_categories
 from routectl.snapshot import (
     Snapshot,
     SnapshotError,
@@ -68,16 +68,26 @@ class DirectorySource:
         return read_snapshot(path, snapshot_dir=self._schemas, category=name)
 
 
-FreshSnapshot = Callable[[Project, Any], Snapshot]
+M = TypeVar("M")
 
 
-def fresh_snapshot(project: Project, category: Any) -> Snapshot:
-    """Replay every row of `category` (no cache) into a snapshot whose ids are checked; the
-    schema check is left to `run_check`, which validates the rows that moved (a fresh row
-    equal to a validated retained row is valid) and to writing, which validates all."""
-    rows = replay_category(project, category)
-    return build_snapshot(category.name, category.basis, rows,
-                          snapshot_dir=project.snapshot_dir, validate=False)
+class FreshSnapshots(Protocol):
+    def __call__(self, project: Project, categories: Sequence[Any], *, jobs: int = 1,
+                 meanwhile: Callable[[], M]) -> tuple[dict[str, Snapshot], M]: ...
+
+
+def fresh_snapshots(project: Project, categories: Sequence[Any], *, jobs: int = 1,
+                    meanwhile: Callable[[], M] = lambda: None
+                    ) -> tuple[dict[str, Snapshot], M]:
+    """Replay every row of `categories` (no cache; up to `jobs` processes) into snapshots
+    whose ids are checked, and what `meanwhile()` returned (it runs while workers replay).
+    The schema check is left to `run_check`, which validates the rows that moved (a fresh
+    row equal to a validated retained row is valid) and to writing, which validates all."""
+    rows, extra = replay_categories(project, categories, jobs=jobs, meanwhile=meanwhile)
+    return {c.name: build_snapshot(c.name, c.basis, rows[c.name],
+                                   snapshot_dir=project.snapshot_dir, validate=False,
+                                   plain=True)
+            for c in categories}, extra
 
 
 def select_categories(project: Project, names: Sequence[str]) -> list[Any]:
@@ -105,21 +115,25 @@ class CheckResult:
 
 
 def run_check(project: Project, names: Sequence[str] = (), *, baseline: SnapshotSource,
-              expected: Sequence[ExpectedEntry] = (), fresh: FreshSnapshot = fresh_snapshot,
-              differ: Differ = field_changes) -> CheckResult:
+              expected: Sequence[ExpectedEntry] = (),
+              fresh: FreshSnapshots = fresh_snapshots, differ: Differ = field_changes,
+              jobs: int = 1) -> CheckResult:
     """Compare fresh snapshots of the named categories (all when empty: a complete run)
-    with `baseline` and judge them against `expected`.
+    with `baseline` and judge them against `expected`; up to `jobs` processes replay.
 
-    Inputs are read before any row is replayed, so an input error costs no replay. Stale
-    baseline categories are judged only in complete runs; a filtered run judges only its
-    categories. Nothing is written here.
+    The baseline is read while workers replay (with one process, before any replay); an
+    input error stops them. Stale baseline categories are judged only in complete runs; a
+    filtered run judges only its categories. Nothing is written here.
     """
     selected = select_categories(project, names)
     complete = not names
     listed = [c.name for c in project.categories]
-    loaded = {c.name: baseline.load(c.name) for c in selected}
+
+    def read_baseline() -> dict[str, Snapshot | None]:
+        return {c.name: baseline.load(c.name) for c in selected}
+
+    snapshots, loaded = fresh(project, selected, jobs=jobs, meanwhile=read_baseline)
     stale = tuple(sorted(set(baseline.names()) - set(listed))) if complete else ()
-    snapshots = {c.name: fresh(project, c) for c in selected}
     comparisons = {
         name: compare_rows(loaded[name].rows if loaded[name] is not None else None,
                            snapshots[name].rows, differ=differ)

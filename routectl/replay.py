@@ -5,9 +5,10 @@ native namespace. The family code that runs here is the code the engine runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from routectl.errors import InputError, SelectionError
 from routectl.loaded import PreparedLayer
@@ -15,9 +16,11 @@ from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.policy import ResolvedPolicy
 from routectl.project import Catalogue, Project
 from routectl.rows import RowSpec
+from routectl.workers import run_shared
 from routectl.workload import Hardware
 
 FULL_BUILD_ABI_REVISION = 1
+M = TypeVar("M")
 
 
 class ReplayError(RuntimeError):
@@ -156,14 +159,48 @@ def replay_row(project: Project, category: Category, row: RowSpec
     return {"id": row.id, "route": route}, policy
 
 
+def row_text(row: Mapping[str, Any]) -> str:
+    """A row as canonical JSON text (sorted keys, no NaN): what a snapshot file holds, and
+    how a worker process hands a row back."""
+    try:
+        return json.dumps(row, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ReplayError(f"row {row.get('id')!r} is not JSON: {exc}") from None
+
+
+def replay_categories(project: Project, categories: Sequence[Category], *, jobs: int = 1,
+                      meanwhile: Callable[[], M] = lambda: None
+                      ) -> tuple[dict[str, list[dict[str, Any]]], M]:
+    """Every row of every category replayed (no cache), shared by up to `jobs` processes
+    (`routectl.workers`), and what `meanwhile()` returned. Rows are plain JSON values with
+    sorted keys, sorted by id; the output does not depend on `jobs`."""
+    import torch  # noqa: F401 - imported once, before workers fork, so they share it
+
+    tasks = [(category, spec) for category in categories for spec in category.rows()]
+
+    def work(i: int) -> str:
+        category, spec = tasks[i]
+        return row_text(replay_row(project, category, spec)[0])
+
+    texts, extra = run_shared(len(tasks), work, jobs, meanwhile)
+    out: dict[str, list[dict[str, Any]]] = {}
+    start = 0
+    for category in categories:
+        count = len(category.rows())
+        rows: list[dict[str, Any]] = json.loads("[" + ",".join(texts[start:start + count])
+                                                + "]")
+        start += count
+        rows.sort(key=lambda r: r["id"])
+        ids = [r["id"] for r in rows]
+        if len(set(ids)) != len(ids):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            raise ReplayError(f"category {category.name} declares duplicate row ids: {dupes}")
+        out[category.name] = rows
+    return out, extra
+
+
 def replay_category(project: Project, category: Category) -> list[dict[str, Any]]:
-    rows = [replay_row(project, category, spec)[0] for spec in category.rows()]
-    rows.sort(key=lambda r: r["id"])
-    ids = [r["id"] for r in rows]
-    if len(set(ids)) != len(ids):
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        raise ReplayError(f"category {category.name} declares duplicate row ids: {dupes}")
-    return rows
+    return replay_categories(project, [category])[0][category.name]
 
 
 def find_row(category: Category, row_id: str) -> RowSpec:

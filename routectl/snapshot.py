@@ -328,17 +328,20 @@ def plain_rows(rows: Sequence[Row]) -> list[Row]:
 
 
 def build_snapshot(category: str, basis: str, rows: Sequence[Row], *,
-                   snapshot_dir: Path | None = None, validate: bool = True) -> Snapshot:
-    """A snapshot of freshly produced rows: normalised, sorted by id, ids checked and (with
-    `validate`) schema-validated. Without it the caller validates the rows it uses
-    (`validate_rows`); writing validates an unvalidated snapshot first."""
-    plain = sorted(plain_rows(rows), key=lambda r: str(r.get("id")))
-    problem = _id_problem(plain)
+                   snapshot_dir: Path | None = None, validate: bool = True,
+                   plain: bool = False) -> Snapshot:
+    """A snapshot of freshly produced rows: normalised (unless `plain`: already parsed from
+    canonical JSON text), sorted by id, ids checked and (with `validate`) schema-validated.
+    Without it the caller validates the rows it uses (`validate_rows`); writing validates an
+    unvalidated snapshot first."""
+    plain_list = list(rows) if plain else plain_rows(rows)
+    plain_list.sort(key=lambda r: str(r.get("id")))
+    problem = _id_problem(plain_list)
     if problem is None and validate:
-        problem = validate_rows(category, basis, plain, snapshot_dir)
+        problem = validate_rows(category, basis, plain_list, snapshot_dir)
     if problem is not None:
         raise SnapshotError(f"category {category} produced an invalid snapshot: {problem}")
-    return Snapshot(category, basis, tuple(plain), validated=validate)
+    return Snapshot(category, basis, tuple(plain_list), validated=validate)
 
 
 def validate_rows(category: str, basis: str, rows: Sequence[Row],

@@ -514,7 +514,7 @@ def test_a_shared_checkpoint_runs_the_prepare_op_once_per_expert():
         one = (torch.randint(-2**31, 2**31 - 1, qweight, dtype=torch.int32, generator=gen),
                torch.randint(-2**31, 2**31 - 1, qzeros, dtype=torch.int32, generator=gen),
                (torch.rand(scales, generator=gen) * 0.01).half())
-        return ExpertBank(*((t,) * 3 for t in one))
+        return ExpertBank.repeated(*one, 3)
 
     checkpoint = MoeCheckpoint(bank("w13"), bank("w2"))
     assert checkpoint.w13.shared() is not None

@@ -84,6 +84,14 @@ def test_altered_row_is_unexpected_with_a_field_diff(project):
     assert not new.exists()
 
 
+def test_the_number_of_processes_changes_nothing_but_speed(project):
+    alter(project, "toy-a", set_split_k(99))
+    runs = [check(project, "--jobs", str(jobs), "--format", "json") for jobs in (1, 3)]
+    assert [r.code for r in runs] == [1, 1]
+    assert runs[0].stdout == runs[1].stdout
+    assert json.loads(runs[0].stdout)["categories"]
+
+
 @pytest.mark.parametrize("extra", [f"toy-a:{ROW_A2}", "toy-a:edge:never_declared"])
 def test_an_extra_listed_id_is_missing(project, extra):
     alter(project, "toy-a", set_split_k(99))

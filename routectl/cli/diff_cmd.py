@@ -10,22 +10,24 @@ are added; only in the baseline, its rows are removed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from routectl.baseline import BaselineFailed, BaselineFile, baseline_at_ref, open_baseline
-from routectl.check import CheckResult, SnapshotSource, fresh_snapshot, run_check
-from routectl.cli import CheckFailed, cli, project_option, state
+from routectl.check import CheckResult, SnapshotSource, fresh_snapshots, run_check
+from routectl.cli import CheckFailed, cli, job_count, jobs_option, project_option, state
 from routectl.cli.snapshot_cmd import CATEGORY_HELP, emit_verdict, note, verdict_options
 from routectl.compare import load_expected
 from routectl.errors import InputError
 from routectl.project import Project
 from routectl.rows import RowSpec
 from routectl.snapshot import Snapshot, read_json
+
+M = TypeVar("M")
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class RemovedCategory:
 
 def judge_against(project: Project, names: Sequence[str], baseline: SnapshotSource, *,
                   expected_file: Path | None = None,
-                  fresh: Mapping[str, Snapshot] | None = None) -> CheckResult:
+                  fresh: Mapping[str, Snapshot] | None = None, jobs: int = 1) -> CheckResult:
     """run_check against `baseline`, its categories the project lists no more judged as
     removed ones. `fresh` holds candidate snapshots already replayed (others replay here)."""
     listed = {c.name for c in project.categories}
@@ -53,14 +55,18 @@ def judge_against(project: Project, names: Sequence[str], baseline: SnapshotSour
         expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir)
     ready = dict(fresh or {})
 
-    def candidate(_project: Project, category: Any) -> Snapshot:
-        if isinstance(category, RemovedCategory):
-            return Snapshot(category.name, category.basis, ())
-        if category.name in ready:
-            return ready[category.name]
-        return fresh_snapshot(project, category)
+    def candidates(_project: Project, categories: Sequence[Any], *, jobs: int = 1,
+                   meanwhile: Callable[[], M]) -> tuple[dict[str, Snapshot], M]:
+        replay = [c for c in categories
+                  if not isinstance(c, RemovedCategory) and c.name not in ready]
+        replayed, extra = fresh_snapshots(project, replay, jobs=jobs, meanwhile=meanwhile)
+        out = {c.name: (Snapshot(c.name, c.basis, ()) if isinstance(c, RemovedCategory)
+                        else ready[c.name] if c.name in ready else replayed[c.name])
+               for c in categories}
+        return out, extra
 
-    result = run_check(judged, names, baseline=baseline, expected=expected, fresh=candidate)
+    result = run_check(judged, names, baseline=baseline, expected=expected, fresh=candidates,
+                       jobs=jobs)
     for category in removed:
         if category.name in result.outcome.categories:
             note(f"category {category.name} is only in the baseline: its rows are reported "
@@ -70,14 +76,14 @@ def judge_against(project: Project, names: Sequence[str], baseline: SnapshotSour
 
 def _against_ref(project: Project, ref: str, names: Sequence[str], *,
                  environ: Mapping[str, str], expected_file: Path | None,
-                 debug: bool) -> CheckResult:
+                 debug: bool, jobs: int) -> CheckResult:
     if project.root is None:
         raise InputError(f"project {project.name} has no root folder")
     prefixes = (project.variable_prefix,) if project.variable_prefix else ()
     with baseline_at_ref(project.root, ref, environ=environ, strip_prefixes=prefixes) as build:
         # The candidate replays here while the baseline runs in its own process.
-        fresh = {c.name: fresh_snapshot(project, c) for c in project.categories
-                 if not names or c.name in names}
+        fresh, _ = fresh_snapshots(project, [c for c in project.categories
+                                             if not names or c.name in names], jobs=jobs)
         try:
             source = build.source(snapshot_dir=project.snapshot_dir)
         except BaselineFailed as exc:
@@ -92,7 +98,7 @@ def _against_ref(project: Project, ref: str, names: Sequence[str], *,
 
 
 def _against_files(project: Project, path: Path, names: Sequence[str], *,
-                   expected_file: Path | None) -> CheckResult:
+                   expected_file: Path | None, jobs: int) -> CheckResult:
     source = open_baseline(path, snapshot_dir=project.snapshot_dir)
     if isinstance(source, BaselineFile):
         # One file is one category: the run judges that category only.
@@ -101,7 +107,7 @@ def _against_files(project: Project, path: Path, names: Sequence[str], *,
             raise click.UsageError(f"--baseline {path} holds only category {source.category}; "
                                    f"-c also names {', '.join(others)}")
         names = (source.category,)
-    return judge_against(project, names, source, expected_file=expected_file)
+    return judge_against(project, names, source, expected_file=expected_file, jobs=jobs)
 
 
 @cli.command("diff")
@@ -112,12 +118,13 @@ def _against_files(project: Project, path: Path, names: Sequence[str], *,
                    "`routectl snapshot --all --output-dir DIR`.")
 @click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
 @verdict_options
+@jobs_option
 @project_option
 @click.pass_context
 def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None,
                  categories: tuple[str, ...], expected_changes: Path | None,
                  write_expected: Path | None, fmt: str, report_file: Path | None, color: str,
-                 project_dir: Path | None) -> None:
+                 jobs: int, project_dir: Path | None) -> None:
     """Replay the working tree's rows and compare them with a baseline: the rows the code at
     git ref REF computes, or pre-built snapshot files.
 
@@ -134,11 +141,12 @@ def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None
         read_json(expected_changes, "expected-changes file")
     if ref is not None:
         result = _against_ref(project, ref, categories, environ=cli_state.environ,
-                              expected_file=expected_changes, debug=cli_state.debug)
+                              expected_file=expected_changes, debug=cli_state.debug,
+                              jobs=job_count(jobs))
     else:
         assert baseline_path is not None
         result = _against_files(project, baseline_path, categories,
-                                expected_file=expected_changes)
+                                expected_file=expected_changes, jobs=job_count(jobs))
     emit_verdict(result, project, environ=cli_state.environ, fmt=fmt, color=color,
                  report_file=report_file, write_expected=write_expected)
     if not result.ok:

@@ -18,11 +18,11 @@ from routectl.check import (
     CheckResult,
     DirectorySource,
     expected_document,
-    fresh_snapshot,
+    fresh_snapshots,
     run_check,
     select_categories,
 )
-from routectl.cli import CheckFailed, cli, project_option, state, warn
+from routectl.cli import CheckFailed, cli, job_count, jobs_option, project_option, state, warn
 from routectl.compare import ExpectedEntry, load_expected, split_id
 from routectl.errors import InputError
 from routectl.policy import ResolvedPolicy
@@ -95,10 +95,11 @@ def list_command(ctx: click.Context, show_rows: bool, project_dir: Path | None) 
               help="Write one category's snapshot to this file.")
 @click.option("--output-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write <category>.json per category into this folder.")
+@jobs_option
 @project_option
 @click.pass_context
 def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_categories: bool,
-                     output: Path | None, output_dir: Path | None,
+                     output: Path | None, output_dir: Path | None, jobs: int,
                      project_dir: Path | None) -> None:
     """Replay categories and write their snapshots.
 
@@ -113,8 +114,9 @@ def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_catego
     if output is not None and len(selected) != 1:
         raise click.UsageError(f"-o writes one category; {len(selected)} selected "
                                f"(use --output-dir)")
-    snapshots = [fresh_snapshot(project, c) for c in selected]  # everything before any write
-    for snap in snapshots:
+    # Everything replayed before any write.
+    snapshots, _ = fresh_snapshots(project, selected, jobs=job_count(jobs))
+    for snap in snapshots.values():
         path = output if output is not None else output_dir / f"{snap.category}.json"
         write_snapshot(path, snap, snapshot_dir=project.snapshot_dir)
         note(f"wrote {path} ({len(snap.rows)} rows)")
@@ -216,12 +218,13 @@ def _settle_new_files(result: CheckResult, project: Project, directory: Path, *,
               help="Rewrite retained snapshots when the differences are exactly the expected "
                    "ones (never in CI).")
 @click.option("--accept-all", is_flag=True, help="With --update: accept every difference.")
+@jobs_option
 @project_option
 @click.pass_context
 def check_command(ctx: click.Context, categories: tuple[str, ...],
                   expected_changes: Path | None, write_expected: Path | None, fmt: str,
                   report_file: Path | None, color: str, update: bool, accept_all: bool,
-                  project_dir: Path | None) -> None:
+                  jobs: int, project_dir: Path | None) -> None:
     """Replay every row and compare it with the retained snapshots.
 
     Exit 0 when equal or when the differences are exactly the expected ones; 1 otherwise.
@@ -236,7 +239,8 @@ def check_command(ctx: click.Context, categories: tuple[str, ...],
     directory = snapshot_dir(project)
     expected = read_expected(project, expected_changes)
     baseline = DirectorySource(directory, snapshot_dir=project.snapshot_dir)
-    result = run_check(project, categories, baseline=baseline, expected=expected)
+    result = run_check(project, categories, baseline=baseline, expected=expected,
+                       jobs=job_count(jobs))
 
     emit_verdict(result, project, environ=environ, fmt=fmt, color=color,
                  report_file=report_file, write_expected=write_expected)

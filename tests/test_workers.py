@@ -1,0 +1,94 @@
+"""Work shared with forked worker processes: every item once, results in item order, the
+caller's `meanwhile` run once, failures raised here and no worker left behind."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from routectl.errors import InputError
+from routectl.workers import WorkerFailed, run_shared, usable_jobs
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
+
+
+def no_children_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)  # a child left running or unreaped
+    except ChildProcessError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_results_are_in_item_order_whoever_computed_them(jobs):
+    calls: list[str] = []
+    results, extra = run_shared(200, lambda i: (i * i, os.getpid()), jobs,
+                                lambda: calls.append("meanwhile") or "read")
+    assert [value for value, _ in results] == [i * i for i in range(200)]
+    assert extra == "read" and calls == ["meanwhile"]
+    assert no_children_left()
+
+
+def test_workers_take_items_while_the_caller_runs_meanwhile():
+    results, _ = run_shared(50, lambda i: os.getpid(), 2, lambda: time.sleep(0.5))
+    assert set(results) - {os.getpid()}, "the worker took no item while the caller waited"
+    assert len(results) == 50
+
+
+def test_an_exception_in_a_worker_is_raised_here_with_its_type():
+    parent = os.getpid()
+
+    def work(i: int) -> int:
+        if os.getpid() != parent:
+            raise InputError(f"bad item {i}")
+        time.sleep(0.01)  # leave items for the worker
+        return i
+
+    with pytest.raises(InputError, match="bad item") as caught:
+        run_shared(40, work, 2, lambda: time.sleep(0.2))
+    assert any("raised in worker process" in note for note in caught.value.__notes__)
+    assert no_children_left()
+
+
+def test_a_worker_that_dies_is_reported():
+    parent = os.getpid()
+
+    def work(i: int) -> int:
+        if os.getpid() != parent:
+            os._exit(7)
+        return i
+
+    with pytest.raises(WorkerFailed, match="exit status 7"):
+        run_shared(40, work, 2, lambda: time.sleep(0.2))
+    assert no_children_left()
+
+
+def test_a_failing_meanwhile_stops_the_workers():
+    def meanwhile() -> None:
+        raise InputError("malformed baseline")
+
+    started = time.perf_counter()
+    with pytest.raises(InputError, match="malformed baseline"):
+        run_shared(10_000, lambda i: time.sleep(0.01), 2, meanwhile)
+    assert time.perf_counter() - started < 5  # killed, not waited for (100 s of work)
+    assert no_children_left()
+
+
+def test_fork_is_not_used_with_threads_running_or_for_tiny_work():
+    assert usable_jobs(4, 100) == 4
+    assert usable_jobs(4, 3) == 1
+    assert usable_jobs(1, 100) == 1
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert usable_jobs(4, 100) == 1
+        results, _ = run_shared(10, lambda i: os.getpid(), 4, lambda: None)
+        assert set(results) == {os.getpid()}
+    finally:
+        stop.set()
+        thread.join()
