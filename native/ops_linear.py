@@ -99,7 +99,7 @@ def _awq_prepare_validate(op: str) -> Any:
     def validate(kernel: Any, scaling_factors: Any, zeros: Any, group_size: int,
                  interleave_gated_silu: bool) -> None:
         # The reference validator is the pinned ops' one shape and dtype authority.
-        from native.reference.validate import check_prepare
+        from native.awq_validate import check_prepare
 
         check_prepare(op, kernel, scaling_factors, zeros, group_size)
 

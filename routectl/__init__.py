@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from routectl.engine import EngineSession, start
 from routectl.errors import InputError, SelectionError
 from routectl.loaded import Decision
 from routectl.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
@@ -26,6 +25,16 @@ from routectl.project import Project, load_project
 from routectl.workload import EngineConfig, Hardware
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The engine's session (and its startup report) is imported on first use: a CLI command
+    # that never starts an engine does not pay for it.
+    if name in ("start", "EngineSession"):
+        from routectl import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module 'routectl' has no attribute {name!r}")
 
 
 def resolve(project: Project, config: Any, environ: Mapping[str, str], hardware: Hardware,

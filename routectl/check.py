@@ -5,10 +5,11 @@ built at another git ref is just another source of snapshot files.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from routectl.compare import (
     CheckOutcome,
@@ -21,8 +22,9 @@ from routectl.compare import (
     judge,
 )
 from routectl.project import Project
-from routectl.replay import replay_categories
+from routectl.replay import RowText, replay_texts
 from routectl.snapshot import (
+    Row,
     Snapshot,
     SnapshotError,
     build_snapshot,
@@ -68,26 +70,36 @@ class DirectorySource:
         return read_snapshot(path, snapshot_dir=self._schemas, category=name)
 
 
-M = TypeVar("M")
+Known = Mapping[str, tuple[str, Row]]  # row id -> (canonical text, the row)
 
 
-class FreshSnapshots(Protocol):
-    def __call__(self, project: Project, categories: Sequence[Any], *, jobs: int = 1,
-                 meanwhile: Callable[[], M]) -> tuple[dict[str, Snapshot], M]: ...
+def known_rows(snapshot: Snapshot) -> dict[str, tuple[str, Row]]:
+    """A baseline's rows by id with their canonical text, for `snapshot_from_texts`."""
+    return {r["id"]: (json.dumps(r, sort_keys=True), r) for r in snapshot.rows}
 
 
-def fresh_snapshots(project: Project, categories: Sequence[Any], *, jobs: int = 1,
-                    meanwhile: Callable[[], M] = lambda: None
-                    ) -> tuple[dict[str, Snapshot], M]:
-    """Replay every row of `categories` (no cache; up to `jobs` processes) into snapshots
-    whose ids are checked, and what `meanwhile()` returned (it runs while workers replay).
-    The schema check is left to `run_check`, which validates the rows that moved (a fresh
-    row equal to a validated retained row is valid) and to writing, which validates all."""
-    rows, extra = replay_categories(project, categories, jobs=jobs, meanwhile=meanwhile)
-    return {c.name: build_snapshot(c.name, c.basis, rows[c.name],
-                                   snapshot_dir=project.snapshot_dir, validate=False,
-                                   plain=True)
-            for c in categories}, extra
+def snapshot_from_texts(category: Any, rows: Sequence[RowText], *,
+                        snapshot_dir: Path | None = None, known: Known | None = None
+                        ) -> Snapshot:
+    """A snapshot of replayed rows, ids checked. A row whose text equals a known (baseline)
+    row's is that very row object: equal JSON, parsed once, compared by identity. The schema
+    check is left to `run_check`, which validates the rows that moved (a fresh row equal to
+    a validated retained row is valid) and to writing, which validates all."""
+    known = known or {}
+    plain: list[Row] = []
+    for row_id, text in rows:
+        hit = known.get(row_id)
+        plain.append(hit[1] if hit is not None and hit[0] == text else json.loads(text))
+    return build_snapshot(category.name, category.basis, plain, snapshot_dir=snapshot_dir,
+                          validate=False, plain=True)
+
+
+def fresh_snapshots(project: Project, categories: Sequence[Any], *, jobs: int = 1
+                    ) -> dict[str, Snapshot]:
+    """Replay every row of `categories` (no cache; up to `jobs` processes)."""
+    texts, _ = replay_texts(project, categories, jobs=jobs)
+    return {c.name: snapshot_from_texts(c, texts[c.name], snapshot_dir=project.snapshot_dir)
+            for c in categories}
 
 
 def select_categories(project: Project, names: Sequence[str]) -> list[Any]:
@@ -116,10 +128,11 @@ class CheckResult:
 
 def run_check(project: Project, names: Sequence[str] = (), *, baseline: SnapshotSource,
               expected: Sequence[ExpectedEntry] = (),
-              fresh: FreshSnapshots = fresh_snapshots, differ: Differ = field_changes,
+              ready: Mapping[str, Snapshot] | None = None, differ: Differ = field_changes,
               jobs: int = 1) -> CheckResult:
     """Compare fresh snapshots of the named categories (all when empty: a complete run)
-    with `baseline` and judge them against `expected`; up to `jobs` processes replay.
+    with `baseline` and judge them against `expected`. Up to `jobs` processes replay; the
+    categories in `ready` are fresh snapshots replayed before (not replayed again).
 
     The baseline is read while workers replay (with one process, before any replay); an
     input error stops them. Stale baseline categories are judged only in complete runs; a
@@ -128,11 +141,18 @@ def run_check(project: Project, names: Sequence[str] = (), *, baseline: Snapshot
     selected = select_categories(project, names)
     complete = not names
     listed = [c.name for c in project.categories]
+    ready = dict(ready or {})
 
-    def read_baseline() -> dict[str, Snapshot | None]:
-        return {c.name: baseline.load(c.name) for c in selected}
+    def read_baseline() -> tuple[dict[str, Snapshot | None], dict[str, Known]]:
+        snapshots = {c.name: baseline.load(c.name) for c in selected}
+        return snapshots, {name: known_rows(snap) for name, snap in snapshots.items()
+                           if snap is not None and name not in ready}
 
-    snapshots, loaded = fresh(project, selected, jobs=jobs, meanwhile=read_baseline)
+    texts, (loaded, known) = replay_texts(project, [c for c in selected if c.name not in ready],
+                                          jobs=jobs, meanwhile=read_baseline)
+    snapshots = {c.name: ready[c.name] if c.name in ready else snapshot_from_texts(
+        c, texts[c.name], snapshot_dir=project.snapshot_dir, known=known.get(c.name))
+        for c in selected}
     stale = tuple(sorted(set(baseline.names()) - set(listed))) if complete else ()
     comparisons = {
         name: compare_rows(loaded[name].rows if loaded[name] is not None else None,

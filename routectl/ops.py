@@ -96,6 +96,7 @@ class OpSpec:
     # recording double checks on every call, computed once.
     arg_kinds: tuple[tuple[str, str, bool], ...] = field(init=False, repr=False)
     arg_names: tuple[str, ...] = field(init=False, repr=False)
+    arg_name_set: frozenset[str] = field(init=False, repr=False)
     # Arguments a call must name (no default in the schema).
     required_names: tuple[str, ...] = field(init=False, repr=False)
 
@@ -110,6 +111,7 @@ class OpSpec:
             for a in args)
         object.__setattr__(self, "arg_kinds", kinds)
         object.__setattr__(self, "arg_names", tuple(a.name for a in args))
+        object.__setattr__(self, "arg_name_set", frozenset(self.arg_names))
         object.__setattr__(self, "required_names",
                            tuple(a.name for a in args if a.default is None))
 
@@ -155,12 +157,16 @@ def bind_arguments(spec: OpSpec, args: tuple[Any, ...],
     if len(args) > len(names):
         raise TypeError(f"{spec.name}: {len(args)} positional arguments, schema has {len(names)}")
     bound = dict(zip(names, args, strict=False))
-    for key, value in kwargs.items():
-        if key not in names:
-            raise TypeError(f"{spec.name}: unknown argument {key!r} (schema: {spec.schema})")
-        if key in bound:
-            raise TypeError(f"{spec.name}: argument {key!r} given twice")
-        bound[key] = value
+    if not spec.arg_name_set.issuperset(kwargs):
+        unknown = next(key for key in kwargs if key not in spec.arg_name_set)
+        raise TypeError(f"{spec.name}: unknown argument {unknown!r} (schema: {spec.schema})")
+    if bound:
+        twice = bound.keys() & kwargs.keys()
+        if twice:
+            raise TypeError(f"{spec.name}: argument {min(twice)!r} given twice")
+        bound.update(kwargs)
+    else:
+        bound = dict(kwargs)
     for name in spec.required_names:
         if name not in bound:
             raise TypeError(f"{spec.name}: missing argument {name!r}")

@@ -20,6 +20,7 @@ from routectl.workers import run_shared
 from routectl.workload import Hardware
 
 FULL_BUILD_ABI_REVISION = 1
+PLAIN_SCALARS = (bool, int, float, str)
 M = TypeVar("M")
 
 
@@ -97,9 +98,12 @@ class RecordingNamespace:
                 if optional:
                     continue
                 raise ReplayError(f"{spec.name}: argument {name} is None")
+            if kind == "other":
+                continue
             # Duck-typed: doubles of tensors (a toy project's) count as tensors too.
-            is_tensor = isinstance(value, tensor) or (hasattr(value, "shape")
-                                                      and hasattr(value, "dtype"))
+            is_tensor = isinstance(value, tensor) or (
+                not isinstance(value, PLAIN_SCALARS) and hasattr(value, "shape")
+                and hasattr(value, "dtype"))
             if kind == "tensor" and not is_tensor:
                 raise ReplayError(f"{spec.name}: argument {name} must be a tensor")
             if kind == "scalar" and is_tensor:
@@ -168,30 +172,32 @@ def row_text(row: Mapping[str, Any]) -> str:
         raise ReplayError(f"row {row.get('id')!r} is not JSON: {exc}") from None
 
 
-def replay_categories(project: Project, categories: Sequence[Category], *, jobs: int = 1,
-                      meanwhile: Callable[[], M] = lambda: None
-                      ) -> tuple[dict[str, list[dict[str, Any]]], M]:
+RowText = tuple[str, str]  # a row's id and its canonical JSON text
+
+
+def replay_texts(project: Project, categories: Sequence[Category], *, jobs: int = 1,
+                 meanwhile: Callable[[], M] = lambda: None
+                 ) -> tuple[dict[str, list[RowText]], M]:
     """Every row of every category replayed (no cache), shared by up to `jobs` processes
-    (`routectl.workers`), and what `meanwhile()` returned. Rows are plain JSON values with
-    sorted keys, sorted by id; the output does not depend on `jobs`."""
-    import torch  # noqa: F401 - imported once, before workers fork, so they share it
-
+    (`routectl.workers`), as (id, canonical text) sorted by id; and what `meanwhile()`
+    returned. The output does not depend on `jobs`."""
     tasks = [(category, spec) for category in categories for spec in category.rows()]
+    if tasks:
+        import torch  # noqa: F401 - imported once, before workers fork, so they share it
 
-    def work(i: int) -> str:
+    def work(i: int) -> RowText:
         category, spec = tasks[i]
-        return row_text(replay_row(project, category, spec)[0])
+        row = replay_row(project, category, spec)[0]
+        return (row["id"], row_text(row))
 
     texts, extra = run_shared(len(tasks), work, jobs, meanwhile)
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[RowText]] = {}
     start = 0
     for category in categories:
         count = len(category.rows())
-        rows: list[dict[str, Any]] = json.loads("[" + ",".join(texts[start:start + count])
-                                                + "]")
+        rows = sorted(texts[start:start + count], key=lambda r: r[0])
         start += count
-        rows.sort(key=lambda r: r["id"])
-        ids = [r["id"] for r in rows]
+        ids = [row_id for row_id, _ in rows]
         if len(set(ids)) != len(ids):
             dupes = sorted({i for i in ids if ids.count(i) > 1})
             raise ReplayError(f"category {category.name} declares duplicate row ids: {dupes}")
@@ -199,8 +205,16 @@ def replay_categories(project: Project, categories: Sequence[Category], *, jobs:
     return out, extra
 
 
+def replay_categories(project: Project, categories: Sequence[Category], *, jobs: int = 1
+                      ) -> dict[str, list[dict[str, Any]]]:
+    """Every row of every category as plain JSON values (sorted keys), sorted by id."""
+    texts, _ = replay_texts(project, categories, jobs=jobs)
+    return {name: json.loads("[" + ",".join(text for _, text in rows) + "]")
+            for name, rows in texts.items()}
+
+
 def replay_category(project: Project, category: Category) -> list[dict[str, Any]]:
-    return replay_categories(project, [category])[0][category.name]
+    return replay_categories(project, [category])[category.name]
 
 
 def find_row(category: Category, row_id: str) -> RowSpec:

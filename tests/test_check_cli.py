@@ -84,6 +84,14 @@ def test_altered_row_is_unexpected_with_a_field_diff(project):
     assert not new.exists()
 
 
+def test_a_number_written_as_a_float_is_a_change(project):
+    """4.0 == 4 in Python, not in the snapshot's JSON text."""
+    alter(project, "toy-a", set_split_k(4.0))
+    result = check(project)
+    assert result.code == 1
+    assert "route.dispatch[0].plan.split_k: 4.0 -> 4" in result.stdout
+
+
 def test_the_number_of_processes_changes_nothing_but_speed(project):
     alter(project, "toy-a", set_split_k(99))
     runs = [check(project, "--jobs", str(jobs), "--format", "json") for jobs in (1, 3)]

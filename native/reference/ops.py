@@ -20,7 +20,7 @@ from native.awq_schemas import (
     REFERENCE_NAMESPACE,
 )
 from native.reference import numerics
-from native.reference.validate import check_prepare, check_qpn_m1
+from native.awq_validate import check_prepare, check_qpn_m1
 
 
 def _qpn_m1_fake(out: torch.Tensor, intermediate: torch.Tensor, input: torch.Tensor,

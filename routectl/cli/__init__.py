@@ -5,6 +5,7 @@ function) that reads `os.environ`; every command receives the mapping through th
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import sys
 import traceback
@@ -58,7 +59,27 @@ def warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Each command's module, imported when the command runs (or help lists it): a check does not
+# pay for the imports of diff, config or native probe.
+COMMAND_MODULES: Mapping[str, str] = {
+    "check": "snapshot_cmd", "config": "config_cmd", "diff": "diff_cmd",
+    "explain": "snapshot_cmd", "list": "snapshot_cmd", "native": "native_cmd",
+    "snapshot": "snapshot_cmd",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            importlib.import_module(f"routectl.cli.{module}")  # registers its commands
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
 @project_option
 @click.pass_context
@@ -71,13 +92,8 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
         ctx.obj.debug = debug or ctx.obj.debug
 
 
-def _register() -> None:
-    from routectl.cli import commands  # noqa: F401  (registers the subcommands)
-
-
 def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
     """Run the CLI with an explicit environment; returns the exit code."""
-    _register()
     argv = list(sys.argv[1:] if args is None else args)
     debug = "--debug" in argv
     obj = CliState(environ=dict(environ), project_dir=None, debug=debug)

@@ -10,10 +10,9 @@ are added; only in the baseline, its rows are removed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
@@ -26,8 +25,6 @@ from routectl.errors import InputError
 from routectl.project import Project
 from routectl.rows import RowSpec
 from routectl.snapshot import Snapshot, read_json
-
-M = TypeVar("M")
 
 
 @dataclass(frozen=True)
@@ -53,19 +50,7 @@ def judge_against(project: Project, names: Sequence[str], baseline: SnapshotSour
     # Read once the baseline is known: an expected id may name a removed category's row.
     expected = () if expected_file is None else load_expected(
         expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir)
-    ready = dict(fresh or {})
-
-    def candidates(_project: Project, categories: Sequence[Any], *, jobs: int = 1,
-                   meanwhile: Callable[[], M]) -> tuple[dict[str, Snapshot], M]:
-        replay = [c for c in categories
-                  if not isinstance(c, RemovedCategory) and c.name not in ready]
-        replayed, extra = fresh_snapshots(project, replay, jobs=jobs, meanwhile=meanwhile)
-        out = {c.name: (Snapshot(c.name, c.basis, ()) if isinstance(c, RemovedCategory)
-                        else ready[c.name] if c.name in ready else replayed[c.name])
-               for c in categories}
-        return out, extra
-
-    result = run_check(judged, names, baseline=baseline, expected=expected, fresh=candidates,
+    result = run_check(judged, names, baseline=baseline, expected=expected, ready=fresh,
                        jobs=jobs)
     for category in removed:
         if category.name in result.outcome.categories:
@@ -82,8 +67,8 @@ def _against_ref(project: Project, ref: str, names: Sequence[str], *,
     prefixes = (project.variable_prefix,) if project.variable_prefix else ()
     with baseline_at_ref(project.root, ref, environ=environ, strip_prefixes=prefixes) as build:
         # The candidate replays here while the baseline runs in its own process.
-        fresh, _ = fresh_snapshots(project, [c for c in project.categories
-                                             if not names or c.name in names], jobs=jobs)
+        fresh = fresh_snapshots(project, [c for c in project.categories
+                                          if not names or c.name in names], jobs=jobs)
         try:
             source = build.source(snapshot_dir=project.snapshot_dir)
         except BaselineFailed as exc:

@@ -115,7 +115,7 @@ def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_catego
         raise click.UsageError(f"-o writes one category; {len(selected)} selected "
                                f"(use --output-dir)")
     # Everything replayed before any write.
-    snapshots, _ = fresh_snapshots(project, selected, jobs=job_count(jobs))
+    snapshots = fresh_snapshots(project, selected, jobs=job_count(jobs))
     for snap in snapshots.values():
         path = output if output is not None else output_dir / f"{snap.category}.json"
         write_snapshot(path, snap, snapshot_dir=project.snapshot_dir)

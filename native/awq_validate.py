@@ -1,4 +1,6 @@
-"""Argument validation shared by the reference ops' fakes and CPU implementations.
+"""Argument validation of the pinned AWQ ops, shared by the reference ops' fakes and CPU
+implementations (`native.reference`) and the replay's catalogue validators (imported when a
+call is checked: it imports torch; importing it registers no op).
 
 Dtype, shape, device, contiguity and layout checks run everywhere; alignment and overlap need
 real storage and run only on tensors that have it (never meta or fake tensors).
