@@ -298,6 +298,12 @@ class MoeDispatcher:
         torch = _torch()
         return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
 
+    def _zeros(self, shape: tuple[int, ...], like: Any) -> Any:
+        """Zeros shaped `shape` with `like`'s dtype (on meta: an empty tensor, no values)."""
+        torch = _torch()
+        make = torch.empty if _is_meta(like) else torch.zeros
+        return make(shape, dtype=like.dtype, device=like.device)
+
     def _bank_args(self, bank: str) -> dict[str, Any]:
         layer = self.layer
         weights, scales = ((self.banks.w13, self.banks.s13) if bank == "w13"
@@ -320,8 +326,7 @@ class MoeDispatcher:
 
     def run(self, plan: StagePlan, x: Any, topk_ids: Any, topk_weights: Any) -> Any:
         if plan.lane == "zero":
-            return _torch().zeros((x.shape[0], self.layer.hidden), dtype=x.dtype,
-                                  device=x.device)
+            return self._zeros((x.shape[0], self.layer.hidden), x)
         if plan.lane == "qpn_m1":
             return self._qpn_m1(x, topk_ids, topk_weights)
         if plan.lane == "legacy":
@@ -367,21 +372,19 @@ class MoeDispatcher:
             self.ns.call(WeightedReduce.op, out=out, input=down, topk_weights=weights,
                          num_tokens=1, total_slots=slots)
             return out
-        torch = _torch()
-        out = torch.zeros((1, layer.hidden), dtype=x.dtype, device=x.device)
+        out = self._zeros((1, layer.hidden), x)
         self.ns.call(Unpermute.op, permuted_hidden_states=down, topk_weights=weights,
                      inv_permuted_idx=_identity_index(slots, x),
                      expert_first_token_offset=None, topk=layer.top_k, hidden_states=out)
         return out
 
     def _routed(self, plan: StagePlan, x: Any, ids: Any, weights: Any) -> Any:
-        torch = _torch()
         layer = self.layer
         m = x.shape[0]
         top_k = ids.shape[1]
         slots = m * top_k
         e = layer.num_experts
-        out = torch.zeros((m, layer.hidden), dtype=x.dtype, device=x.device)
+        out = self._zeros((m, layer.hidden), x)
         offsets = self._empty((e + 1,), "int64", x)
         permuted_idx = self._empty((slots,), "int32", x)
         inv_idx = self._empty((slots,), "int32", x)

@@ -111,15 +111,15 @@ class _Slots:
 
     def pick(self, slot: str, candidates: Sequence[tuple[type[st.MoeStage], Sequence[Gate]]]
              ) -> type[st.MoeStage]:
-        named = {f"{slot}.{stage.label}": stage for stage, _ in candidates}
         selection: Selection = select([_candidate(f"{slot}.{stage.label}", gates)
                                        for stage, gates in candidates])
         self.verdicts.extend(selection.verdicts)
-        if selection.chosen is None:
-            raise SelectionError("no_moe_stage", f"no AWQ MoE stage can serve {slot} at "
-                                 f"M = {self.m}: {selection.reasons_text()}",
-                                 tuple(self.verdicts))
-        return named[selection.chosen]
+        for (stage, _), verdict in zip(candidates, selection.verdicts, strict=True):
+            if verdict.name == selection.chosen:
+                return stage
+        raise SelectionError("no_moe_stage", f"no AWQ MoE stage can serve {slot} at "
+                             f"M = {self.m}: {selection.reasons_text()}",
+                             tuple(self.verdicts))
 
 
 def select_route(call: CallFacts, loaded: LoadedRoute, ns: NativeNamespace) -> RouteChoice:

@@ -27,11 +27,14 @@ class Evaluation:
 
     @classmethod
     def passed(cls) -> Evaluation:
-        return cls(True)
+        return PASSED
 
     @classmethod
     def failed(cls, reason: Reason, stage: str) -> Evaluation:
         return cls(False, reason, stage)
+
+
+PASSED = Evaluation(True)  # immutable: one instance serves every passing candidate
 
 
 # A named check at one stage ("policy", "qualification", "ops", ...).
@@ -103,14 +106,12 @@ def select(candidates: Sequence[tuple[str, Callable[[], Evaluation]]]) -> Select
     for name, evaluate in candidates:
         result = evaluate()
         reason = result.reason
-        verdicts.append(Verdict(
-            name=name,
-            ok=result.ok,
-            code=reason.code if reason else None,
-            message=reason.message if reason else None,
-            not_needed=chosen is not None,
-            stage=result.stage,
-        ))
+        if reason is None:
+            verdicts.append(Verdict(name, result.ok, None, None, chosen is not None,
+                                    result.stage))
+        else:
+            verdicts.append(Verdict(name, result.ok, reason.code, reason.message,
+                                    chosen is not None, result.stage))
         if result.ok and chosen is None:
             chosen = name
     return Selection(chosen, tuple(verdicts))

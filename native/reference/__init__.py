@@ -4,8 +4,8 @@
 """
 
 from native.awq_schemas import PINNED_SCHEMAS, REFERENCE_NAMESPACE
-from native.reference import ops as _ops  # noqa: F401  (registers the ops)
 from native.awq_validate import ArgumentError
+from native.reference import ops as _ops  # noqa: F401  (registers the ops)
 
 REFERENCE_OPS: tuple[str, ...] = tuple(PINNED_SCHEMAS)
 

@@ -19,8 +19,8 @@ from native.awq_schemas import (
     QPN_M1_OP,
     REFERENCE_NAMESPACE,
 )
-from native.reference import numerics
 from native.awq_validate import check_prepare, check_qpn_m1
+from native.reference import numerics
 
 
 def _qpn_m1_fake(out: torch.Tensor, intermediate: torch.Tensor, input: torch.Tensor,
