@@ -8,7 +8,7 @@ is empty and then exits. The caller's process takes items too, after running `me
 (work of its own, such as reading the baseline), so the processes stay busy until the end.
 
 Results are returned in item order, whoever computed them: the output does not depend on
-the number of processes. Without fork (or with threads running, where forking is unsafe)
+the number of processes. Off Linux, or with threads running (where forking is unsafe),
 everything runs here, in order.
 """
 
@@ -18,6 +18,7 @@ import os
 import pickle
 import signal
 import struct
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -44,9 +45,11 @@ def available_cpus() -> int:
 
 
 def usable_jobs(jobs: int, items: int) -> int:
-    """How many processes `jobs` can be here: 1 without fork, with other threads running
-    (a forked child would inherit their locks, held), or with fewer than two items each."""
-    if jobs <= 1 or not hasattr(os, "fork") or threading.active_count() > 1:
+    """How many processes `jobs` can be here: 1 off Linux (macOS system libraries are not
+    safe in a forked child that does not exec; Windows has no fork), with other threads
+    running (a forked child would inherit their locks, held), or with fewer than two items
+    per process."""
+    if jobs <= 1 or not sys.platform.startswith("linux") or threading.active_count() > 1:
         return 1
     return max(1, min(jobs, items // 2))
 
