@@ -148,12 +148,18 @@ class _Compiler:
         closed = extra_schema is False
         extra = None if extra_schema is True or closed else self.build(extra_schema)
 
+        names = frozenset(props)
+
         def check(x: Any) -> bool:
             if not isinstance(x, dict):
                 return True
             for key in required:
                 if key not in x:
                     return False
+            # An unknown key is the cheapest rejection: look before walking the values (a
+            # oneOf branch that a row does not take then fails at once).
+            if closed and not names.issuperset(x):
+                return False
             for key, value in x.items():
                 sub = props.get(key)
                 if sub is not None:

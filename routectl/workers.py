@@ -14,6 +14,7 @@ everything runs here, in order.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -71,7 +72,6 @@ def _worker(queue: int, chunks: list[range], work: Callable[[int], T], out: int)
     returns (os._exit skips the parent's atexit handlers and unflushed buffers)."""
     status = 0
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: the parent reports it
         payload = pickle.dumps(("ok", [(i, work(i)) for i in _taken(queue, chunks)]),
                                protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
@@ -89,8 +89,10 @@ def _worker(queue: int, chunks: list[range], work: Callable[[int], T], out: int)
 
 
 def _collect(pid: int, stream: int) -> list[tuple[int, Any]]:
-    with os.fdopen(stream, "rb") as reader:
+    """A worker's results once it has sent them all and exited; the stream is closed."""
+    with os.fdopen(stream, "rb", closefd=False) as reader:
         payload = reader.read()
+    os.close(stream)
     _, status = os.waitpid(pid, 0)
     if not payload:
         how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
@@ -104,6 +106,16 @@ def _collect(pid: int, stream: int) -> list[tuple[int, Any]]:
         raise WorkerFailed(f"worker process {pid} failed:\n{text}")
     exc.add_note(f"raised in worker process {pid}:\n{text}")
     raise exc
+
+
+def _stop(pid: int, stream: int) -> None:
+    """Kill and reap a worker and close its stream, whatever of that already happened."""
+    with contextlib.suppress(OSError):
+        os.close(stream)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.waitpid(pid, 0)
 
 
 def run_shared(count: int, work: Callable[[int], T], jobs: int,
@@ -123,29 +135,37 @@ def run_shared(count: int, work: Callable[[int], T], jobs: int,
     try:
         for _ in range(jobs - 1):
             reader, writer = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(reader)
-                for other in workers.values():
-                    os.close(other)
-                _worker(queue, chunks, work, writer)
+            # Ctrl-C is held back across fork until the worker is recorded (parent) or back to
+            # the default action (worker): a KeyboardInterrupt must never unwind a worker
+            # through the caller's code.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        signal.signal(signal.SIGINT, signal.SIG_DFL)
+                        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                        os.close(reader)
+                        for other in workers.values():
+                            os.close(other)
+                        _worker(queue, chunks, work, writer)
+                    finally:
+                        os._exit(1)
+                workers[pid] = reader
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(writer)
-            workers[pid] = reader
         extra = meanwhile()
         results: list[Any] = [None] * count
         for i in _taken(queue, chunks):
             results[i] = work(i)
-        while workers:
-            pid, stream = workers.popitem()
-            for i, value in _collect(pid, stream):
+        for pid, stream in list(workers.items()):
+            collected = _collect(pid, stream)
+            del workers[pid]  # closed and reaped
+            for i, value in collected:
                 results[i] = value
         return results, extra
     finally:
         os.close(queue)
         for pid, stream in workers.items():  # left only when something failed
-            os.close(stream)
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
+            _stop(pid, stream)

@@ -4,6 +4,7 @@ caller's `meanwhile` run once, failures raised here and no worker left behind.""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -94,3 +95,18 @@ def test_fork_is_not_used_with_threads_running_or_for_tiny_work():
     finally:
         stop.set()
         thread.join()
+
+
+def test_ctrl_c_here_stops_the_workers():
+    parent = os.getpid()
+
+    def work(i: int) -> int:
+        if os.getpid() == parent and i >= 5:
+            os.kill(parent, signal.SIGINT)  # Ctrl-C lands while this process replays
+            time.sleep(1)
+        time.sleep(0.005)
+        return i
+
+    with pytest.raises(KeyboardInterrupt):
+        run_shared(2_000, work, 2, lambda: None)
+    assert no_children_left()
