@@ -141,8 +141,21 @@ class _Compiler:
         tests = [TYPES[n] for n in names]
         return lambda x: any(t(x) for t in tests)
 
+    def plain_type(self, node: Any) -> tuple[type, ...] | None:
+        """The isinstance tuple of a schema that is a plain `type` and nothing else (checked
+        inline by its parent: one call less per value)."""
+        if not isinstance(node, dict) or set(node) - ANNOTATIONS != {"type"}:
+            return None
+        names = [node["type"]] if isinstance(node["type"], str) else list(node["type"])
+        if not set(names) <= PLAIN_TYPES.keys():
+            return None
+        return tuple(PLAIN_TYPES[n] for n in names)
+
     def object_(self, node: Mapping[str, Any]) -> Checker:
-        props = {k: self.build(v) for k, v in node.get("properties", {}).items()}
+        # Per property: an isinstance tuple (a plain type) or a checker.
+        props: dict[str, tuple[type, ...] | Checker] = {
+            k: self.plain_type(v) or self.build(v)
+            for k, v in node.get("properties", {}).items()}
         required = tuple(node.get("required", ()))
         extra_schema = node.get("additionalProperties", True)
         closed = extra_schema is False
@@ -163,7 +176,10 @@ class _Compiler:
             for key, value in x.items():
                 sub = props.get(key)
                 if sub is not None:
-                    if not sub(value):
+                    if type(sub) is tuple:
+                        if not isinstance(value, sub):
+                            return False
+                    elif not sub(value):  # type: ignore[operator]
                         return False
                 elif closed:
                     return False
@@ -174,6 +190,9 @@ class _Compiler:
         return check
 
     def items(self, value: Any) -> Checker:
+        plain = self.plain_type(value)
+        if plain is not None:
+            return lambda x: not isinstance(x, list) or all(isinstance(i, plain) for i in x)
         sub = self.build(value)
 
         def check(x: Any) -> bool:
