@@ -200,8 +200,8 @@ def resolve_fields(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     ignored: list[tuple[str, str]] = []
+    ctx = {**context, "values": values}  # `values` fills in as fields resolve, in order
     for f in fields:
-        ctx = {**context, "values": values}
         var_present = (f.key, f.variable) in parsed
         env_value: Any
         if var_present:

@@ -68,8 +68,13 @@ class Project:
     def resolve(self, config: Any, environ: Mapping[str, str], hardware: Hardware,
                 workload: EngineConfig, *, emit_warnings: bool = True) -> ResolvedPolicy:
         """Resolve once: explicit config > variable > default. Pure in its arguments."""
-        model = config if isinstance(config, self.config_model) else self.load_config(config)
-        return resolve_fields(self.fields, typed_values(model, self.fields), environ,
+        if config is None:
+            typed: dict[str, Any] = {}  # a default config sets no field
+        else:
+            model = (config if isinstance(config, self.config_model)
+                     else self.load_config(config))
+            typed = typed_values(model, self.fields)
+        return resolve_fields(self.fields, typed, environ,
                               self.context(hardware, workload),
                               unknown_prefix=self.unknown_prefix, emit_warnings=emit_warnings)
 

@@ -235,3 +235,12 @@ def test_hash_is_identical_across_processes_and_hash_seeds(seed):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.stdout.strip() == PINNED_HASH
+
+
+@pytest.mark.parametrize("field", VARIABLE_FIELDS[::7], ids=lambda f: f.key)
+def test_no_config_resolves_like_an_empty_kernel_config(field):
+    from policies.config import KernelConfig
+
+    env = {field.variable: sample(field)[0]}
+    for config in ({}, "{}", KernelConfig()):
+        assert resolve(env, config) == resolve(env, None)
