@@ -110,3 +110,11 @@ def test_ctrl_c_here_stops_the_workers():
     with pytest.raises(KeyboardInterrupt):
         run_shared(2_000, work, 2, lambda: None)
     assert no_children_left()
+
+
+def test_the_cli_default_is_one_process_per_cpu_at_most_eight():
+    from routectl.cli import MAX_AUTO_JOBS, job_count
+    from routectl.workers import available_cpus
+
+    assert job_count(0) == min(available_cpus(), MAX_AUTO_JOBS) >= 1
+    assert job_count(3) == 3 and job_count(1) == 1

@@ -43,16 +43,19 @@ project_option = click.option(
     default=None, help="Project directory (default: nearest pyproject.toml with [tool.routectl]).")
 
 
+# More processes than this rarely pay for their forks on a few thousand rows.
+MAX_AUTO_JOBS = 8
+
 jobs_option = click.option(
     "-j", "--jobs", type=click.IntRange(min=0), default=0, metavar="N",
-    help="Processes that replay rows: 0 (default) one per available CPU, 1 none forked. "
-         "The rows do not depend on it.")
+    help=f"Processes that replay rows: 0 (default) one per available CPU, at most "
+         f"{MAX_AUTO_JOBS}; 1 none forked. The rows do not depend on it.")
 
 
 def job_count(jobs: int) -> int:
     from routectl.workers import available_cpus
 
-    return jobs or available_cpus()
+    return jobs or min(available_cpus(), MAX_AUTO_JOBS)
 
 
 def warn(message: str) -> None:
