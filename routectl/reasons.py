@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Reason:
+class Reason(NamedTuple):
     code: str
     message: str
 
@@ -25,9 +23,9 @@ def reject(code: str, message: str) -> Check:
     return (False, Reason(code, message))
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """One candidate's outcome in a selection, in priority order."""
+class Verdict(NamedTuple):
+    """One candidate's outcome in a selection, in priority order. A named tuple: selection
+    makes one per candidate per call, several times cheaper than a frozen dataclass."""
 
     name: str
     ok: bool

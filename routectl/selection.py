@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from routectl.native_ns import NativeNamespace
 from routectl.reasons import Check, Reason, Verdict
@@ -19,8 +19,9 @@ FALLBACK_STAGES = frozenset({"capability", "ops", "workspace", "abi"})
 MISSING_OPS_CODE = "missing_native_ops"
 
 
-@dataclass(frozen=True)
-class Evaluation:
+class Evaluation(NamedTuple):
+    """A candidate's gates: passed, or the first failing one's reason and stage."""
+
     ok: bool
     reason: Reason | None = None
     stage: str | None = None
