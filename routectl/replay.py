@@ -205,16 +205,10 @@ def replay_texts(project: Project, categories: Sequence[Category], *, jobs: int 
     return out, extra
 
 
-def replay_categories(project: Project, categories: Sequence[Category], *, jobs: int = 1
-                      ) -> dict[str, list[dict[str, Any]]]:
-    """Every row of every category as plain JSON values (sorted keys), sorted by id."""
-    texts, _ = replay_texts(project, categories, jobs=jobs)
-    return {name: json.loads("[" + ",".join(text for _, text in rows) + "]")
-            for name, rows in texts.items()}
-
-
 def replay_category(project: Project, category: Category) -> list[dict[str, Any]]:
-    return replay_categories(project, [category])[category.name]
+    """Every row of one category as plain JSON values (sorted keys), sorted by id."""
+    texts, _ = replay_texts(project, [category])
+    return json.loads("[" + ",".join(text for _, text in texts[category.name]) + "]")
 
 
 def find_row(category: Category, row_id: str) -> RowSpec:
