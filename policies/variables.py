@@ -226,11 +226,13 @@ FIELDS: tuple[Field, ...] = (
           VARIABLE_PREFIX + "SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS", Kind.CURRENT,
           choice_parser(*W2_CHUNK_TOKENS), "chunked W2 token count", validate=_in(W2_CHUNK_TOKENS)),
 
-    Field("sm70_fp8", "enabled", bool, True, VARIABLE_PREFIX + "SM70_FP8_TURBOMIND", Kind.LEGACY,
-          INT_BOOL, "Turing QPN8 FP8 linears", effective=_effective_turbomind),
-
+    # Before sm70_fp8: fields resolve in table order, and the FP8 verifier bridge reads
+    # target_fp8_qpn8's resolved value.
     *(Field("sm70_dflash2", name, bool, _VERIFIER_QUALIFIED, variable, Kind.DEPRECATED,
             INT_BOOL, doc) for name, variable, doc in DFLASH2_OPTIONS),
+
+    Field("sm70_fp8", "enabled", bool, True, VARIABLE_PREFIX + "SM70_FP8_TURBOMIND", Kind.LEGACY,
+          INT_BOOL, "Turing QPN8 FP8 linears", effective=_effective_turbomind),
 
     Field(None, "disabled_kernels", list[str], (), VARIABLE_PREFIX + "DISABLED_KERNELS",
           Kind.LEGACY, NAME_LIST, "kernel class names never selected", merge=True,
