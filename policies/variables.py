@@ -20,6 +20,7 @@ from routectl.fields import (
     Computed,
     Field,
     Kind,
+    RetiredVariable,
     choice_parser,
 )
 
@@ -52,6 +53,10 @@ def _effective_turbomind(value: Any, ctx: Mapping[str, Any]) -> bool:
 
 def _qualified(ctx: Mapping[str, Any]) -> bool:
     return bool(ctx["qualified"])
+
+
+def _dflash2_qualified(ctx: Mapping[str, Any]) -> bool:
+    return bool(ctx["dflash2_qualified"])
 
 
 def _in(choices: tuple[Any, ...]):
@@ -99,6 +104,38 @@ def _kernel_names(value: tuple[str, ...], where: str) -> tuple[str, ...]:
 
 
 _QUALIFIED = Computed("= workload qualified", _qualified)
+# CONTRACTS-dflash2 1.3: every verifier option is on for the qualified model and workload.
+_VERIFIER_QUALIFIED = Computed("= verifier qualified", _dflash2_qualified)
+_DFLASH2 = VARIABLE_PREFIX + "SM70_DFLASH2_"
+# Shared: the serialized-FP8 policy reads it too (CONTRACTS-dflash2 1.1). A second field that
+# takes it is one more Field entry naming this constant; the warning then names both paths.
+FP8_QPN8 = VARIABLE_PREFIX + "SM70_FP8_QPN8"
+
+# (field, variable, doc) in the upstream table order, which is also the edge order.
+DFLASH2_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("fused_gdn_verify", _DFLASH2 + "FUSED_GDN_VERIFY", "fused GDN verify (GDN layer guard)"),
+    ("fused_gdn_combined_split", _DFLASH2 + "FUSED_GDN_COMBINED_SPLIT",
+     "fused GDN combined split (GDN layer guard, local-layout predicate)"),
+    ("context_pipeline", _DFLASH2 + "CONTEXT_PIPELINE", "verifier context pipeline"),
+    ("context_kv_graph", _DFLASH2 + "CONTEXT_KV_GRAPH", "context KV graph replay"),
+    ("quant_lm_head", _DFLASH2 + "QUANT_LM_HEAD", "quantized LM head"),
+    ("fp32_logits", _DFLASH2 + "FP32_LOGITS", "FP32 logits"),
+    ("target_fp8_qpn8", FP8_QPN8, "QPN8 for the FP8 target model"),
+    ("qpn8_rerank", _DFLASH2 + "QPN8_RERANK", "QPN8 rerank"),
+    ("verify_fastpath", _DFLASH2 + "VERIFY_FASTPATH", "verify fast path"),
+    ("fused_gdn_metadata", _DFLASH2 + "FUSED_GDN_METADATA", "fused GDN metadata"),
+    ("fused_gdn_norm", _DFLASH2 + "FUSED_GDN_NORM", "fused GDN norm (GDN layer guard)"),
+    ("fused_gdn_split", _DFLASH2 + "FUSED_GDN_SPLIT", "fused GDN split (GDN layer guard)"),
+    ("fused_gemma_rms", _DFLASH2 + "FUSED_GEMMA_RMS", "fused Gemma RMSNorm"),
+    ("fixed_gemma_rms", _DFLASH2 + "FIXED_GEMMA_RMS",
+     "fixed Gemma RMSNorm (captured by the layer at construction)"),
+    ("fused_smallq_metadata", _DFLASH2 + "FUSED_SMALLQ_METADATA", "fused small-query metadata"),
+    ("grouped_smallq_metadata", _DFLASH2 + "GROUPED_SMALLQ_METADATA",
+     "grouped small-query metadata"),
+    ("sparse_target_rejection", _DFLASH2 + "SPARSE_TARGET_REJECTION",
+     "sparse target rejection"),
+    ("sharded_context_fc", _DFLASH2 + "SHARDED_CONTEXT_FC", "sharded context FC"),
+)
 _DENSE = " for dense linear layers"
 _AWQ_TURBOMIND = VARIABLE_PREFIX + "SM70_AWQ_TURBOMIND"
 
@@ -189,6 +226,11 @@ FIELDS: tuple[Field, ...] = (
           VARIABLE_PREFIX + "SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS", Kind.CURRENT,
           choice_parser(*W2_CHUNK_TOKENS), "chunked W2 token count", validate=_in(W2_CHUNK_TOKENS)),
 
+    # Before sm70_fp8: fields resolve in table order, and the FP8 verifier bridge reads
+    # target_fp8_qpn8's resolved value.
+    *(Field("sm70_dflash2", name, bool, _VERIFIER_QUALIFIED, variable, Kind.DEPRECATED,
+            INT_BOOL, doc) for name, variable, doc in DFLASH2_OPTIONS),
+
     Field("sm70_fp8", "enabled", bool, True, VARIABLE_PREFIX + "SM70_FP8_TURBOMIND", Kind.LEGACY,
           INT_BOOL, "Turing QPN8 FP8 linears", effective=_effective_turbomind),
 
@@ -197,6 +239,15 @@ FIELDS: tuple[Field, ...] = (
           validate=_kernel_names),
     Field(None, "linear_backend", str, "auto", doc="engine linear backend",
           validate=_linear_backend),
+)
+
+# Names without a field (CONTRACTS-dflash2 1.4): known, so never reported as unknown.
+RETIRED: tuple[RetiredVariable, ...] = (
+    RetiredVariable(_DFLASH2 + "QPN8_DENSE_ORDER", Kind.OBSOLETE,
+                    "dense tie ordering is mandatory"),
+    RetiredVariable(_DFLASH2 + "QPN8_ALLOW_CANDIDATE_ORDER", Kind.REMOVED,
+                    "the candidate-order experiment is retired (dense tie ordering is "
+                    "mandatory)"),
 )
 
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(f.section for f in FIELDS if f.section))
