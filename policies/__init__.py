@@ -15,6 +15,7 @@ from policies.config import KernelConfig
 from policies.engine_loaders import ENGINE_LOADERS
 from policies.families import active_sections
 from policies.linear_awq import load_awq_dense
+from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
 from policies.qualification import nvfp4_workload_qualified, qualification_verdicts
@@ -45,6 +46,7 @@ PROJECT = Project(
         "sm75-nvfp4-linear": load_turing_nvfp4,
         "sm75-fp8-linear": load_turing_fp8,
         "sm70-awq-moe": select_awq_moe,
+        "sm70-fp8-linear": load_fp8_sm70,
     },
     # Family name -> loader and meta replay, for `routectl.engine` and its startup report.
     loaders=ENGINE_LOADERS,

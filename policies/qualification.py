@@ -17,6 +17,9 @@ NVFP4_SELECTOR_TOP_K = 16
 QPN2_ROLES = ("in_proj_qkvz", "qkv_proj", "out_proj", "o_proj", "gate_up_proj", "down_proj")
 AWQ_EXACT_DENSE_ROLES = ("gate_up_proj", "down_proj", "in_proj_qkvz", "out_proj", "o_proj")
 
+# The SM70 FP8 PP2 x TP4 runtime contract: (PP, TP).
+FP8_PP2_TP4 = (2, 4)
+
 QPN4_DOWN_N = 5120
 QPN4_GATE_UP_K = 5120
 
@@ -97,10 +100,31 @@ def awq_exact_dense_role_qualified(role: str) -> Check:
                   f"role {role} is not qualified for AWQ exact-dense prefill")
 
 
+def fp8_pp2_tp4_contract(engine: EngineConfig) -> Check:
+    """The SM70 FP8 PP2 x TP4 runtime contract (CONTRACTS-fp8 3.3): PP 2, TP 4, one
+    sequence, no DBO, ubatch <= 1, no speculation. Also gates prescaled decode (3.6)."""
+    if engine.pp != FP8_PP2_TP4[0]:
+        return reject("fp8_pp_not_2", f"PP2 x TP4 needs pipeline parallel size 2 (PP={engine.pp})")
+    if engine.tp != FP8_PP2_TP4[1]:
+        return reject("fp8_tp_not_4", f"PP2 x TP4 needs tensor parallel size 4 (TP={engine.tp})")
+    if engine.max_num_seqs != 1:
+        return reject("fp8_pp2_tp4_concurrency",
+                      f"PP2 x TP4 needs max_num_seqs == 1 (max_num_seqs={engine.max_num_seqs})")
+    if engine.dbo:
+        return reject("fp8_pp2_tp4_dbo", "PP2 x TP4 needs dual batch overlap off")
+    if engine.ubatch > 1:
+        return reject("fp8_pp2_tp4_ubatch", f"PP2 x TP4 needs ubatch <= 1 (ubatch={engine.ubatch})")
+    if engine.spec_method != "none":
+        return reject("fp8_pp2_tp4_speculation",
+                      f"PP2 x TP4 needs no speculation (speculative method {engine.spec_method})")
+    return OK
+
+
 def qualification_verdicts(engine: EngineConfig) -> list[tuple[str, Check]]:
     """The whole-model rules an engine configuration decides (per-layer role and dimension
     rules apply at selection and are not listed here)."""
     return [
         ("nvfp4_workload", nvfp4_workload_qualified(engine)),
         ("qpn4_workload", qpn4_workload_qualified(engine)),
+        ("fp8_pp2_tp4", fp8_pp2_tp4_contract(engine)),
     ]

@@ -200,7 +200,9 @@ def resolve_fields(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     ignored: list[tuple[str, str]] = []
-    ctx = {**context, "values": values}  # `values` fills in as fields resolve, in order
+    # `values` and `sources` fill in as fields resolve, in order; `environ` lets a field's
+    # effective value depend on which variables are present (an inheritance rule).
+    ctx = {**context, "values": values, "sources": sources, "environ": environ}
     for f in fields:
         var_present = (f.key, f.variable) in parsed
         env_value: Any
