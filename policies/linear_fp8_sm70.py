@@ -2,11 +2,17 @@
 (`explicit_enables`, the options), whether the SM70 route exists (else `dequant_fallback` /
 `other_backend`, kernel null), the block-FP8 priority list with its W8A16 rule and
 `linear_backend` filter, the checkpoint admission, and the load function.
+
+Verdicts: the two SM70 kernels are always evaluated and recorded (the one after the chosen
+one marked not needed); the five engine kernels after them, which never consume the W8A16
+layout, are evaluated and recorded only when neither SM70 kernel passes, where the load error
+lists every reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from native.kernels import fp8_sm70 as fs
@@ -30,7 +36,8 @@ TURBOMIND = fs.TurboMindFp8LinearKernel
 FOREIGN = ("FlashInferFp8DeepGEMMDynamicBlockScaledKernel", "DeepGemmFp8BlockScaledMMKernel",
            "CutlassFp8BlockScaledMMKernel", "MarlinFP8ScaledMMLinearKernel",
            "TritonFp8BlockScaledMMKernel")
-PRIORITY: tuple[str, ...] = (QPN8_BLOCK.name, TURBOMIND.name, *FOREIGN)
+SM70_KERNELS = (QPN8_BLOCK.name, TURBOMIND.name)
+PRIORITY: tuple[str, ...] = (*SM70_KERNELS, *FOREIGN)
 # `linear_backend` -> the kernels of the list that belong to it (others: none).
 BACKEND_KERNELS: Mapping[str, tuple[str, ...]] = {
     "turbomind": (QPN8_BLOCK.name, TURBOMIND.name),
@@ -79,7 +86,10 @@ def block_qpn8_turbomind_copy(policy: ResolvedPolicy, engine: EngineConfig | Non
     return engine.max_num_seqs * (engine.spec_tokens + 1) > fs.BLOCK_QPN8_DECODE_MAX_M
 
 
+@functools.lru_cache(maxsize=32)
 def fp8_options(policy: ResolvedPolicy, engine: EngineConfig) -> fs.Fp8Sm70Options:
+    """What the kernels see of the policy: one value per (policy, engine), both frozen (a
+    model's layers load under one policy; memoised, the pure function runs once)."""
     s = policy.section(SECTION)
     return fs.Fp8Sm70Options(
         qpn8=bool(s.qpn8), qpn8_pp2_tp4=bool(s.qpn8_pp2_tp4),
@@ -179,6 +189,18 @@ def select_fp8_sm70(layer: BlockFp8Layer, policy: ResolvedPolicy, options: fs.Fp
                              "kernel exists for this layer type.", ())
     request = fs.W8A16Request(layer, options)
     cc = hardware.capability
+    own = [n for n in names if n in SM70_KERNELS]
+    if own:
+        selection = select(_entries(own, request, policy, cc, ns))
+        if selection.chosen is not None:
+            # The list stops at the first kernel that passes; the foreign kernels after the
+            # SM70 ones are only ever evaluated (and recorded) when neither passes.
+            return selection
+    return select(_entries(names, request, policy, cc, ns))
+
+
+def _entries(names: Sequence[str], request: fs.W8A16Request, policy: ResolvedPolicy,
+             cc: int, ns: NativeNamespace) -> list[tuple[str, Any]]:
     entries = []
     for name in names:
         pre = [("policy", lambda n=name: _w8a16_rule(n)),
@@ -190,7 +212,7 @@ def select_fp8_sm70(layer: BlockFp8Layer, policy: ResolvedPolicy, options: fs.Fp
             entries.append(candidate(TURBOMIND, cc, request, ns, pre=pre))
         else:
             entries.append((name, _foreign(pre)))
-    return select(entries)
+    return entries
 
 
 def _foreign(pre: list[Any]) -> Any:

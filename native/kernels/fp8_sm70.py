@@ -627,11 +627,22 @@ def _scales_fp32(scales: Any) -> Any:
     return scales if scales.dtype == torch.float32 else scales.to(torch.float32)
 
 
+def prescaled(scales: Any) -> Any:
+    """The scales x256 (the 256x exponent shift). A meta tensor has no values, only shape
+    and dtype, which the shift keeps: its copy is made directly, without torch's Python meta
+    kernels (`*` and `empty_like` on meta import sympy on first use: seconds)."""
+    import torch
+
+    if scales.device.type == "meta":
+        return torch.empty(tuple(scales.shape), dtype=scales.dtype, device=scales.device)
+    return scales * PRESCALE
+
+
 def prescaled_copy(scales: Any) -> Any | None:
     """The scales x256 when every one is >= 0, finite after the shift and exactly recovered
     by x1/256; None otherwise. Values of meta tensors cannot be read: replay takes the route
     reversible scales take."""
-    shifted = scales * PRESCALE
+    shifted = prescaled(scales)
     if scales.device.type == "meta":
         return shifted
     import torch
@@ -669,7 +680,7 @@ def prepare_turbomind(layer: BlockFp8Layer, tensors: dict[str, Any], ns: NativeN
             resident["prescaled_decode_scales"] = prescaled_m1
     prescaled_prefill = None
     if layout.prefill_prescaled:
-        prescaled_prefill = tm_scales * PRESCALE
+        prescaled_prefill = prescaled(tm_scales)
         resident["prefill_prescaled_scales"] = prescaled_prefill
     common = {"group_size": TURBOMIND_GROUP, "k_ld": k_ld, "q_ld": q_ld}
 

@@ -200,18 +200,19 @@ class Fp8LinearCategory:
         prepare_calls = ns.since(mark)
         dispatch: list[dict[str, Any]] = []
 
-        def issue(apply: Any, m: int) -> None:
+        def issue(apply: Any, x: Any, m: int) -> None:
             start = ns.mark()
-            apply(_activations(built, m))
+            apply(x)
             dispatch.extend({"op": c["op"], "plan": {"m": m, **c["plan"]}}
                             for c in ns.since(start))
 
         fused = built.role == FUSED_ROLE and not built.grouped
         if prepared.apply is not None:
             for m in ctx.token_counts(TOKEN_COUNTS):
-                issue(prepared.apply, m)
+                x = _activations(built, m)
+                issue(prepared.apply, x, m)
                 if fused and prepared.apply_gated is not None:
-                    issue(prepared.apply_gated, m)
+                    issue(prepared.apply_gated, x, m)
         return route_from_prepared(prepared, prepare_calls, dispatch)
 
 
