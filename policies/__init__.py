@@ -11,6 +11,7 @@ from typing import Any
 from native.catalogue import CATALOGUE
 from policies.awq_moe import select_awq_moe
 from policies.categories import CATEGORIES
+from policies.categories.matrix import MODEL_FACTS
 from policies.config import KernelConfig
 from policies.engine_loaders import ENGINE_LOADERS
 from policies.families import active_sections
@@ -18,14 +19,20 @@ from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
-from policies.qualification import nvfp4_workload_qualified, qualification_verdicts
-from policies.variables import FIELDS, UNKNOWN_PREFIX, VARIABLE_PREFIX
+from policies.qualification import (
+    dflash2_verifier_qualified,
+    nvfp4_workload_qualified,
+    qualification_verdicts,
+)
+from policies.variables import FIELDS, RETIRED, UNKNOWN_PREFIX, VARIABLE_PREFIX
 from routectl.project import Project
 from routectl.workload import EngineConfig, Hardware
 
 
 def _context(hardware: Hardware, engine: EngineConfig) -> Mapping[str, Any]:
-    return {"qualified": nvfp4_workload_qualified(engine)[0], "capability": hardware.capability}
+    return {"qualified": nvfp4_workload_qualified(engine)[0],
+            "dflash2_qualified": dflash2_verifier_qualified(hardware, engine)[0],
+            "capability": hardware.capability}
 
 
 PROJECT = Project(
@@ -38,6 +45,8 @@ PROJECT = Project(
     context=_context,
     active_sections=active_sections,
     unknown_prefix=UNKNOWN_PREFIX,
+    retired=RETIRED,
+    models=MODEL_FACTS,
     variable_prefix=VARIABLE_PREFIX,
     # Family name -> loader; `routectl.select` calls it without tensors (selection only).
     selectors={

@@ -1,13 +1,14 @@
-"""Model qualification (CONTRACTS 4): whole-model quality boundaries, not operator capability.
-Pure functions of the engine configuration and the layer description, returning Checks whose
-reasons name the rule and the offending value.
+"""Model qualification (CONTRACTS 4, CONTRACTS-dflash2 1.5): whole-model quality boundaries,
+not operator capability. Pure functions of the hardware, the engine configuration (with its
+model facts) and the layer description, returning Checks whose reasons name the rule and the
+offending value.
 """
 
 from __future__ import annotations
 
 from native.layers import Nvfp4Layer
 from routectl.reasons import OK, Check, reject
-from routectl.workload import EngineConfig
+from routectl.workload import EngineConfig, Hardware
 
 # 4.1: the retained DFlash2 workload (TP, KV dtype and concurrency are deliberately absent).
 NVFP4_SPEC_METHOD = "dflash"
@@ -16,6 +17,18 @@ NVFP4_SELECTOR_TOP_K = 16
 
 QPN2_ROLES = ("in_proj_qkvz", "qkv_proj", "out_proj", "o_proj", "gate_up_proj", "down_proj")
 AWQ_EXACT_DENSE_ROLES = ("gate_up_proj", "down_proj", "in_proj_qkvz", "out_proj", "o_proj")
+
+# CONTRACTS-dflash2 1.5: the verifier's model (TP, KV dtype, quantization and concurrency are
+# deliberately absent). (fact, required value, code, label) in check order.
+DFLASH2_CAPABILITY = 70
+DFLASH2_ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
+DFLASH2_DTYPE = "float16"
+DFLASH2_DIMENSIONS: tuple[tuple[str, int, str, str], ...] = (
+    ("hidden_size", 5120, "hidden_size_not_5120", "hidden size"),
+    ("num_attention_heads", 24, "attention_heads_not_24", "attention heads"),
+    ("num_key_value_heads", 4, "kv_heads_not_4", "KV heads"),
+    ("head_dim", 256, "head_dim_not_256", "head dim"),
+)
 
 # The SM70 FP8 PP2 x TP4 runtime contract: (PP, TP).
 FP8_PP2_TP4 = (2, 4)
@@ -43,6 +56,30 @@ def nvfp4_workload_qualified(engine: EngineConfig) -> Check:
     if engine.ubatch > 1:
         return reject("ubatch_above_1", f"ubatch size is {engine.ubatch}, above 1")
     return OK
+
+
+def dflash2_verifier_qualified(hardware: Hardware, engine: EngineConfig) -> Check:
+    """The DFlash2 verifier contract: capability exactly 70, the Qwen3.5 27B model facts
+    (architecture, float16, 5120 hidden, 24/4 heads, head dim 256), then the NVFP4 workload
+    rule. An unknown fact fails its rule."""
+    if hardware.capability != DFLASH2_CAPABILITY:
+        return reject("capability_not_70",
+                      f"capability {hardware.capability} is not exactly "
+                      f"{DFLASH2_CAPABILITY} (the verifier is qualified on Volta V100 only)")
+    model = engine.model
+    if model is None or DFLASH2_ARCHITECTURE not in model.architectures:
+        shown = ", ".join(model.architectures) if model and model.architectures else "unknown"
+        return reject("architecture_not_qwen3_5",
+                      f"model architectures ({shown}) do not include {DFLASH2_ARCHITECTURE}")
+    if model.dtype != DFLASH2_DTYPE:
+        return reject("dtype_not_float16",
+                      f"model dtype is {model.dtype or 'unknown'}, not {DFLASH2_DTYPE}")
+    for fact, wanted, code, label in DFLASH2_DIMENSIONS:
+        value = getattr(model, fact)
+        if value != wanted:
+            shown = "unknown" if value is None else str(value)
+            return reject(code, f"model {label} is {shown}, not {wanted}")
+    return nvfp4_workload_qualified(engine)
 
 
 def qpn2_role_qualified(role: str) -> Check:
@@ -120,11 +157,13 @@ def fp8_pp2_tp4_contract(engine: EngineConfig) -> Check:
     return OK
 
 
-def qualification_verdicts(engine: EngineConfig) -> list[tuple[str, Check]]:
+def qualification_verdicts(hardware: Hardware, engine: EngineConfig
+                           ) -> list[tuple[str, Check]]:
     """The whole-model rules an engine configuration decides (per-layer role and dimension
     rules apply at selection and are not listed here)."""
     return [
         ("nvfp4_workload", nvfp4_workload_qualified(engine)),
         ("qpn4_workload", qpn4_workload_qualified(engine)),
+        ("dflash2_verifier", dflash2_verifier_qualified(hardware, engine)),
         ("fp8_pp2_tp4", fp8_pp2_tp4_contract(engine)),
     ]

@@ -20,6 +20,7 @@ from routectl.fields import (
     Computed,
     Field,
     Kind,
+    RetiredVariable,
     choice_parser,
 )
 
@@ -52,6 +53,10 @@ def _effective_turbomind(value: Any, ctx: Mapping[str, Any]) -> bool:
 
 def _qualified(ctx: Mapping[str, Any]) -> bool:
     return bool(ctx["qualified"])
+
+
+def _dflash2_qualified(ctx: Mapping[str, Any]) -> bool:
+    return bool(ctx["dflash2_qualified"])
 
 
 def _in(choices: tuple[Any, ...]):
@@ -105,8 +110,8 @@ def _inherit_qpn8(value: Any, ctx: Mapping[str, Any]) -> bool:
     present; else the specific variable or the default."""
     environ = ctx["environ"]
     qpn8 = bool(ctx["values"]["sm70_fp8.qpn8"])
-    generic_present = _FP8_QPN8 in environ
-    specific_present = _FP8_QPN8_PP2_TP4 in environ
+    generic_present = FP8_QPN8 in environ
+    specific_present = FP8_QPN8_PP2_TP4 in environ
     if generic_present and not qpn8:
         return False
     typed_qpn8 = ctx["sources"]["sm70_fp8.qpn8"] == "explicit"
@@ -116,12 +121,43 @@ def _inherit_qpn8(value: Any, ctx: Mapping[str, Any]) -> bool:
 
 
 _QUALIFIED = Computed("= workload qualified", _qualified)
+# CONTRACTS-dflash2 1.3: every verifier option is on for the qualified model and workload.
+_VERIFIER_QUALIFIED = Computed("= verifier qualified", _dflash2_qualified)
+_DFLASH2 = VARIABLE_PREFIX + "SM70_DFLASH2_"
+# Shared: the serialized-FP8 policy reads it too (CONTRACTS-dflash2 1.1). A second field that
+# takes it is one more Field entry naming this constant; the warning then names both paths.
+FP8_QPN8 = VARIABLE_PREFIX + "SM70FP8_QPN8"
+
+# (field, variable, doc) in the upstream table order, which is also the edge order.
+DFLASH2_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("fused_gdn_verify", _DFLASH2 + "FUSED_GDN_VERIFY", "fused GDN verify (GDN layer guard)"),
+    ("fused_gdn_combined_split", _DFLASH2 + "FUSED_GDN_COMBINED_SPLIT",
+     "fused GDN combined split (GDN layer guard, local-layout predicate)"),
+    ("context_pipeline", _DFLASH2 + "CONTEXT_PIPELINE", "verifier context pipeline"),
+    ("context_kv_graph", _DFLASH2 + "CONTEXT_KV_GRAPH", "context KV graph replay"),
+    ("quant_lm_head", _DFLASH2 + "QUANT_LM_HEAD", "quantized LM head"),
+    ("fp32_logits", _DFLASH2 + "FP32_LOGITS", "FP32 logits"),
+    ("target_fp8_qpn8", FP8_QPN8, "QPN8 for the FP8 target model"),
+    ("qpn8_rerank", _DFLASH2 + "QPN8_RERANK", "QPN8 rerank"),
+    ("verify_fastpath", _DFLASH2 + "VERIFY_FASTPATH", "verify fast path"),
+    ("fused_gdn_metadata", _DFLASH2 + "FUSED_GDN_METADATA", "fused GDN metadata"),
+    ("fused_gdn_norm", _DFLASH2 + "FUSED_GDN_NORM", "fused GDN norm (GDN layer guard)"),
+    ("fused_gdn_split", _DFLASH2 + "FUSED_GDN_SPLIT", "fused GDN split (GDN layer guard)"),
+    ("fused_gemma_rms", _DFLASH2 + "FUSED_GEMMA_RMS", "fused Gemma RMSNorm"),
+    ("fixed_gemma_rms", _DFLASH2 + "FIXED_GEMMA_RMS",
+     "fixed Gemma RMSNorm (captured by the layer at construction)"),
+    ("fused_smallq_metadata", _DFLASH2 + "FUSED_SMALLQ_METADATA", "fused small-query metadata"),
+    ("grouped_smallq_metadata", _DFLASH2 + "GROUPED_SMALLQ_METADATA",
+     "grouped small-query metadata"),
+    ("sparse_target_rejection", _DFLASH2 + "SPARSE_TARGET_REJECTION",
+     "sparse target rejection"),
+    ("sharded_context_fc", _DFLASH2 + "SHARDED_CONTEXT_FC", "sharded context FC"),
+)
 _DENSE = " for dense linear layers"
 _AWQ_TURBOMIND = VARIABLE_PREFIX + "SM70_AWQ_TURBOMIND"
 _FP8 = " for serialized FP8 linear layers"
 _FP8_TURBOMIND = VARIABLE_PREFIX + "SM70_FP8_TURBOMIND"
-_FP8_QPN8 = VARIABLE_PREFIX + "SM70_FP8_QPN8"
-_FP8_QPN8_PP2_TP4 = VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4"
+FP8_QPN8_PP2_TP4 = VARIABLE_PREFIX + "SM70FP8_QPN8_PP2_TP4"
 
 FIELDS: tuple[Field, ...] = (
     # Provider switches first: the other sections' effective values read quant_backend.
@@ -218,13 +254,13 @@ FIELDS: tuple[Field, ...] = (
           VARIABLE_PREFIX + "SM70_FP8_DEQUANT_FALLBACK", Kind.DEPRECATED, INT_BOOL,
           "dequantize to FP16 at load when the TurboMind route is off",
           deprecation_scope=_FP8),
-    Field("sm70_fp8", "qpn8", bool, False, _FP8_QPN8, Kind.DEPRECATED, INT_BOOL,
+    Field("sm70_fp8", "qpn8", bool, False, FP8_QPN8, Kind.DEPRECATED, INT_BOOL,
           "generic QPN8 layout", deprecation_scope=_FP8),
-    Field("sm70_fp8", "qpn8_pp2_tp4", bool, False, VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4",
+    Field("sm70_fp8", "qpn8_pp2_tp4", bool, False, VARIABLE_PREFIX + "SM70FP8_QPN8_PP2_TP4",
           Kind.DEPRECATED, INT_BOOL, "PP2 x TP4 QPN8 layers (unset: inherits qpn8)",
           effective=_inherit_qpn8, deprecation_scope=_FP8),
     Field("sm70_fp8", "qpn8_shared_gate", bool, False,
-          VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4_SHARED_GATE", Kind.DEPRECATED, INT_BOOL,
+          VARIABLE_PREFIX + "SM70FP8_QPN8_PP2_TP4_SHARED_GATE", Kind.DEPRECATED, INT_BOOL,
           "PP2 x TP4 QPN8 shared-expert gate/up", deprecation_scope=_FP8),
     Field("sm70_fp8", "prescaled_decode", bool, True,
           VARIABLE_PREFIX + "SM70_FP8_PRESCALED_M1_DECODE", Kind.DEPRECATED, INT_BOOL,
@@ -258,11 +294,23 @@ FIELDS: tuple[Field, ...] = (
     Field("sm70_fp8", "block_qpn8_volta_turbomind_prefill", bool, None,
           doc="QPN8 block kernel's TurboMind copy for M > 8 on Volta (unset: auto)"),
 
+    *(Field("sm70_dflash2", name, bool, _VERIFIER_QUALIFIED, variable, Kind.DEPRECATED,
+            INT_BOOL, doc) for name, variable, doc in DFLASH2_OPTIONS),
+
     Field(None, "disabled_kernels", list[str], (), VARIABLE_PREFIX + "DISABLED_KERNELS",
           Kind.LEGACY, NAME_LIST, "kernel class names never selected", merge=True,
           validate=_kernel_names),
     Field(None, "linear_backend", str, "auto", doc="engine linear backend",
           validate=_linear_backend),
+)
+
+# Names without a field (CONTRACTS-dflash2 1.4): known, so never reported as unknown.
+RETIRED: tuple[RetiredVariable, ...] = (
+    RetiredVariable(_DFLASH2 + "QPN8_DENSE_ORDER", Kind.OBSOLETE,
+                    "dense tie ordering is mandatory"),
+    RetiredVariable(_DFLASH2 + "QPN8_ALLOW_CANDIDATE_ORDER", Kind.REMOVED,
+                    "the candidate-order experiment is retired (dense tie ordering is "
+                    "mandatory)"),
 )
 
 SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(f.section for f in FIELDS if f.section))

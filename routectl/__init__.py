@@ -8,8 +8,8 @@ Public names (each receives the project object; none of them imports torch):
 - `start(project, kernel_config, hardware, workload, *, environ=None)`: the engine's startup
   session (resolve once, load and dispatch layers, the startup report); see
   `routectl.engine`.
-- `Hardware`, `EngineConfig`, `InMemoryNamespace`, `TorchOpsNamespace`, `ResolvedPolicy`,
-  `Decision`, `InputError`, `SelectionError`.
+- `Hardware`, `EngineConfig` (with optional `ModelFacts`), `InMemoryNamespace`,
+  `TorchOpsNamespace`, `ResolvedPolicy`, `Decision`, `InputError`, `SelectionError`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from routectl.loaded import Decision
 from routectl.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
 from routectl.policy import ResolvedPolicy
 from routectl.project import Project, load_project
-from routectl.workload import EngineConfig, Hardware
+from routectl.workload import EngineConfig, Hardware, ModelFacts
 
 __version__ = "0.1.0"
 
@@ -56,6 +56,6 @@ def select(project: Project, family: str, layer: Any, policy: ResolvedPolicy,
 
 __all__ = [
     "Decision", "EngineConfig", "EngineSession", "Hardware", "InMemoryNamespace", "InputError",
-    "Project", "ResolvedPolicy", "SelectionError", "TorchOpsNamespace", "load_project", "resolve",
-    "select", "start",
+    "ModelFacts", "Project", "ResolvedPolicy", "SelectionError", "TorchOpsNamespace",
+    "load_project", "resolve", "select", "start",
 ]

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from routectl.errors import InputError, SelectionError
-from routectl.fields import Kind
 from routectl.loaded import Decision, Fallback, PreparedLayer
 from routectl.native_ns import NativeNamespace
-from routectl.policy import PolicyDeprecationWarning, ResolvedPolicy, deprecation_message
+from routectl.policy import PolicyDeprecationWarning, ResolvedPolicy, variable_notices
 from routectl.project import Project
 from routectl.startup_report import StartupReport, build_report
 from routectl.workload import EngineConfig, Hardware
@@ -169,20 +168,20 @@ class EngineSession:
 
 def _resolve(project: Project, kernel_config: Any, environ: Mapping[str, str],
              hardware: Hardware, workload: EngineConfig) -> ResolvedPolicy:
-    """Resolve once, emitting deprecation warnings (once per process) to the logger
-    instead of the warnings machinery; other resolution notes (unknown variables) are
-    logged on every start."""
+    """Resolve once, emitting the warnings of deprecated, obsolete and removed variables
+    (once per process) to the logger instead of the warnings machinery; other resolution
+    notes (unknown variables) are logged on every start."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PolicyDeprecationWarning)
         policy = project.resolve(kernel_config, environ, hardware, workload,
                                  emit_warnings=True)
     emitted = [str(w.message) for w in caught]
-    deprecations = {deprecation_message(f) for f in project.fields
-                    if f.kind is Kind.DEPRECATED and f.variable and f.variable in environ}
+    once = {message for _, _, message in variable_notices(project.fields, project.retired,
+                                                             environ)}
     for message in emitted:
         log.warning("%s", message)
     for message in policy.warnings:
-        if message not in deprecations and message not in emitted:
+        if message not in once and message not in emitted:
             log.warning("%s", message)
     return policy
 
@@ -197,7 +196,8 @@ def start(project: Project, kernel_config: Any, hardware: Hardware, workload: En
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
     policy = _resolve(project, kernel_config, env, hardware, workload)
     log.info("policy %s resolved for capability %d",
-             policy.compute_hash(project.active_sections(hardware.capability))[:12],
+             policy.compute_hash(project.active_sections(hardware.capability, workload,
+                                                         policy))[:12],
              hardware.capability)
     return EngineSession(project, policy, hardware, workload)
 

@@ -19,6 +19,10 @@ class Kind(StrEnum):
     LEGACY = "legacy"  # read, never warns
     CURRENT = "current"  # current switch, never warns
     CONFIG = "config"  # no environment variable
+    # Known names that no longer feed a field (`RetiredVariable`): never parsed, never
+    # reported as unknown.
+    OBSOLETE = "obsolete"  # still recognised: warns once when present that it is ignored
+    REMOVED = "removed"  # gone: warns once when present that it has no effect
 
 
 @dataclass(frozen=True)
@@ -144,3 +148,23 @@ class Field:
         if isinstance(self.default, tuple):
             return ",".join(self.default) if self.default else "(empty)"
         return str(self.default)
+
+
+@dataclass(frozen=True)
+class RetiredVariable:
+    """A variable name without a field: presence warns once, the value is never read."""
+
+    variable: str
+    kind: Kind  # Kind.OBSOLETE or Kind.REMOVED
+    reason: str  # what a maintainer needs to know, e.g. "dense tie ordering is mandatory"
+
+    def __post_init__(self) -> None:
+        if self.kind not in (Kind.OBSOLETE, Kind.REMOVED):
+            raise ValueError(f"{self.variable}: a retired variable is obsolete or removed, "
+                             f"not {self.kind}")
+
+    def message(self) -> str:
+        if self.kind is Kind.OBSOLETE:
+            return (f"{self.variable} is obsolete and ignored: {self.reason}; it has no "
+                    f"replacement and stays recognised for one released cycle.")
+        return f"{self.variable} was removed and has no effect: {self.reason}."

@@ -16,13 +16,14 @@ from functools import cached_property
 from typing import Any
 
 from routectl.errors import InputError
-from routectl.fields import Computed, Field, Kind
+from routectl.fields import Computed, Field, Kind, RetiredVariable
 
 POLICY_FORMAT = 1
 
 
 class PolicyDeprecationWarning(FutureWarning):
-    """A deprecated variable was read (FutureWarning: visible by default)."""
+    """A deprecated, obsolete or removed variable was present (FutureWarning: visible by
+    default)."""
 
 
 _WARNED: set[str] = set()
@@ -157,9 +158,27 @@ class ResolvedPolicy:
         )
 
 
-def deprecation_message(field: Field) -> str:
-    return (f"{field.variable} is deprecated{field.deprecation_scope}; use "
-            f"{field.config_path}. Explicit configuration takes precedence.")
+def deprecation_message(field: Field, *others: Field) -> str:
+    """The warning of a deprecated variable; one variable that feeds several deprecated
+    fields names every path in one message."""
+    paths = " or ".join(f.config_path for f in (field, *others))
+    return (f"{field.variable} is deprecated{field.deprecation_scope}; use {paths}. "
+            f"Explicit configuration takes precedence.")
+
+
+def variable_notices(fields: Sequence[Field], retired: Sequence[RetiredVariable],
+                     environ: Mapping[str, str]) -> list[tuple[str, Kind, str]]:
+    """(variable, kind, message) of every present variable that warns: deprecated aliases in
+    table order (once per variable, naming each deprecated field it feeds), then obsolete
+    and removed names."""
+    deprecated: dict[str, list[Field]] = {}
+    for f in fields:
+        if f.kind is Kind.DEPRECATED and f.variable and f.variable in environ:
+            deprecated.setdefault(f.variable, []).append(f)
+    out = [(variable, Kind.DEPRECATED, deprecation_message(*group))
+           for variable, group in deprecated.items()]
+    out.extend((r.variable, r.kind, r.message()) for r in retired if r.variable in environ)
+    return out
 
 
 def resolve_fields(
@@ -170,6 +189,7 @@ def resolve_fields(
     *,
     unknown_prefix: str | None = None,
     emit_warnings: bool = True,
+    retired: Sequence[RetiredVariable] = (),
 ) -> ResolvedPolicy:
     """Resolve every field. `typed` maps field keys to explicit values (None = unset).
 
@@ -233,17 +253,13 @@ def resolve_fields(
             sources[f.key] = env_source
 
     messages: list[str] = []
-    seen: set[str] = set()
-    for f in fields:
-        if f.kind is Kind.DEPRECATED and f.variable in environ and f.variable not in seen:
-            seen.add(f.variable or "")
-            message = deprecation_message(f)
-            messages.append(message)
-            if emit_warnings and f.variable not in _WARNED:
-                _WARNED.add(f.variable or "")
-                warnings.warn(message, PolicyDeprecationWarning, stacklevel=3)
+    for variable, _, message in variable_notices(fields, retired, environ):
+        messages.append(message)
+        if emit_warnings and variable not in _WARNED:
+            _WARNED.add(variable)
+            warnings.warn(message, PolicyDeprecationWarning, stacklevel=3)
     if unknown_prefix:
-        known = {f.variable for f in fields if f.variable}
+        known = {f.variable for f in fields if f.variable} | {r.variable for r in retired}
         unknown = sorted(n for n in environ if n.startswith(unknown_prefix) and n not in known)
         if unknown:
             messages.append(f"unknown {unknown_prefix}* variables (typos?): {', '.join(unknown)}")

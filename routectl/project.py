@@ -15,12 +15,12 @@ from pydantic import BaseModel
 
 from routectl.configmodel import load_config, typed_values
 from routectl.errors import InputError
-from routectl.fields import Field
+from routectl.fields import Field, RetiredVariable
 from routectl.loaders import LayerLoader
 from routectl.ops import OpSpec
 from routectl.policy import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
-from routectl.workload import EngineConfig, Hardware
+from routectl.workload import EngineConfig, Hardware, ModelFacts
 
 
 @dataclass(frozen=True)
@@ -46,16 +46,21 @@ class Project:
     fields: tuple[Field, ...]
     catalogue: Catalogue
     categories: Sequence[Any]
-    # engine -> [(rule name, check)]: whole-model qualification verdicts.
-    qualification: Callable[[EngineConfig], list[tuple[str, Check]]]
+    # (hardware, engine) -> [(rule name, check)]: whole-model qualification verdicts.
+    qualification: Callable[[Hardware, EngineConfig], list[tuple[str, Check]]]
     # (hardware, engine) -> the context computed defaults read (e.g. "qualified").
     context: Callable[[Hardware, EngineConfig], Mapping[str, Any]]
-    # capability -> sections of every family enabled there (what `config` hashes).
-    active_sections: Callable[[int], list[str]]
+    # (capability, engine, policy) -> the sections the policy hash covers: those of every
+    # family enabled there whose hashing rule holds for this engine and policy.
+    active_sections: Callable[[int, EngineConfig, ResolvedPolicy], list[str]]
     selectors: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     # Family name -> what `routectl.engine` loads and the startup report replays with.
     loaders: Mapping[str, LayerLoader] = field(default_factory=dict)
     unknown_prefix: str | None = None
+    # Known variables without a field (obsolete, removed): they warn, never count as unknown.
+    retired: tuple[RetiredVariable, ...] = ()
+    # Model scope name -> its facts: what `routectl config --model NAME` fills in.
+    models: Mapping[str, ModelFacts] = field(default_factory=dict)
     # Prefix of the policy's environment variables: stripped from the environment of a
     # baseline subprocess so that no caller variable reaches the old program.
     variable_prefix: str | None = None
@@ -76,7 +81,8 @@ class Project:
             typed = typed_values(model, self.fields)
         return resolve_fields(self.fields, typed, environ,
                               self.context(hardware, workload),
-                              unknown_prefix=self.unknown_prefix, emit_warnings=emit_warnings)
+                              unknown_prefix=self.unknown_prefix, emit_warnings=emit_warnings,
+                              retired=self.retired)
 
     def category(self, name: str) -> Any:
         for c in self.categories:

@@ -187,11 +187,12 @@ def layer_json(project: Project, policy: ResolvedPolicy, hardware: Hardware,
     }
 
 
-def policy_json(project: Project, policy: ResolvedPolicy, hardware: Hardware
-                ) -> dict[str, Any]:
+def policy_json(project: Project, policy: ResolvedPolicy, hardware: Hardware,
+                workload: EngineConfig) -> dict[str, Any]:
     data = policy.to_json()
     return {
-        "hash": policy.compute_hash(project.active_sections(hardware.capability)),
+        "hash": policy.compute_hash(project.active_sections(hardware.capability, workload,
+                                                            policy)),
         "values": [{"key": key, "value": value, "source": data["sources"][key]}
                    for key, value in sorted(data["values"].items())],
         "warnings": list(data["warnings"]),
@@ -207,7 +208,7 @@ def build_report(project: Project, policy: ResolvedPolicy, hardware: Hardware,
         "project": project.name,
         "hardware": {"capability": hardware.capability},
         "engine": workload.to_json(),
-        "policy": policy_json(project, policy, hardware),
+        "policy": policy_json(project, policy, hardware, workload),
         "token_classes": [{"name": c.name, "low": c.low, "high": c.high,
                            "samples": c.samples(budget)} for c in TOKEN_CLASSES],
         "layers": [layer_json(project, policy, hardware, workload, layer) for layer in layers],

@@ -15,6 +15,23 @@ class Hardware:
 
 
 @dataclass(frozen=True)
+class ModelFacts:
+    """What the engine knows of the served model (its config): each fact None (or no
+    architectures) when unknown, and an unknown fact never qualifies a model."""
+
+    architectures: tuple[str, ...] = ()
+    dtype: str | None = None
+    hidden_size: int | None = None
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    quantization: str | None = None  # the checkpoint's quantization method, when known
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "architectures": list(self.architectures)}
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     tp: int = 1
     pp: int = 1
@@ -26,10 +43,13 @@ class EngineConfig:
     dbo: bool = False
     ubatch: int = 0
     kv_dtype: str = "float16"
+    model: ModelFacts | None = None  # None: the model is unknown
 
     def __post_init__(self) -> None:
         if self.spec_method not in SPEC_METHODS:
             raise ValueError(f"speculative method must be one of {', '.join(SPEC_METHODS)}")
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["model"] = self.model.to_json() if self.model is not None else None
+        return out

@@ -12,7 +12,7 @@ from tests.policy_helpers import resolve
 
 def test_sections_and_fields_come_from_the_table():
     assert set(SECTIONS) == {"sm70_nvfp4", "sm70_turbomind", "sm70_awq", "sm70_awq_moe",
-                             "sm70_fp8"}
+                             "sm70_fp8", "sm70_dflash2"}
     config = KernelConfig()
     for f in FIELDS:
         holder = config if f.section is None else getattr(config, f.section)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from native.layers import Nvfp4Layer
 from policies import qualification as q
-from routectl.workload import EngineConfig
+from routectl.workload import EngineConfig, Hardware
 
 QUALIFIED = EngineConfig(tp=4, pp=1, spec_method="dflash", spec_tokens=7, selector_top_k=16,
                          max_num_seqs=4, max_num_batched_tokens=8192, kv_dtype="fp8_e4m3")
@@ -120,9 +120,10 @@ def test_awq_exact_dense_roles(role, ok):
 
 
 def test_qualification_verdicts_name_every_engine_rule():
-    verdicts = q.qualification_verdicts(QUALIFIED)
-    assert [name for name, _ in verdicts] == ["nvfp4_workload", "qpn4_workload"]
+    verdicts = q.qualification_verdicts(Hardware(70), QUALIFIED)
+    assert [name for name, _ in verdicts] == ["nvfp4_workload", "qpn4_workload",
+                                              "dflash2_verifier"]
     assert verdicts[0][1] == (True, None)
     assert verdicts[1][1][1].code == "qpn4_concurrency"
     single = dataclasses.replace(QUALIFIED, spec_method="none", spec_tokens=0, max_num_seqs=1)
-    assert dict(q.qualification_verdicts(single))["qpn4_workload"] == (True, None)
+    assert dict(q.qualification_verdicts(Hardware(70), single))["qpn4_workload"] == (True, None)

@@ -353,7 +353,7 @@ def valid_documents(tmp_path_factory):
         "format": 1, "project": "routectl-sm70", "hardware": {"capability": 70},
         "engine": {"tp": 4, "pp": 1, "spec_method": "none", "spec_tokens": 0,
                    "selector_top_k": 0, "max_num_seqs": 1, "max_num_batched_tokens": 8192,
-                   "dbo": False, "ubatch": 0, "kv_dtype": "float16"},
+                   "dbo": False, "ubatch": 0, "kv_dtype": "float16", "model": None},
         "policy": {"hash": "0" * 64,
                    "values": [{"key": "sm70_awq_moe.qpn_m1", "value": False,
                                "source": "default"},

@@ -2,6 +2,7 @@
 
 from policies.categories import awq_sm70, nvfp4_sm70, sm75
 from policies.categories.awq_moe import AWQ_MOE_CATEGORY
+from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.categories.fp8_sm70 import FP8_CATEGORY
 from policies.linear_awq import load_awq_dense
 from policies.linear_nvfp4 import load_nvfp4_sm70
@@ -12,5 +13,6 @@ CATEGORIES: tuple = (
     awq_sm70.category({"awq": load_awq_dense}),
     sm75.category({"nvfp4": load_turing_nvfp4, "fp8": load_turing_fp8}),
     AWQ_MOE_CATEGORY,
+    DFLASH2_POLICY_CATEGORY,
     FP8_CATEGORY,
 )

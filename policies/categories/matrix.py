@@ -1,4 +1,5 @@
-"""The standard route matrix (CONTRACTS 5.1): model x kv x tp x spec x concurrency x budget."""
+"""The standard route matrix (CONTRACTS 5.1): model x kv x tp x spec x concurrency x budget,
+and the model facts of each scope the engine double carries (CONTRACTS-dflash2 4.1)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from routectl.rows import Probe, RowSpec
-from routectl.workload import EngineConfig
+from routectl.workload import EngineConfig, ModelFacts
 
 KV_DTYPES = ("float16", "fp8_e4m3", "fp8_e5m2")
 TP_SIZES = (2, 4)
@@ -18,17 +19,28 @@ BUDGETS = (4096, 8192)
 SPEC_TOKENS = {"none": 0, "mtp": 4, "dflash": 7}
 DFLASH_SELECTOR_TOP_K = 16
 
+# What the engine double knows of each model scope's config (CONTRACTS-dflash2 4.1); scopes
+# without an entry are unknown models.
+_QWEN3_5 = "Qwen3_5ForConditionalGeneration"
+MODEL_FACTS: Mapping[str, ModelFacts] = {
+    "27b_dflash2_nvfp4": ModelFacts((_QWEN3_5,), "float16", 5120, 24, 4, 256),
+    "flash_next_mtp4_nvfp4": ModelFacts(("Qwen4ExpForConditionalGeneration",), "float16",
+                                        2560, 24, 4, 256),
+    "35b_a3b_awq": ModelFacts((_QWEN3_5,), "float16", 2048, 24, 4, 256),
+}
+
 NOT_APPLICABLE = "not_applicable"
 NOT_MODELLED = "not_modelled"
 
 
-def engine(kv: str, tp: int, spec: str, concurrency: int, budget: int) -> EngineConfig:
-    """The engine double of one matrix cell: PP 1, no DBO, ubatch 0."""
+def engine(kv: str, tp: int, spec: str, concurrency: int, budget: int,
+           model: str | None = None) -> EngineConfig:
+    """The engine double of one matrix cell: PP 1, no DBO, ubatch 0, the model's facts."""
     return EngineConfig(
         tp=tp, pp=1, spec_method=spec, spec_tokens=SPEC_TOKENS[spec],
         selector_top_k=DFLASH_SELECTOR_TOP_K if spec == "dflash" else 0,
         max_num_seqs=concurrency, max_num_batched_tokens=budget, dbo=False, ubatch=0,
-        kv_dtype=kv)
+        kv_dtype=kv, model=MODEL_FACTS.get(model) if model is not None else None)
 
 
 def row_id(model: str, kv: str, tp: int, spec: str, concurrency: int, budget: int) -> str:
@@ -51,7 +63,7 @@ def matrix_rows(models: Sequence[ModelScope], capability: int) -> list[RowSpec]:
         rows.append(RowSpec(
             id=row_id(model.id, kv, tp, spec, c, q),
             model=model.id,
-            engine=engine(kv, tp, spec, c, q),
+            engine=engine(kv, tp, spec, c, q, model.id),
             capability=capability,
             layer=model.layer(tp) if model.layer else {},
             status=model.status,

@@ -2,18 +2,60 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import click
 
 from routectl.cli import cli, project_option, state, warn
+from routectl.errors import InputError
 from routectl.policy import ResolvedPolicy
-from routectl.workload import SPEC_METHODS, EngineConfig, Hardware
+from routectl.project import Project
+from routectl.workload import SPEC_METHODS, EngineConfig, Hardware, ModelFacts
 
 # Speculative defaults of the engine double when only the method is given.
 SPEC_TOKENS = {"none": 0, "mtp": 4, "dflash": 7}
 SELECTOR_TOP_K = {"none": 0, "mtp": 0, "dflash": 16}
+
+
+# The model facts (each unknown unless given or filled by --model; an explicit option wins
+# over the scope's value): (option, EngineConfig.model attribute, click type, help).
+MODEL_FACT_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
+    ("--dtype", "dtype", str, "Model dtype (e.g. float16)."),
+    ("--hidden-size", "hidden_size", click.IntRange(min=1), "Model hidden size."),
+    ("--attention-heads", "num_attention_heads", click.IntRange(min=1),
+     "Model attention heads."),
+    ("--kv-heads", "num_key_value_heads", click.IntRange(min=1), "Model KV heads."),
+    ("--head-dim", "head_dim", click.IntRange(min=1), "Model head dim."),
+)
+
+model_options = [
+    click.option("--model", "model_scope", default=None, metavar="SCOPE",
+                 help="A model scope of the project whose facts fill the model options."),
+    click.option("--architecture", "architectures", multiple=True, metavar="NAME",
+                 help="Model architecture (repeatable)."),
+    *(click.option(flag, attr, type=kind, default=None, help=text)
+      for flag, attr, kind, text in MODEL_FACT_OPTIONS),
+]
+
+
+def build_model(project: Project, scope: str | None, architectures: tuple[str, ...],
+                facts: dict[str, Any]) -> ModelFacts | None:
+    """The model facts of the options: a scope's, overridden by explicit options; None when
+    nothing is known."""
+    base = ModelFacts()
+    if scope is not None:
+        if scope not in project.models:
+            known = ", ".join(sorted(project.models)) or "none"
+            raise InputError(f"unknown model scope {scope!r} (known: {known})")
+        base = project.models[scope]
+    given = {k: v for k, v in facts.items() if v is not None}
+    if architectures:
+        given["architectures"] = tuple(architectures)
+    if scope is None and not given:
+        return None
+    return dataclasses.replace(base, **given)
 
 
 def workload_options(function: Any) -> Any:
@@ -34,6 +76,7 @@ def workload_options(function: Any) -> Any:
         click.option("--budget", type=click.IntRange(min=1), default=8192, show_default=True,
                      help="max_num_batched_tokens."),
         click.option("--kv", default="float16", show_default=True, help="KV cache dtype."),
+        *model_options,
     ]
     for option in reversed(options):
         function = option(function)
@@ -42,12 +85,12 @@ def workload_options(function: Any) -> Any:
 
 def build_workload(tp: int, pp: int, spec: str, spec_tokens: int | None,
                    selector_top_k: int | None, max_num_seqs: int, budget: int,
-                   kv: str) -> EngineConfig:
+                   kv: str, model: ModelFacts | None = None) -> EngineConfig:
     return EngineConfig(
         tp=tp, pp=pp, spec_method=spec,
         spec_tokens=SPEC_TOKENS[spec] if spec_tokens is None else spec_tokens,
         selector_top_k=SELECTOR_TOP_K[spec] if selector_top_k is None else selector_top_k,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=budget, kv_dtype=kv)
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=budget, kv_dtype=kv, model=model)
 
 
 def policy_table(policy: ResolvedPolicy) -> dict[str, dict[str, dict[str, Any]]]:
@@ -84,20 +127,24 @@ def render_policy_text(policy: ResolvedPolicy) -> list[str]:
 @click.pass_context
 def config_command(ctx: click.Context, kernel_config: str | None, capability: int, tp: int,
                    pp: int, spec: str, spec_tokens: int | None, selector_top_k: int | None,
-                   max_num_seqs: int, budget: int, kv: str, fmt: str,
-                   project_dir: Any) -> None:
+                   max_num_seqs: int, budget: int, kv: str, model_scope: str | None,
+                   architectures: tuple[str, ...], fmt: str, project_dir: Any,
+                   **facts: Any) -> None:
     """Print every section's resolved values with their sources, the warnings, the
     qualification verdicts and the policy hash."""
     st = state(ctx)
     project = st.project(project_dir)
+    model = build_model(project, model_scope, architectures, facts)
     workload = build_workload(tp, pp, spec, spec_tokens, selector_top_k, max_num_seqs, budget,
-                              kv)
-    policy = project.resolve(kernel_config, st.environ, Hardware(capability), workload)
+                              kv, model)
+    hardware = Hardware(capability)
+    policy = project.resolve(kernel_config, st.environ, hardware, workload)
     for message in policy.warnings:
         warn(message)
-    active = project.active_sections(capability)
+    active = project.active_sections(capability, workload, policy)
     digest = policy.compute_hash(active)
-    verdicts = [(name, ok, reason) for name, (ok, reason) in project.qualification(workload)]
+    verdicts = [(name, ok, reason)
+                for name, (ok, reason) in project.qualification(hardware, workload)]
     if fmt == "json":
         click.echo(json.dumps({
             "capability": capability,

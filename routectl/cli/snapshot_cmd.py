@@ -333,6 +333,38 @@ def _verdict_lines(verdicts: Sequence[Mapping[str, Any]], kernel: Any) -> list[s
     return lines
 
 
+def _check_text(check: Mapping[str, Any], yes: str, no: str) -> str:
+    return yes if check["ok"] else f"{no} [{check['code']}] {check['message']}"
+
+
+def _policy_route_lines(route: dict[str, Any]) -> list[str]:
+    """A policy row's qualification, section values, guards, layout and warning codes
+    (popped from `route`)."""
+    lines: list[str] = []
+    if "qualification" in route:
+        lines.append(f"qualification: {_check_text(route.pop('qualification'), 'yes', 'no')}")
+    if isinstance(route.get("policy"), dict):
+        values = route.pop("policy")
+        lines.append("row policy (value, source):")
+        width = max((len(k) for k in values), default=0)
+        lines.extend(f"  {k:<{width}} = {json.dumps(v['value'])}  ({v['source']})"
+                     for k, v in values.items())
+    if "gdn_admission" in route:
+        guards = route.pop("gdn_admission")
+        lines.append("guards:")
+        width = max((len(g["name"]) for g in guards), default=0)
+        lines.extend(f"  {g['name']:<{width}}  {_check_text(g, 'admitted', 'refused')}"
+                     for g in guards)
+    if "gdn_layout" in route:
+        layout = route.pop("gdn_layout")
+        lines.append("GDN layout: " + " ".join(f"{k}={v}" for k, v in layout.items()))
+    if isinstance(route.get("warnings"), list):
+        codes = route.pop("warnings")
+        lines.append("warnings: " + (", ".join(f"{w['variable']} ({w['kind']})" for w in codes)
+                                     or "none"))
+    return lines
+
+
 def explain_text(document: Mapping[str, Any]) -> str:
     inputs = document["inputs"]
     engine = inputs["engine"]
@@ -357,7 +389,8 @@ def explain_text(document: Mapping[str, Any]) -> str:
     if "error" in route:
         error = route.pop("error")
         lines.append(f"error [{error['code']}] {error['message']}")
-    lines.extend(_verdict_lines(route.pop("verdicts", []), route.get("kernel")))
+    if "verdicts" in route:
+        lines.extend(_verdict_lines(route.pop("verdicts"), route.get("kernel")))
     if "kernel" in route:
         lines.append(f"kernel: {route.pop('kernel') or 'none'}")
     if status is not None:
@@ -394,6 +427,7 @@ def explain_text(document: Mapping[str, Any]) -> str:
             lines.append(f"  M={entry['m']}: {' > '.join(entry['chosen'])}")
             lines.extend(f"    refused {v['name']} [{v['code']}] {v['message']}"
                          for v in entry["rejected"])
+    lines.extend(_policy_route_lines(route))
     # Route keys this renderer does not know (new families) still show.
     lines.extend(f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in route.items())
     totals = document.get("model_totals")

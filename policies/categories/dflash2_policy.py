@@ -1,0 +1,109 @@
+"""Category sm70-dflash2-policy: the DFlash2 verifier policy on Volta (CONTRACTS-dflash2 4).
+
+One row per configuration of the standard matrix plus 82 edges. A row is no layer route but
+a CPU evaluation of the verifier policy: the verifier qualification, each of the 18
+`sm70_dflash2` fields with its source, the four GDN layer admissions, the GDN layer's local
+layout and the stable codes of the warnings the row's own variables raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from native.kernels.gdn_sm70 import GdnLayout
+from policies.categories.matrix import ModelScope, matrix_rows, row_id, with_probes
+from policies.dflash2 import FIELD_NAMES, SECTION, gdn_admissions
+from policies.qualification import dflash2_verifier_qualified
+from policies.variables import FIELDS, RETIRED, field
+from routectl.policy import variable_notices
+from routectl.reasons import Check
+from routectl.replay import ReplayContext
+from routectl.rows import Probe, RowSpec
+
+NAME = "sm70-dflash2-policy"
+CAPABILITY = 70
+BASIS = (
+    "CPU evaluation of the DFlash2 verifier policy resolution (each row's own variables), the "
+    "whole-model verifier qualification and the GDN layer constructor's admission predicates: "
+    "proves which verifier options and GDN admissions a configuration gets. Does not prove a "
+    "kernel launch, numerics, engine-argument validity or a request-time route hit."
+)
+
+# The GDN layer double: head dim 128, 16 key / 48 value heads unless an edge says otherwise.
+GDN_HEADS = {"key_heads": 16, "value_heads": 48, "head_dim": 128}
+MODELS = tuple(ModelScope(model, layer=lambda tp: GDN_HEADS)
+               for model in ("27b_dflash2_nvfp4", "flash_next_mtp4_nvfp4", "35b_a3b_awq"))
+
+BASE = row_id("27b_dflash2_nvfp4", "fp8_e4m3", 4, "dflash", 4, 8192)
+GDN_EDGE_BASE = row_id("27b_dflash2_nvfp4", "fp8_e4m3", 2, "dflash", 1, 8192)
+# Probed alias values and their id spelling.
+EDGE_VALUES = (("0", "0"), ("1", "1"), ("2", "2"), ("-1", "m1"))
+DENSE_ORDER, ALLOW_CANDIDATE_ORDER = (r.variable for r in RETIRED)
+RETIRED_EDGES = (("dense_order", DENSE_ORDER), ("allow_candidate_order", ALLOW_CANDIDATE_ORDER))
+
+
+def alias(name: str) -> str:
+    variable = field(f"{SECTION}.{name}").variable
+    assert variable is not None, name
+    return variable
+
+
+PROBES = (
+    *(Probe(f"{name}_{suffix}", BASE, variables={alias(name): value},
+            doc=f"{alias(name)}={value} alone")
+      for name in FIELD_NAMES for value, suffix in EDGE_VALUES),
+    *(Probe(f"{label}_{suffix}", BASE, variables={variable: value},
+            doc=f"retired {variable}={value}: no field moves")
+      for label, variable in RETIRED_EDGES for value, suffix in EDGE_VALUES),
+    Probe("retired_order_pair", BASE,
+          variables={ALLOW_CANDIDATE_ORDER: "1", DENSE_ORDER: "0"},
+          doc="the retired candidate-order opt-in, both names: no field moves"),
+    Probe("gdn_k8_v24_tp2", GDN_EDGE_BASE, layer={"key_heads": 8, "value_heads": 24},
+          doc="8 key / 24 value heads at TP2: the TP4 local widths"),
+)
+
+
+def check_json(check: Check) -> dict[str, Any]:
+    ok, reason = check
+    return {"ok": ok, "code": reason.code if reason else None,
+            "message": reason.message if reason else None}
+
+
+def warning_codes(variables: Mapping[str, str]) -> list[dict[str, str]]:
+    """Stable codes of the warnings a row's variables raise (not the message texts)."""
+    return [{"variable": variable, "kind": str(kind)}
+            for variable, kind, _ in variable_notices(FIELDS, RETIRED, variables)]
+
+
+class Dflash2PolicyCategory:
+    name = NAME
+    basis = BASIS
+
+    def __init__(self) -> None:
+        self._rows = tuple(with_probes(matrix_rows(MODELS, CAPABILITY), PROBES))
+
+    def rows(self) -> Sequence[RowSpec]:
+        return self._rows
+
+    def route(self, ctx: ReplayContext) -> dict[str, Any]:
+        engine = ctx.row.engine
+        policy = ctx.policy
+        layout = GdnLayout(**ctx.row.layer)
+        return {
+            "capability": ctx.hardware.capability,
+            "qualification": check_json(dflash2_verifier_qualified(ctx.hardware, engine)),
+            "policy": {name: {"value": policy.value(f"{SECTION}.{name}"),
+                              "source": policy.source(f"{SECTION}.{name}")}
+                       for name in FIELD_NAMES},
+            "gdn_admission": [{"name": guard, **check_json(check)} for guard, check
+                              in gdn_admissions(policy, ctx.hardware, engine, layout)],
+            "gdn_layout": layout.to_json(engine.tp),
+            "warnings": warning_codes(dict(ctx.row.variables)),
+        }
+
+
+DFLASH2_POLICY_CATEGORY = Dflash2PolicyCategory()
+
+__all__ = ["BASE", "DFLASH2_POLICY_CATEGORY", "GDN_EDGE_BASE", "MODELS", "NAME", "PROBES",
+           "Dflash2PolicyCategory"]
