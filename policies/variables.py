@@ -111,7 +111,7 @@ def _inherit_qpn8(value: Any, ctx: Mapping[str, Any]) -> bool:
     environ = ctx["environ"]
     qpn8 = bool(ctx["values"]["sm70_fp8.qpn8"])
     generic_present = FP8_QPN8 in environ
-    specific_present = FP8_QPN8_PP2_TP4 in environ
+    specific_present = _FP8_QPN8_PP2_TP4 in environ
     if generic_present and not qpn8:
         return False
     typed_qpn8 = ctx["sources"]["sm70_fp8.qpn8"] == "explicit"
@@ -126,7 +126,7 @@ _VERIFIER_QUALIFIED = Computed("= verifier qualified", _dflash2_qualified)
 _DFLASH2 = VARIABLE_PREFIX + "SM70_DFLASH2_"
 # Shared: the serialized-FP8 policy reads it too (CONTRACTS-dflash2 1.1). A second field that
 # takes it is one more Field entry naming this constant; the warning then names both paths.
-FP8_QPN8 = VARIABLE_PREFIX + "SM70FP8_QPN8"
+FP8_QPN8 = VARIABLE_PREFIX + "SM70_FP8_QPN8"
 
 # (field, variable, doc) in the upstream table order, which is also the edge order.
 DFLASH2_OPTIONS: tuple[tuple[str, str, str], ...] = (
@@ -157,7 +157,7 @@ _DENSE = " for dense linear layers"
 _AWQ_TURBOMIND = VARIABLE_PREFIX + "SM70_AWQ_TURBOMIND"
 _FP8 = " for serialized FP8 linear layers"
 _FP8_TURBOMIND = VARIABLE_PREFIX + "SM70_FP8_TURBOMIND"
-FP8_QPN8_PP2_TP4 = VARIABLE_PREFIX + "SM70FP8_QPN8_PP2_TP4"
+_FP8_QPN8_PP2_TP4 = VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4"
 
 FIELDS: tuple[Field, ...] = (
     # Provider switches first: the other sections' effective values read quant_backend.
@@ -256,11 +256,11 @@ FIELDS: tuple[Field, ...] = (
           deprecation_scope=_FP8),
     Field("sm70_fp8", "qpn8", bool, False, FP8_QPN8, Kind.DEPRECATED, INT_BOOL,
           "generic QPN8 layout", deprecation_scope=_FP8),
-    Field("sm70_fp8", "qpn8_pp2_tp4", bool, False, VARIABLE_PREFIX + "SM70FP8_QPN8_PP2_TP4",
+    Field("sm70_fp8", "qpn8_pp2_tp4", bool, False, VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4",
           Kind.DEPRECATED, INT_BOOL, "PP2 x TP4 QPN8 layers (unset: inherits qpn8)",
           effective=_inherit_qpn8, deprecation_scope=_FP8),
     Field("sm70_fp8", "qpn8_shared_gate", bool, False,
-          VARIABLE_PREFIX + "SM70FP8_QPN8_PP2_TP4_SHARED_GATE", Kind.DEPRECATED, INT_BOOL,
+          VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4_SHARED_GATE", Kind.DEPRECATED, INT_BOOL,
           "PP2 x TP4 QPN8 shared-expert gate/up", deprecation_scope=_FP8),
     Field("sm70_fp8", "prescaled_decode", bool, True,
           VARIABLE_PREFIX + "SM70_FP8_PRESCALED_M1_DECODE", Kind.DEPRECATED, INT_BOOL,

@@ -161,8 +161,12 @@ class ResolvedPolicy:
 def deprecation_message(field: Field, *others: Field) -> str:
     """The warning of a deprecated variable; one variable that feeds several deprecated
     fields names every path in one message."""
-    paths = " or ".join(f.config_path for f in (field, *others))
-    return (f"{field.variable} is deprecated{field.deprecation_scope}; use {paths}. "
+    group = (field, *others)
+    paths = " or ".join(f.config_path for f in group)
+    # A scope ("for dense linear layers") is said only when it holds for every path.
+    scopes = {f.deprecation_scope for f in group}
+    scope = scopes.pop() if len(scopes) == 1 else ""
+    return (f"{field.variable} is deprecated{scope}; use {paths}. "
             f"Explicit configuration takes precedence.")
 
 
