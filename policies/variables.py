@@ -35,6 +35,8 @@ LINEAR_BACKENDS = (
     "emulation",
 )
 W2_CHUNK_TOKENS = (0, 4096, 6144)
+# The model-quantization fact of a serialized block-FP8 checkpoint (E4M3, 128 x 128 scales).
+BLOCK_FP8 = "fp8_block"
 
 
 def use_turbomind(switch: bool, values: Mapping[str, Any]) -> bool:
@@ -118,6 +120,18 @@ def _inherit_qpn8(value: Any, ctx: Mapping[str, Any]) -> bool:
     if (generic_present or typed_qpn8) and not specific_present:
         return qpn8
     return bool(value)
+
+
+def _verifier_qpn8(ctx: Mapping[str, Any]) -> bool | None:
+    """The verifier bridge (issue 16): an unset `sm70_fp8.qpn8` of a block-FP8 model takes
+    the resolved `sm70_dflash2.target_fp8_qpn8` when the DFlash2 verifier qualification holds
+    or that field is explicit (typed or its variable present); None otherwise."""
+    if ctx.get("model_quantization") != BLOCK_FP8:
+        return None
+    key = "sm70_dflash2.target_fp8_qpn8"
+    if ctx["dflash2_qualified"] or ctx["sources"][key] != "default":
+        return bool(ctx["values"][key])
+    return None
 
 
 _QUALIFIED = Computed("= workload qualified", _qualified)
@@ -246,6 +260,10 @@ FIELDS: tuple[Field, ...] = (
           VARIABLE_PREFIX + "SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS", Kind.CURRENT,
           choice_parser(*W2_CHUNK_TOKENS), "chunked W2 token count", validate=_in(W2_CHUNK_TOKENS)),
 
+    # Before sm70_fp8: its qpn8 takes the verifier's resolved target_fp8_qpn8 (the bridge).
+    *(Field("sm70_dflash2", name, bool, _VERIFIER_QUALIFIED, variable, Kind.DEPRECATED,
+            INT_BOOL, doc) for name, variable, doc in DFLASH2_OPTIONS),
+
     # One object for the Turing per-tensor and the Volta block-FP8 families (CONTRACTS-fp8 1).
     Field("sm70_fp8", "enabled", bool, True, _FP8_TURBOMIND, Kind.DEPRECATED, INT_BOOL,
           "TurboMind FP8 linears (Volta block FP8, Turing QPN8)",
@@ -255,7 +273,7 @@ FIELDS: tuple[Field, ...] = (
           "dequantize to FP16 at load when the TurboMind route is off",
           deprecation_scope=_FP8),
     Field("sm70_fp8", "qpn8", bool, False, FP8_QPN8, Kind.DEPRECATED, INT_BOOL,
-          "generic QPN8 layout", deprecation_scope=_FP8),
+          "generic QPN8 layout", deprecation_scope=_FP8, bridge=_verifier_qpn8),
     Field("sm70_fp8", "qpn8_pp2_tp4", bool, False, VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4",
           Kind.DEPRECATED, INT_BOOL, "PP2 x TP4 QPN8 layers (unset: inherits qpn8)",
           effective=_inherit_qpn8, deprecation_scope=_FP8),
@@ -293,9 +311,6 @@ FIELDS: tuple[Field, ...] = (
           doc="QPN8Fp8BlockScaledMMLinearKernel (routectl default False; later upstream True)"),
     Field("sm70_fp8", "block_qpn8_volta_turbomind_prefill", bool, None,
           doc="QPN8 block kernel's TurboMind copy for M > 8 on Volta (unset: auto)"),
-
-    *(Field("sm70_dflash2", name, bool, _VERIFIER_QUALIFIED, variable, Kind.DEPRECATED,
-            INT_BOOL, doc) for name, variable, doc in DFLASH2_OPTIONS),
 
     Field(None, "disabled_kernels", list[str], (), VARIABLE_PREFIX + "DISABLED_KERNELS",
           Kind.LEGACY, NAME_LIST, "kernel class names never selected", merge=True,

@@ -253,8 +253,15 @@ def resolve_fields(
             values[f.key] = value
             sources[f.key] = "explicit"
         else:
-            values[f.key] = env_value
-            sources[f.key] = env_source
+            bridged = f.bridge(ctx) if f.bridge is not None else None
+            if bridged is not None:
+                if var_present:
+                    ignored.append((f.variable or "", f.key))
+                values[f.key] = _freeze(bridged)
+                sources[f.key] = "explicit"
+            else:
+                values[f.key] = env_value
+                sources[f.key] = env_source
 
     messages: list[str] = []
     for variable, _, message in variable_notices(fields, retired, environ):
