@@ -109,8 +109,8 @@ def test_config_warns_for_deprecated_obsolete_and_removed_names():
     assert result.code == 0
     # One variable, two fields (issue 16): one message naming both paths.
     assert result.lines[0] == ("warning: VLLM_SM70_FP8_QPN8 is deprecated; use "
-                               "kernel_config.sm70_fp8.qpn8 or "
-                               "kernel_config.sm70_dflash2.target_fp8_qpn8. Explicit "
+                               "kernel_config.sm70_dflash2.target_fp8_qpn8 or "
+                               "kernel_config.sm70_fp8.qpn8. Explicit "
                                "configuration takes precedence.")
     assert result.lines[1].startswith(f"warning: {DENSE_ORDER} is obsolete and ignored: dense "
                                       "tie ordering is mandatory")
