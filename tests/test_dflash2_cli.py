@@ -88,8 +88,10 @@ def test_explicit_options_override_the_scope(args, code):
 def test_unknown_model_scope_is_an_input_error():
     result = run("config", "--model", "70b_unknown")
     assert result.code == 2
+    # 27b_fp8 and 35b_a3b_fp8 carry model facts since issue 16.
     assert result.lines == ["error: unknown model scope '70b_unknown' (known: "
-                            "27b_dflash2_nvfp4, 35b_a3b_awq, flash_next_mtp4_nvfp4)"]
+                            "27b_dflash2_nvfp4, 27b_fp8, 35b_a3b_awq, 35b_a3b_fp8, "
+                            "flash_next_mtp4_nvfp4)"]
 
 
 @pytest.mark.parametrize("text", ["yes", "1.0", ""])
