@@ -130,6 +130,9 @@ class Field:
     # Checks (and may normalise) a typed or parsed value; `where` names the field or the
     # variable in the error. Raises InputError.
     validate: Callable[[Any, str], Any] | None = None
+    # A bridge from fields resolved before this one: for an unset field, a value (or None
+    # for no bridge) that counts as explicit; the field's own variable is then ignored.
+    bridge: Callable[[Mapping[str, Any]], Any] | None = None
 
     # "section.name" (or the name of an engine-wide field): set once, read on every lookup.
     key: str = dataclass_field(init=False, repr=False, compare=False)

@@ -35,9 +35,13 @@ def test_json_output_and_hash_agrees_with_the_library():
     result = config("--spec", "dflash", "--format", "json")
     data = json.loads(result.stdout)
     assert data["policy"]["sm70_nvfp4"]["qpn2"] == {"value": True, "source": "default"}
-    assert "sm70_nvfp4" in data["active_sections"] and "sm70_fp8" not in data["active_sections"]
-    only_nvfp4 = config("--spec", "dflash", "--format", "json", "--capability", "75")
-    assert "sm70_fp8" in json.loads(only_nvfp4.stdout)["active_sections"]
+    # The whole sm70_fp8 section is active wherever an FP8 linear family loads: Volta block
+    # FP8 (70 <= capability < 75) and Turing QPN8 (75); not on newer devices.
+    assert "sm70_nvfp4" in data["active_sections"] and "sm70_fp8" in data["active_sections"]
+    turing = config("--spec", "dflash", "--format", "json", "--capability", "75")
+    assert "sm70_fp8" in json.loads(turing.stdout)["active_sections"]
+    ampere = config("--spec", "dflash", "--format", "json", "--capability", "80")
+    assert "sm70_fp8" not in json.loads(ampere.stdout)["active_sections"]
     assert len(data["hash"]) == 64 and data["hash"] != PINNED_HASH  # more sections than one
 
 
