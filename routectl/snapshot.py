@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from routectl import jsonwrite
 from routectl.errors import InputError, RoutectlError
 from routectl.rows import ROW_ID
 from routectl.schemacheck import Checker, Unsure, compile_checker
@@ -173,9 +174,9 @@ def format_path(parts: Iterable[Any]) -> str:
 # --- JSON text -----------------------------------------------------------------------------
 
 def dump_json(data: Any) -> str:
-    """The one serialisation of every file routectl writes: 2-space indent, sorted keys,
-    trailing newline."""
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """The text of every file routectl writes (`routectl.jsonwrite`): 2-space indent, sorted
+    keys, trailing newline, NaN refused."""
+    return jsonwrite.dumps(data)
 
 
 def _reject_constant(name: str) -> Any:
@@ -202,16 +203,18 @@ def read_json(path: Path, what: str) -> Any:
         raise InputError(f"{what} {path} is not valid JSON: {exc}") from None
 
 
-def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | None = None
-                      ) -> None:
-    """Write `text` to a temp file beside `path`, then rename it over `path`: readers see the
-    old file or the new one, never a part. The temp file is removed on any failure."""
+def write_text_atomic(path: Path, text: str | bytes, *,
+                      before_replace: BeforeReplace | None = None) -> None:
+    """Write `text` (str, written as UTF-8, or its bytes) to a temp file beside `path`, then
+    rename it over `path`: readers see the old file or the new one, never a part. The temp
+    file is removed on any failure."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         if before_replace is not None:
@@ -222,7 +225,8 @@ def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | 
         raise
 
 
-def write_text(path: Path, text: str, *, before_replace: BeforeReplace | None = None) -> None:
+def write_text(path: Path, text: str | bytes, *,
+               before_replace: BeforeReplace | None = None) -> None:
     """`write_text_atomic`, a failing file system being an InputError naming the file."""
     try:
         write_text_atomic(path, text, before_replace=before_replace)
@@ -231,7 +235,7 @@ def write_text(path: Path, text: str, *, before_replace: BeforeReplace | None = 
 
 
 def write_json(path: Path, data: Any, *, before_replace: BeforeReplace | None = None) -> None:
-    write_text(path, dump_json(data), before_replace=before_replace)
+    write_text(path, jsonwrite.dumps_bytes(data), before_replace=before_replace)
 
 
 # --- the snapshot model --------------------------------------------------------------------
