@@ -19,16 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jsonschema_rs
+
 from routectl import jsonwrite
 from routectl.errors import InputError, RoutectlError
 from routectl.rows import ROW_ID
-from routectl.schemacheck import Checker, Unsure, compile_checker
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 SCHEMA_VERSION = 1
-CATEGORY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+CATEGORY_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_-]*)$(?!\n)")  # full-match: see rows.ROW_ID
 SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
 # The schemas beside this code when it runs from a source tree (a checkout, an editable
 # install or a baseline worktree): used when the project's snapshot folder has none.
@@ -70,19 +71,15 @@ def schema_path(name: str, snapshot_dir: Path | None = None) -> Path:
 class LoadedSchema:
     path: Path
     data: dict[str, Any]
-    checker: Checker | None  # fast yes/no for the valid case (None: jsonschema only)
+    fast: jsonschema_rs.Validator  # the authority: decides valid or not
 
     @functools.cached_property
     def validator(self) -> Any:
-        """jsonschema's validator: the authority, built (and its schema checked) only when an
-        answer needs it: importing jsonschema costs more than validating a valid file."""
+        """jsonschema's validator, built only to phrase an error (its messages and its
+        branch context name the field a user must fix): importing jsonschema costs more than
+        validating a valid file."""
         from jsonschema import Draft202012Validator
 
-        try:
-            Draft202012Validator.check_schema(self.data)
-        except Exception as exc:  # noqa: BLE001 - any schema defect is reported the same way
-            first = str(exc).splitlines()[0]
-            raise InputError(f"{self.path} is not a valid JSON Schema: {first}") from None
         return Draft202012Validator(self.data)
 
 
@@ -95,10 +92,12 @@ def _load_schema(path: str) -> LoadedSchema:
     if const is not None and const != SCHEMA_VERSION:
         raise InputError(f"{path} describes schema_version {const}; this routectl reads and "
                          f"writes {SCHEMA_VERSION}")
-    loaded = LoadedSchema(Path(path), data, compile_checker(data))
-    if loaded.checker is None:
-        loaded.validator  # noqa: B018 - no fast checker: jsonschema checks the schema now
-    return loaded
+    try:
+        fast = jsonschema_rs.Draft202012Validator(data)
+    except (jsonschema_rs.ValidationError, ValueError) as exc:
+        first = str(exc).splitlines()[0]
+        raise InputError(f"{path} is not a valid JSON Schema: {first}") from None
+    return LoadedSchema(Path(path), data, fast)
 
 
 def load_schema(name: str, snapshot_dir: Path | None = None) -> LoadedSchema:
@@ -142,19 +141,20 @@ def _where(path: Sequence[Any], document: Any) -> str:
 def schema_violation(name: str, document: Any, snapshot_dir: Path | None = None) -> str | None:
     """The first violation of schema `name`, phrased for one line; None when valid."""
     loaded = load_schema(name, snapshot_dir)
-    if loaded.checker is not None:
-        try:
-            if loaded.checker(document):
-                return None
-        except Unsure:
-            pass
+    try:
+        if loaded.fast.is_valid(document):
+            return None
+    except ValueError as exc:  # a value JSON cannot hold (jsonschema-rs names its type)
+        return str(exc)
     errors = sorted(loaded.validator.iter_errors(document),
                     key=lambda e: [str(p) for p in e.path])
-    if not errors:
-        return None
-    error = _branch_error(errors[0])
-    where = _where(error.absolute_path, document)
-    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+    if errors:
+        error = _branch_error(errors[0])
+        where, message = _where(error.absolute_path, document), error.message
+    else:  # jsonschema accepts what jsonschema-rs refuses: the authority's words
+        fast_error = next(iter(loaded.fast.iter_errors(document)))
+        where, message = _where(fast_error.instance_path, document), fast_error.message
+    message = message if len(message) <= 200 else message[:197] + "..."
     return f"{where}: {message}" if where else message
 
 
