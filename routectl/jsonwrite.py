@@ -21,10 +21,10 @@ _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLIN
 _SCALARS = frozenset({str, int, bool, type(None)})
 
 
-def _orjson_writes_as_json_does(data: Any) -> bool:
-    """True when `data` holds only values orjson writes exactly as `json.dumps` does.
-    Integers beyond 64 bits, deep nesting and non-string keys are left to orjson, which
-    raises on them."""
+def json_floats(data: Any) -> list[float] | None:
+    """The floats of `data` when it holds only exact dict, list, tuple, str, int, bool, None
+    and float values (what orjson and `json.dumps` both write, and alike but for floats);
+    None when it holds anything else (a subclass, an Enum, a UUID, a dataclass ...)."""
     stack = [data]
     pop, extend = stack.pop, stack.extend
     floats: list[float] = []
@@ -38,9 +38,17 @@ def _orjson_writes_as_json_does(data: Any) -> bool:
         elif kind is float:
             floats.append(value)
         elif kind not in _SCALARS:
-            return False  # a subclass, Enum, UUID, dataclass ...: json.dumps decides
+            return None
+    return floats
+
+
+def _orjson_writes_as_json_does(data: Any) -> bool:
+    """True when `data` holds only values orjson writes exactly as `json.dumps` does.
+    Integers beyond 64 bits, deep nesting and non-string keys are left to orjson, which
+    raises on them."""
+    floats = json_floats(data)
     # repr is json.dumps's float text; orjson's text of a non-finite float is null.
-    return all(orjson.dumps(f) == repr(f).encode() for f in floats)
+    return floats is not None and all(orjson.dumps(f) == repr(f).encode() for f in floats)
 
 
 def dumps_bytes(data: Any) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 import os
 import re
 import secrets
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
+import orjson
 
 from routectl import jsonwrite
 from routectl.errors import InputError, RoutectlError
@@ -316,9 +318,16 @@ def read_snapshot(path: Path, *, snapshot_dir: Path | None = None,
 
 
 def plain_rows(rows: Sequence[Row]) -> list[Row]:
-    """Rows as JSON will hold them (tuples become lists); non-JSON values raise."""
+    """Rows as JSON will hold them (a copy, keys sorted, tuples as lists); non-JSON values
+    raise."""
+    floats = jsonwrite.json_floats(rows)
+    if floats is not None and all(math.isfinite(f) for f in floats):
+        try:
+            # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
+            return orjson.loads(orjson.dumps(list(rows), option=orjson.OPT_SORT_KEYS))
+        except orjson.JSONEncodeError:
+            pass  # integers beyond 64 bits, deep nesting, non-string keys: json decides
     try:
-        # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
         return json.loads(json.dumps(list(rows), allow_nan=False, sort_keys=True))
     except (TypeError, ValueError) as exc:
         problem = str(exc)

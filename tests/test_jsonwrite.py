@@ -116,3 +116,31 @@ def test_generated_documents_match_json_dumps(value):
             jsonwrite.dumps_bytes(value)
         return
     assert jsonwrite.dumps_bytes(value) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.text(max_size=4), JSON_VALUES, max_size=4), max_size=4))
+def test_plain_rows_equal_the_json_round_trip_in_types_and_key_order(rows):
+    from routectl.snapshot import plain_rows
+
+    try:
+        expected = json.loads(json.dumps(rows, allow_nan=False, sort_keys=True))
+    except ValueError:
+        return
+    got = plain_rows(rows)
+    assert json.dumps(got) == json.dumps(expected)  # key order and 1 / 1.0 / true kept apart
+    assert reference(got) == reference(expected)
+
+
+@pytest.mark.parametrize("value", [math.nan, Colour.RED, uuid.UUID(int=1)])
+def test_plain_rows_refuse_what_json_refuses(value):
+    from routectl.snapshot import SnapshotError, plain_rows
+
+    with pytest.raises(SnapshotError, match="row 'r' is not JSON"):
+        plain_rows([{"id": "r", "v": value}])
+
+
+def test_plain_rows_keep_integers_beyond_64_bits_and_turn_tuples_into_lists():
+    from routectl.snapshot import plain_rows
+
+    assert plain_rows([{"id": "r", "v": (2**70, (1,))}]) == [{"id": "r", "v": [2**70, [1]]}]
