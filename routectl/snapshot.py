@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from routectl.errors import InputError, RoutectlError
+from routectl.jsonread import read_json_file
 from routectl.rows import ROW_ID
 from routectl.schemacheck import Checker, Unsure, compile_checker
 
@@ -178,28 +179,10 @@ def dump_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def read_json(path: Path, what: str) -> Any:
-    """Parse a JSON file; every failure is one InputError line naming the file."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except IsADirectoryError:
-        raise InputError(f"cannot read {what} {path}: it is a directory") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"cannot read {what} {path}: not UTF-8 ({exc.reason} at byte "
-                         f"{exc.start})") from None
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno} "
-                         f"column {exc.colno}") from None
-    except ValueError as exc:
-        raise InputError(f"{what} {path} is not valid JSON: {exc}") from None
+    """Parse a JSON file through the one bounded reader (`routectl.jsonread`); every
+    failure is one InputError line naming the file."""
+    return read_json_file(path, what)
 
 
 def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | None = None
