@@ -8,20 +8,43 @@ from typing import Any
 import click
 
 from routectl.cli import cli, project_option, state, warn
+from routectl.jsonread import shorten
 from routectl.policy import ResolvedPolicy
-from routectl.workload import SPEC_METHODS, EngineConfig, Hardware
+from routectl.workload import (
+    KV_DTYPES,
+    SHIPPED_CAPABILITIES,
+    SPEC_METHODS,
+    EngineConfig,
+    Hardware,
+)
 
 # Speculative defaults of the engine double when only the method is given.
 SPEC_TOKENS = {"none": 0, "mtp": 4, "dflash": 7}
 SELECTOR_TOP_K = {"none": 0, "mtp": 0, "dflash": 16}
 
 
+class CapabilityType(click.ParamType):
+    """A compute capability NVIDIA has shipped (`SHIPPED_CAPABILITIES`), as an int."""
+
+    name = "CC"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if text.isdigit() and len(text) <= 4 and int(text) in SHIPPED_CAPABILITIES:
+            return int(text)
+        self.fail(f"{shorten(value)} is not a compute capability NVIDIA has shipped (one of "
+                  f"{', '.join(map(str, SHIPPED_CAPABILITIES))})", param, ctx)
+
+
 def workload_options(function: Any) -> Any:
     options = [
         click.option("--kernel-config", "kernel_config", default=None, metavar="JSON|@FILE",
                      help="KernelConfig as JSON text or @path to a JSON file."),
-        click.option("--capability", type=int, default=70, show_default=True,
-                     help="Compute capability (70 Volta, 75 Turing)."),
+        click.option("--capability", type=CapabilityType(), default=70, show_default=True,
+                     help="Compute capability NVIDIA shipped (70 Volta, 75 Turing, ...)."),
         click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True),
         click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True),
         click.option("--spec", type=click.Choice(SPEC_METHODS), default="none",
@@ -33,7 +56,8 @@ def workload_options(function: Any) -> Any:
         click.option("--max-num-seqs", type=click.IntRange(min=1), default=1, show_default=True),
         click.option("--budget", type=click.IntRange(min=1), default=8192, show_default=True,
                      help="max_num_batched_tokens."),
-        click.option("--kv", default="float16", show_default=True, help="KV cache dtype."),
+        click.option("--kv", type=click.Choice(KV_DTYPES), default="float16",
+                     show_default=True, help="KV cache dtype."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -43,6 +67,16 @@ def workload_options(function: Any) -> Any:
 def build_workload(tp: int, pp: int, spec: str, spec_tokens: int | None,
                    selector_top_k: int | None, max_num_seqs: int, budget: int,
                    kv: str) -> EngineConfig:
+    """The engine double the options describe; speculative options without a speculative
+    method describe no engine and are a usage error."""
+    if spec == "none":
+        given = [name for name, value in (("--spec-tokens", spec_tokens),
+                                          ("--selector-top-k", selector_top_k))
+                 if value is not None]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise click.UsageError(f"{' and '.join(given)} only {verb} with a speculative "
+                                   f"method (--spec {' or --spec '.join(SPEC_METHODS[1:])})")
     return EngineConfig(
         tp=tp, pp=pp, spec_method=spec,
         spec_tokens=SPEC_TOKENS[spec] if spec_tokens is None else spec_tokens,
@@ -89,9 +123,9 @@ def config_command(ctx: click.Context, kernel_config: str | None, capability: in
     """Print every section's resolved values with their sources, the warnings, the
     qualification verdicts and the policy hash."""
     st = state(ctx)
-    project = st.project(project_dir)
     workload = build_workload(tp, pp, spec, spec_tokens, selector_top_k, max_num_seqs, budget,
                               kv)
+    project = st.project(project_dir)
     policy = project.resolve(kernel_config, st.environ, Hardware(capability), workload)
     for message in policy.warnings:
         warn(message)
