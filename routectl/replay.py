@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from routectl import checkpoints
 from routectl.errors import InputError, SelectionError
 from routectl.loaded import PreparedLayer
 from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
@@ -190,7 +191,11 @@ def replay_texts(project: Project, categories: Sequence[Category], *, jobs: int 
         row = replay_row(project, category, spec)[0]
         return (row["id"], row_text(row))
 
-    texts, extra = run_shared(len(tasks), work, jobs, meanwhile)
+    def meanwhile_here() -> M:
+        checkpoints.reach("replay")  # workers forked, this process about to replay
+        return meanwhile()
+
+    texts, extra = run_shared(len(tasks), work, jobs, meanwhile_here)
     out: dict[str, list[RowText]] = {}
     start = 0
     for category in categories:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from routectl import checkpoints
 from routectl.errors import InputError, RoutectlError
 from routectl.jsonread import read_json_file
 from routectl.rows import ROW_ID
@@ -185,12 +186,55 @@ def read_json(path: Path, what: str) -> Any:
     return read_json_file(path, what)
 
 
+# Every temporary file routectl writes: `.<target name>.routectl-<pid>-<random>.tmp`, beside
+# its target. The pid tells a stale one (its process is gone, e.g. killed mid-write) from a
+# concurrent run's; .gitignore ignores the pattern.
+TEMP_GLOB = ".*.routectl-*-*.tmp"
+TEMP_NAME = re.compile(r"^\..+\.routectl-(?P<pid>[0-9]+)-[0-9a-f]+\.tmp$")
+
+
+def temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.routectl-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or a pid no process can have): leave it
+    return True
+
+
+def remove_stale_temp_files(directory: Path) -> list[Path]:
+    """Remove this pattern's temporary files in `directory` whose process is gone; the
+    removed paths. A live process's file (a concurrent run) is never touched."""
+    removed = []
+    try:
+        candidates = sorted(directory.glob(TEMP_GLOB))
+    except OSError:
+        return []
+    for candidate in candidates:
+        match = TEMP_NAME.match(candidate.name)
+        if match is None or _alive(int(match["pid"])) or not candidate.is_file():
+            continue
+        try:
+            candidate.unlink()
+        except OSError:
+            continue
+        removed.append(candidate)
+    return removed
+
+
 def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | None = None
                       ) -> None:
     """Write `text` to a temp file beside `path`, then rename it over `path`: readers see the
-    old file or the new one, never a part. The temp file is removed on any failure."""
+    old file or the new one, never a part. The temp file is removed on any failure; stale
+    ones left in the folder by a killed process go first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    remove_stale_temp_files(path.parent)
+    temp = temp_path(path)
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
@@ -199,6 +243,7 @@ def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | 
             os.fsync(handle.fileno())
         if before_replace is not None:
             before_replace(temp)
+        checkpoints.reach("write")
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
