@@ -86,7 +86,7 @@ class Project:
             if c.name == name:
                 return c
         known = ", ".join(c.name for c in self.categories) or "none"
-        raise InputError(f"unknown category {name!r} (known: {known})")
+        raise InputError(f"unknown category {shorten(name)} (known: {known})")
 
     def with_location(self, root: Path, snapshot_dir: Path) -> Project:
         return Project(**{**self.__dict__, "root": root, "snapshot_dir": snapshot_dir})
@@ -230,7 +230,7 @@ def load_project(directory: Path | None = None) -> Project:
         project = getattr(module, attribute)
     except AttributeError:
         raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: module "
-                         f"{module_name} has no attribute {attribute!r}") from None
+                         f"{module_name} has no attribute {shorten(attribute)}") from None
     except Exception as exc:  # noqa: BLE001 - a module __getattr__ is the user's code
         raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: "
                          f"{describe_import_failure(exc)}") from exc

@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from routectl import checkpoints
 from routectl.errors import InputError, SelectionError
+from routectl.jsonread import shorten
 from routectl.loaded import PreparedLayer
 from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.policy import ResolvedPolicy
@@ -220,7 +221,7 @@ def find_row(category: Category, row_id: str) -> RowSpec:
     for spec in category.rows():
         if spec.id == row_id:
             return spec
-    raise InputError(f"unknown row id {row_id!r} in category {category.name}")
+    raise InputError(f"unknown row id {shorten(row_id)} in category {category.name}")
 
 
 def route_from_prepared(prepared: PreparedLayer, prepare_calls: list[dict[str, Any]],

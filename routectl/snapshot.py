@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from routectl import checkpoints
 from routectl.errors import InputError, RoutectlError
-from routectl.jsonread import read_json_file
+from routectl.jsonread import read_json_file, shorten
 from routectl.rows import ROW_ID
 from routectl.schemacheck import Checker, Unsure, compile_checker
 
@@ -134,7 +134,7 @@ def _where(path: Sequence[Any], document: Any) -> str:
     if len(parts) >= 2 and parts[0] == "rows" and isinstance(parts[1], int):
         row = document["rows"][parts[1]] if isinstance(document, dict) else None
         row_id = row.get("id") if isinstance(row, dict) else None
-        label = f"row {row_id!r}" if isinstance(row_id, str) else f"rows[{parts[1]}]"
+        label = f"row {shorten(row_id)}" if isinstance(row_id, str) else f"rows[{parts[1]}]"
         parts = parts[2:]
     rest = format_path(parts)
     return ": ".join(p for p in (label, rest) if p)
@@ -296,9 +296,9 @@ def _id_problem(rows: Any) -> str | None:
         if not isinstance(row_id, str):
             continue  # the schema phrases a missing or non-string id
         if not ROW_ID.match(row_id):
-            return f"rows[{index}]: malformed row id {row_id!r}"
+            return f"rows[{index}]: malformed row id {shorten(row_id)}"
         if row_id in seen:
-            return f"duplicate row id {row_id!r}"
+            return f"duplicate row id {shorten(row_id)}"
         seen.add(row_id)
     return None
 
@@ -327,8 +327,8 @@ def parse_snapshot(data: Any, *, source: str, snapshot_dir: Path | None = None,
     if problem is not None:
         raise InputError(f"{source}: {problem}")
     if category is not None and data["category"] != category:
-        raise InputError(f"{source} declares category {data['category']!r}, but its file "
-                         f"name says {category!r}")
+        raise InputError(f"{source} declares category {shorten(data['category'])}, but its file "
+                         f"name says {shorten(category)}")
     rows = sorted(data["rows"], key=lambda r: r["id"])
     return Snapshot(data["category"], data["basis"], tuple(rows), validated=True)
 
