@@ -94,8 +94,8 @@ def shorten(value: Any, limit: int = QUOTE_CHARS) -> str:
 
 
 def _size_error(what: str, size_text: str, limits: Limits) -> InputError:
-    return InputError(f"{what} is {size_text}, over the {limits.max_bytes:,}-byte limit on JSON "
-                      f"inputs (set {MAX_BYTES_VARIABLE} to a larger number of bytes to read "
+    return InputError(f"{what} is {size_text}, over the {limits.max_bytes:,}-byte limit on input "
+                      f"files (set {MAX_BYTES_VARIABLE} to a larger number of bytes to read "
                       f"it)")
 
 

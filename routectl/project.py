@@ -235,6 +235,6 @@ def load_project(directory: Path | None = None) -> Project:
         raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: "
                          f"{describe_import_failure(exc)}") from exc
     if not isinstance(project, Project):
-        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)} is a "
-                         f"{type(project).__name__}, not a routectl Project")
+        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)} names an "
+                         f"object of type {type(project).__name__}, not a routectl Project")
     return project.with_location(root, root / snapshots)
