@@ -251,10 +251,11 @@ def check_project_at(repo: Path, commit: str, ref: str, project_path: Path,
 
 def baseline_environ(environ: Mapping[str, str], *, strip_prefixes: Sequence[str],
                      worktree: Path, engine_path: Path | None) -> dict[str, str]:
-    """The caller's environment minus the policy's variables, the worktree first on
-    PYTHONPATH (then the caller's PYTHONPATH, then `engine_path` when given)."""
+    """The caller's environment minus the policy's variables (and the test checkpoints'),
+    the worktree first on PYTHONPATH (then the caller's PYTHONPATH, then `engine_path`)."""
     prefixes = tuple(p for p in strip_prefixes if p)
-    env = {k: v for k, v in environ.items() if not (prefixes and k.startswith(prefixes))}
+    env = {k: v for k, v in environ.items() if not (prefixes and k.startswith(prefixes))
+           and k != checkpoints.VARIABLE}
     paths = [str(worktree)]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])

@@ -7,9 +7,11 @@ MAX_WAIT_S): the test sees the file, sends its signal (or not) and removes the f
 the run go on. So interruption tests are timed by what the program reached, never by sleeps.
 
 Checkpoints: `startup` (`python -m routectl`, before the CLI's imports), `replay` (workers
-forked, the main process about to replay), `baseline` (the baseline worktree added and its
-subprocess started), `write` (a temporary file complete, before it replaces its target),
-`shutdown` (the command finished, before the interpreter exits).
+forked, the main process about to replay), `worker` (a forked worker, its SIGINT disposition
+set, before it takes work), `baseline` (the baseline worktree added and its subprocess
+started), `write` (a temporary file complete, before it replaces its target), `shutdown` (the
+command finished, before the interpreter exits). The baseline subprocess of `diff` does not
+inherit the variable: only the process a test started stops.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from contextvars import ContextVar
 from pathlib import Path
 
 VARIABLE = "ROUTECTL_TEST_CHECKPOINTS"
-POINTS = ("startup", "replay", "baseline", "write", "shutdown")
+POINTS = ("startup", "replay", "worker", "baseline", "write", "shutdown")
 MAX_WAIT_S = 120.0
 POLL_S = 0.01
 

@@ -25,6 +25,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from routectl import checkpoints
+
 T = TypeVar("T")
 M = TypeVar("M")
 
@@ -151,6 +153,7 @@ def run_shared(count: int, work: Callable[[int], T], jobs: int,
                         os.close(reader)
                         for other in workers.values():
                             os.close(other)
+                        checkpoints.reach("worker")
                         _worker(queue, chunks, work, writer)
                     finally:
                         os._exit(1)

@@ -95,9 +95,20 @@ def with_debug_option(command: click.Command) -> click.Command:
     return command
 
 
+class Interrupted(BaseException):  # noqa: N818 - a Ctrl-C, not an error
+    """Ctrl-C inside a command, carried past click's own handler (which would print a blank
+    line and call it "aborted") to `run`: one `error: interrupted` line, exit 130."""
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMAND_MODULES)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Interrupted() from exc
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(cmd_name)
@@ -170,7 +181,7 @@ def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
             traceback.print_exc()
         error(str(exc))
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         error("interrupted")
         return EXIT_INTERRUPTED
     except RecursionError:
