@@ -283,6 +283,18 @@ def _failure_message(ref: str, commit: str, code: int, output: str) -> str:
     return message
 
 
+# What is kept of a failed baseline's output (its last line is the message; --debug shows
+# the rest): a run that printed gigabytes must not be read whole.
+MAX_LOG_BYTES = 1 << 20
+
+
+def _log_tail(path: Path) -> str:
+    with open(path, "rb") as log:
+        size = log.seek(0, os.SEEK_END)
+        log.seek(max(0, size - MAX_LOG_BYTES))
+        return log.read().decode("utf-8", errors="replace")
+
+
 def _wait(process: subprocess.Popen[bytes]) -> int:
     """Wait in short polls: Ctrl-C delivered to another thread (torch starts worker threads)
     does not interrupt a blocking waitpid in the main thread until the subprocess ends."""
@@ -366,7 +378,7 @@ class RefBaseline:
         with _sigint_ignored():
             self._remove_worktree()
         if code != 0:
-            output = self.log_path.read_text(errors="replace")
+            output = _log_tail(self.log_path)
             raise BaselineFailed(_failure_message(self.ref, self.commit, code, output), output)
         return self.output_dir
 
