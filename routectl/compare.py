@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.jsonread import shorten
 from routectl.rows import ROW_ID
 from routectl.snapshot import Row, format_path, qualified, read_json, schema_violation
 
@@ -164,14 +165,15 @@ def split_id(text: str, categories: Collection[str]) -> tuple[str | None, str]:
     prefix, colon, rest = text.partition(":")
     if colon and prefix in categories:
         if not ROW_ID.match(rest):
-            raise InputError(f"malformed row id {rest!r} in {text!r}")
+            raise InputError(f"malformed row id {shorten(rest)} in {shorten(text)}")
         return prefix, rest
     known = ", ".join(sorted(categories)) or "none"
     if colon and prefix != "edge" and ROW_ID.match(rest):
-        raise InputError(f"unknown category {prefix!r} in {text!r} (known: {known})")
+        raise InputError(f"unknown category {shorten(prefix)} in {shorten(text)} (known: {known})")
     if not ROW_ID.match(text):
-        raise InputError(f"malformed row id {text!r} (a row id is model/kv/tpN/spec/cN/qN or "
-                         f"edge:name, optionally qualified by a category: {known})")
+        raise InputError(f"malformed row id {shorten(text)} (a row id is "
+                         f"model/kv/tpN/spec/cN/qN or edge:name, optionally qualified by a "
+                         f"category: {known})")
     return None, text
 
 
@@ -197,7 +199,7 @@ def parse_expected(data: Any, categories: Collection[str], *, source: str,
         except InputError as exc:
             raise InputError(f"{source}: {exc}") from None
         if (category, row_id) in seen:
-            raise InputError(f"{source}: {listed!r} is listed twice")
+            raise InputError(f"{source}: {shorten(listed)} is listed twice")
         seen.add((category, row_id))
         entries.append(ExpectedEntry(listed, category, row_id, reason))
     return tuple(entries)
@@ -233,8 +235,9 @@ def attribute(entries: Sequence[ExpectedEntry], judged: Sequence[str],
         else:
             holders = [c for c in categories if entry.row_id in known_ids(c)]
             if len(holders) > 1:
-                raise InputError(f"expected id {entry.listed!r} is a row of several categories "
-                                 f"({', '.join(holders)}): qualify it as CATEGORY:{entry.row_id}")
+                raise InputError(f"expected id {shorten(entry.listed)} is a row of several "
+                                 f"categories ({', '.join(holders)}): qualify it as "
+                                 f"CATEGORY:{entry.row_id}")
             if holders:
                 target = holders[0]
             elif len(judged) == 1:
@@ -245,8 +248,8 @@ def attribute(entries: Sequence[ExpectedEntry], judged: Sequence[str],
         if target not in by_category:
             continue
         if entry.row_id in by_category[target]:
-            raise InputError(f"expected id {entry.listed!r} repeats "
-                             f"{by_category[target][entry.row_id].listed!r}")
+            raise InputError(f"expected id {shorten(entry.listed)} repeats "
+                             f"{shorten(by_category[target][entry.row_id].listed)}")
         by_category[target][entry.row_id] = entry
     return Attribution(by_category, tuple(sorted(unattributed)))
 

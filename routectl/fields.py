@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.jsonread import shorten
 
 
 class Kind(StrEnum):
@@ -38,7 +39,7 @@ class Parser:
             return self.parse(text)
         except ValueError:
             raise InputError(
-                f"invalid value {text!r} for {variable}: accepted values are {self.accepted}"
+                f"invalid value {shorten(text)} for {variable}: accepted values are {self.accepted}"
             ) from None
 
 

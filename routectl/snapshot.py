@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import jsonschema_rs
 import orjson
 
-from routectl import jsonwrite
+from routectl import checkpoints, jsonwrite
 from routectl.errors import InputError, RoutectlError
+from routectl.jsonread import read_json_file, shorten
 from routectl.rows import ROW_ID
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def _where(path: Sequence[Any], document: Any) -> str:
     if len(parts) >= 2 and parts[0] == "rows" and isinstance(parts[1], int):
         row = document["rows"][parts[1]] if isinstance(document, dict) else None
         row_id = row.get("id") if isinstance(row, dict) else None
-        label = f"row {row_id!r}" if isinstance(row_id, str) else f"rows[{parts[1]}]"
+        label = f"row {shorten(row_id)}" if isinstance(row_id, str) else f"rows[{parts[1]}]"
         parts = parts[2:]
     rest = format_path(parts)
     return ": ".join(p for p in (label, rest) if p)
@@ -181,38 +182,63 @@ def dump_json(data: Any) -> str:
     return jsonwrite.dumps(data)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def read_json(path: Path, what: str) -> Any:
-    """Parse a JSON file; every failure is one InputError line naming the file."""
+    """Parse a JSON file through the one bounded reader (`routectl.jsonread`); every
+    failure is one InputError line naming the file."""
+    return read_json_file(path, what)
+
+
+# Every temporary file routectl writes: `.<target name>.routectl-<pid>-<random>.tmp`, beside
+# its target. The pid tells a stale one (its process is gone, e.g. killed mid-write) from a
+# concurrent run's; .gitignore ignores the pattern.
+TEMP_GLOB = ".*.routectl-*-*.tmp"
+TEMP_NAME = re.compile(r"^\..+\.routectl-(?P<pid>[0-9]+)-[0-9a-f]+\.tmp$")
+
+
+def temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.routectl-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+
+
+def _alive(pid: int) -> bool:
     try:
-        text = path.read_bytes().decode("utf-8")
-    except IsADirectoryError:
-        raise InputError(f"cannot read {what} {path}: it is a directory") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"cannot read {what} {path}: not UTF-8 ({exc.reason} at byte "
-                         f"{exc.start})") from None
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or a pid no process can have): leave it
+    return True
+
+
+def remove_stale_temp_files(directory: Path) -> list[Path]:
+    """Remove this pattern's temporary files in `directory` whose process is gone; the
+    removed paths. A live process's file (a concurrent run) is never touched."""
+    removed = []
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno} "
-                         f"column {exc.colno}") from None
-    except ValueError as exc:
-        raise InputError(f"{what} {path} is not valid JSON: {exc}") from None
+        candidates = sorted(directory.glob(TEMP_GLOB))
+    except OSError:
+        return []
+    for candidate in candidates:
+        match = TEMP_NAME.match(candidate.name)
+        if match is None or _alive(int(match["pid"])) or not candidate.is_file():
+            continue
+        try:
+            candidate.unlink()
+        except OSError:
+            continue
+        removed.append(candidate)
+    return removed
 
 
 def write_text_atomic(path: Path, text: str | bytes, *,
                       before_replace: BeforeReplace | None = None) -> None:
     """Write `text` (str, written as UTF-8, or its bytes) to a temp file beside `path`, then
     rename it over `path`: readers see the old file or the new one, never a part. The temp
-    file is removed on any failure."""
+    file is removed on any failure; stale ones left in the folder by a killed process go
+    first."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    remove_stale_temp_files(path.parent)
+    temp = temp_path(path)
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as handle:
@@ -221,6 +247,7 @@ def write_text_atomic(path: Path, text: str | bytes, *,
             os.fsync(handle.fileno())
         if before_replace is not None:
             before_replace(temp)
+        checkpoints.reach("write")
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -274,9 +301,9 @@ def _id_problem(rows: Any) -> str | None:
         if not isinstance(row_id, str):
             continue  # the schema phrases a missing or non-string id
         if not ROW_ID.match(row_id):
-            return f"rows[{index}]: malformed row id {row_id!r}"
+            return f"rows[{index}]: malformed row id {shorten(row_id)}"
         if row_id in seen:
-            return f"duplicate row id {row_id!r}"
+            return f"duplicate row id {shorten(row_id)}"
         seen.add(row_id)
     return None
 
@@ -305,8 +332,8 @@ def parse_snapshot(data: Any, *, source: str, snapshot_dir: Path | None = None,
     if problem is not None:
         raise InputError(f"{source}: {problem}")
     if category is not None and data["category"] != category:
-        raise InputError(f"{source} declares category {data['category']!r}, but its file "
-                         f"name says {category!r}")
+        raise InputError(f"{source} declares category {shorten(data['category'])}, but its file "
+                         f"name says {shorten(category)}")
     rows = sorted(data["rows"], key=lambda r: r["id"])
     return Snapshot(data["category"], data["basis"], tuple(rows), validated=True)
 

@@ -75,13 +75,16 @@ def test_bad_kernel_config_and_usage_errors_exit_2():
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
 
 
-def test_unexpected_exception_exits_3_with_one_line(tmp_path):
+def test_error_importing_the_project_exits_2_naming_file_key_and_line(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.routectl]\nproject = "brokenproj:PROJECT"\n')
     (tmp_path / "brokenproj.py").write_text("raise RuntimeError('boom')\n")
     result = invoke(["config"], cwd=tmp_path)
-    assert result.code == 3
-    assert result.stderr.startswith("error: internal error: RuntimeError: boom")
-    assert result.stderr.count("\n") == 1
+    assert result.code == 2
+    assert result.stderr == (
+        f"error: {tmp_path / 'pyproject.toml'}: [tool.routectl] project = 'brokenproj:PROJECT':"
+        f" cannot import brokenproj: RuntimeError: boom ({tmp_path / 'brokenproj.py'}, line 1)"
+        "\n")
     debug = invoke(["--debug", "config"], cwd=tmp_path)
-    assert debug.code == 3 and "Traceback" in debug.stderr
+    assert debug.code == 2 and "Traceback" in debug.stderr
+    assert debug.stderr.splitlines()[-1] == result.stderr.strip()

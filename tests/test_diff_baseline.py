@@ -244,10 +244,9 @@ def test_the_baseline_is_computed_by_the_refs_code_never_read(repo, temp):
 
 
 @pytest.mark.parametrize("ref,message", [
-    ("no-such-ref", "error: unknown git ref 'no-such-ref' in {repo}: a shallow clone (CI "
-                    "checkouts are) needs the ref fetched: git fetch origin no-such-ref, or "
-                    "full history"),
-    ("origin/main", "git fetch origin main, or full history"),
+    # A full clone: nothing to fetch, so no hint to.
+    ("no-such-ref", "error: unknown git ref 'no-such-ref' in {repo}\n"),
+    ("origin/main", "error: unknown git ref 'origin/main' in {repo}\n"),
     ("no-project", "error: no-project has no routectl project: tools/toy/pyproject.toml does "
                    "not exist there"),
     ("no-table", "error: no-table has no routectl project: its tools/toy/pyproject.toml has "
@@ -261,13 +260,33 @@ def test_ref_input_errors(repo, temp, ref, message):
     assert_clean(repo, temp)
 
 
+@pytest.mark.parametrize("ref,fetch", [
+    ("no-such-ref", "git fetch origin no-such-ref, or full history"),
+    ("origin/feature", "git fetch origin feature, or full history"),
+    ("x;rm -rf ~", "git fetch origin 'x;rm -rf ~', or full history"),
+])
+def test_unknown_ref_in_a_shallow_clone_hints_a_quoted_fetch(repo, tmp_path, temp, ref, fetch):
+    clone = tmp_path / "shallow"
+    done = subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "base",
+                           f"file://{repo}", str(clone)], env=base_environ(),
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    result = diff(clone / PROJECT_PATH, temp, "--baseline-ref", ref)
+    assert result.code == 2 and len(result.lines) == 1, result.stderr
+    assert result.lines[0].startswith(
+        f"error: unknown git ref {ref!r} in {clone} (this clone is shallow): a shallow clone "
+        f"(CI checkouts are) needs the ref fetched: {fetch}")
+    assert list(temp.iterdir()) == []
+
+
 def test_not_inside_a_git_repository(tmp_path, temp):
     project = make_project(tmp_path)
     result = diff(project, temp, "--baseline-ref", "HEAD",
                   environ={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
     assert result.code == 2 and result.stdout == ""
+    assert len(result.lines) == 1
     assert result.lines[0].startswith(f"error: not inside a git repository: {project}")
-    assert result.lines[1].startswith("fatal: not a git repository")  # git's own words
+    assert "(git: fatal: not a git repository" in result.lines[0]  # git's own words
     assert list(temp.iterdir()) == []
 
 
@@ -289,8 +308,12 @@ def test_a_failing_baseline_exits_2_and_cleans_up(repo, temp, ref, message, depe
         env = {**base_environ(), "TMPDIR": str(temp)}
         debug = invoke(["--debug", "diff", "--baseline-ref", ref], cwd=project, environ=env)
         assert debug.code == 2
-        assert debug.lines[0].startswith(f"baseline> error: internal error: {message}")
-        assert debug.lines[-1] == line
+        # The baseline ran with --debug too: its traceback comes back.
+        assert debug.lines[0] == "baseline> Traceback (most recent call last):"
+        assert debug.lines[-2].startswith("baseline> error: ") and message in debug.lines[-2]
+        # The same last line (but for the baseline's own temporary folder name).
+        temp_name = re.compile(TEMP_PREFIX + r"\w+")
+        assert temp_name.sub("", debug.lines[-1]) == temp_name.sub("", line)
         assert_clean(repo, temp)
 
 

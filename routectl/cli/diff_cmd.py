@@ -65,7 +65,8 @@ def _against_ref(project: Project, ref: str, names: Sequence[str], *,
     if project.root is None:
         raise InputError(f"project {project.name} has no root folder")
     prefixes = (project.variable_prefix,) if project.variable_prefix else ()
-    with baseline_at_ref(project.root, ref, environ=environ, strip_prefixes=prefixes) as build:
+    with baseline_at_ref(project.root, ref, environ=environ, strip_prefixes=prefixes,
+                         debug=debug) as build:
         # The candidate replays here while the baseline runs in its own process.
         fresh = fresh_snapshots(project, [c for c in project.categories
                                           if not names or c.name in names], jobs=jobs)

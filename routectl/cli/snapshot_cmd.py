@@ -25,6 +25,7 @@ from routectl.check import (
 from routectl.cli import CheckFailed, cli, job_count, jobs_option, project_option, state, warn
 from routectl.compare import ExpectedEntry, load_expected, split_id
 from routectl.errors import InputError
+from routectl.jsonread import shorten
 from routectl.policy import ResolvedPolicy
 from routectl.project import Project
 from routectl.replay import find_row, replay_row
@@ -273,10 +274,10 @@ def _resolve_row(project: Project, row_id: str, category_name: str | None
         return category, find_row(category, bare)
     holders = [(c, s) for c in project.categories for s in c.rows() if s.id == bare]
     if not holders:
-        raise InputError(f"unknown row id {bare!r}: no category has it "
+        raise InputError(f"unknown row id {shorten(bare)}: no category has it "
                          f"(routectl list --rows shows every id)")
     if len(holders) > 1:
-        raise InputError(f"row id {bare!r} is in several categories "
+        raise InputError(f"row id {shorten(bare)} is in several categories "
                          f"({', '.join(c.name for c, _ in holders)}): pass -c CATEGORY or "
                          f"qualify it as CATEGORY:{bare}")
     return holders[0]
