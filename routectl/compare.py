@@ -283,24 +283,6 @@ class CategoryVerdict:
         return qualified(self.name, row_id)
 
 
-def judge(name: str, comparison: Comparison, expected: Mapping[str, ExpectedEntry]
-          ) -> CategoryVerdict:
-    """unexpected = moved rows not listed; missing = listed rows that did not move."""
-    moved = comparison.moved
-    listed = frozenset(expected)
-    missing = tuple(sorted(listed - moved))
-    known = comparison.fresh_ids | comparison.baseline_ids
-    return CategoryVerdict(
-        name=name,
-        rows=len(comparison.fresh_ids),
-        comparison=comparison,
-        expected=dict(expected),
-        unexpected=tuple(sorted(moved - listed)),
-        missing=missing,
-        unknown=tuple(m for m in missing if m not in known),
-    )
-
-
 @dataclass(frozen=True)
 class CheckOutcome:
     """The verdict of a whole run. `stale` names baseline categories no longer listed (only

@@ -41,13 +41,19 @@ def canonical(value: Any) -> str:
 @dataclass(frozen=True)
 class SignatureField:
     """One field change of a signature; `places` is how many times it occurs per row
-    (min, max over the group's rows: a path with `[*]` may repeat)."""
+    (min, max over the group's rows: a path with `[*]` may repeat); `concrete` is the one
+    path it has in every row, when it has one (shown instead of the generalised path)."""
 
     path: str
     kind: str
     old: Any
     new: Any
     places: tuple[int, int] = (1, 1)
+    concrete: str | None = None
+
+    @property
+    def shown_path(self) -> str:
+        return self.concrete if self.concrete is not None else self.path
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "kind": self.kind, "old": self.old, "new": self.new,
@@ -116,20 +122,27 @@ def _changed_groups(category: str, changed: Mapping[str, Sequence[FieldChange]]
                     ) -> list[ChangeGroup]:
     by_key: dict[SignatureKey, list[str]] = defaultdict(list)
     places: dict[SignatureKey, dict[tuple[str, str, str, str], list[int]]] = {}
+    paths: dict[SignatureKey, dict[tuple[str, str, str, str], set[str]]] = {}
     for row_id, changes in changed.items():
-        counts = Counter(_key(c) for c in changes)
+        keys = [_key(c) for c in changes]
+        counts = Counter(keys)
         key = tuple(sorted(counts))
         by_key[key].append(row_id)
         slot = places.setdefault(key, defaultdict(list))
         for item, n in counts.items():
             slot[item].append(n)
+        seen = paths.setdefault(key, defaultdict(set))
+        for item, change in zip(keys, changes, strict=True):
+            seen[item].add(change.path)
     groups = []
     for key, ids in by_key.items():
         examples: dict[tuple[str, str, str, str], FieldChange] = {}
         for change in changed[ids[0]]:
             examples.setdefault(_key(change), change)
         fields = tuple(SignatureField(k[0], k[1], examples[k].old, examples[k].new,
-                                      (min(places[key][k]), max(places[key][k])))
+                                      (min(places[key][k]), max(places[key][k])),
+                                      next(iter(paths[key][k])) if len(paths[key][k]) == 1
+                                      else None)
                        for k in key)
         groups.append(ChangeGroup(category, "changed", tuple(sorted(ids)), fields))
     return groups

@@ -121,7 +121,7 @@ def show_field(field: SignatureField) -> str:
     low, high = field.places
     where = "" if high == 1 else (f" ({high} places per row)" if low == high
                                   else f" ({low}-{high} places per row)")
-    return show_change(FieldChange(field.path, field.kind, field.old, field.new)) + where
+    return show_change(FieldChange(field.shown_path, field.kind, field.old, field.new)) + where
 
 
 def group_title(group: ChangeGroup) -> str:
