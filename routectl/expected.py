@@ -97,6 +97,14 @@ def is_todo(reason: str) -> bool:
     return reason.strip().upper().startswith(TODO_REASON)
 
 
+def document_reasons(data: Any) -> list[str]:
+    """The reasons of an expected-changes document of either version, read without judging
+    its ids (for the TODO warning, before the categories are known)."""
+    items = data.get("changes") if isinstance(data, dict) else data
+    return [item["reason"] for item in items if isinstance(item, dict)
+            and isinstance(item.get("reason"), str)] if isinstance(items, list) else []
+
+
 def _split_pattern(text: str, categories: Collection[str]) -> tuple[str | None, str]:
     """(category, pattern) as `split_id` does for ids; a pattern without glob characters
     must be a well-formed id."""

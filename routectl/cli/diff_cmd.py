@@ -29,7 +29,7 @@ from routectl.cli.snapshot_cmd import (
     warn_todo_reasons,
 )
 from routectl.errors import InputError
-from routectl.expected import load_expected_changes
+from routectl.expected import document_reasons, load_expected_changes
 from routectl.project import Project
 from routectl.rows import RowSpec
 from routectl.snapshot import Snapshot, read_json
@@ -131,7 +131,8 @@ def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None
     if expected_changes is not None:
         # Unreadable or not JSON: fail before any git work or replay (ids are checked later,
         # once the baseline's categories are known).
-        read_json(expected_changes, "expected-changes file")
+        warn_todo_reasons(document_reasons(read_json(expected_changes, "expected-changes file")),
+                          expected_changes, cli_state.environ)
     if ref is not None:
         result = _against_ref(project, ref, categories, environ=cli_state.environ,
                               expected_file=expected_changes, debug=cli_state.debug,
@@ -140,10 +141,6 @@ def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None
         assert baseline_path is not None
         result = _against_files(project, baseline_path, categories,
                                 expected_file=expected_changes, jobs=job_count(jobs))
-    if expected_changes is not None:
-        warn_todo_reasons(load_expected_changes(
-            expected_changes, list(result.outcome.categories), snapshot_dir=project.snapshot_dir),
-            expected_changes, cli_state.environ)
     command = (f"routectl diff --baseline-ref {ref}" if ref is not None
                else f"routectl diff --baseline {baseline_path}")
     emit_verdict(result, project, environ=cli_state.environ, options=verdict, command=command)
