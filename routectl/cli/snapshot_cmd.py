@@ -240,7 +240,7 @@ def _write_document(path: Path, document: Any, count: int, project: Project) -> 
     if problem is not None:
         raise InputError(f"refusing to write {path}: {problem}")
     write_json(path, document)
-    note(f"wrote {count} expected changes to {path}")
+    note(f"wrote {count} expected-changes {'entry' if count == 1 else 'entries'} to {path}")
 
 
 def append_text(path: Path, text: str) -> None:
