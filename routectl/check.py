@@ -208,16 +208,16 @@ def run_check(project: Project, names: Sequence[str] = (), *, baseline: Snapshot
 
 
 def expected_document(result: CheckResult) -> list[dict[str, str]]:
-    """The actual change list in expected-changes form, qualified ids sorted; a reason
-    already given for an id is kept, others say what moved."""
+    """The actual change list in the id form, qualified ids sorted; the one reason already
+    given for a row (by an id or a stated entry) is kept, others say what moved."""
     out: list[dict[str, str]] = []
     for verdict in result.outcome.categories.values():
         comparison = verdict.comparison
         for row_id in sorted(comparison.moved):
             qid = verdict.q(row_id)
-            given = verdict.expected.get(row_id)
-            if given is not None and given.reason is not None:
-                reason = given.reason
+            given = verdict.reasons.get(row_id, ())
+            if len(given) == 1:  # kept from an id or stated entry
+                reason = given[0]
             elif row_id in comparison.changed:
                 paths = [c.path for c in comparison.changed[row_id]]
                 more = f" (+{len(paths) - 3} more)" if len(paths) > 3 else ""

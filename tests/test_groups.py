@@ -144,3 +144,14 @@ def test_globs_star_within_a_segment_globstar_across_and_braces():
     assert expand("*/c1", UNIVERSE) == set()  # `*` never crosses a `/`
     assert expand("edge:*", ["edge:a", "edge:b", rid()]) == {"edge:a", "edge:b"}
     assert len(expand("**", [*UNIVERSE, "edge:a"])) == len(UNIVERSE) + 1
+
+
+def test_the_readme_groups_example_prints_what_it_shows(capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example, shown = re.search(r"Change groups and row patterns.*?```python\n(.*?)```\n\n"
+                               r"prints\n\n```text\n(.*?)```", readme, flags=re.S).groups()
+    exec(compile(example, "README.md", "exec"), {})
+    assert capsys.readouterr().out == shown
