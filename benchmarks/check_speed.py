@@ -8,7 +8,8 @@
    `python -X importtime` reports it: the median of the runs.
 3. A synthetic 100,000-row snapshot, each step timed: generated, made canonical, validated,
    written, read back, validated again and compared with a copy where 1% of the rows
-   changed (target: at most 15 s on a 2-core runner).
+   changed (target: at most 15 s on a 2-core runner). The compare steps include
+   grouping the changes (signatures and row-id patterns), as `routectl check` does.
 
 Run from the repository root:
 `python benchmarks/check_speed.py [--rows N] [--repeat R] [--only check|import|synthetic]`.
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -87,6 +89,18 @@ def synthetic_rows(count: int) -> list[dict]:
     return rows
 
 
+def compare_and_group(old: list[dict], new: list[dict]) -> Any:
+    """The comparison as `routectl check` makes it: by id, then the change groups with their
+    row patterns."""
+    from routectl.compare import compare_rows
+    from routectl.groups import group_changes
+
+    result = compare_rows(old, new)
+    for group in group_changes("synthetic", result, {}, {}):
+        _ = group.patterns
+    return result
+
+
 def import_ms(repeat: int, env: dict[str, str]) -> float:
     """Median of `import routectl` as `python -X importtime` reports it (cumulative, ms)."""
     figures = []
@@ -100,13 +114,13 @@ def import_ms(repeat: int, env: dict[str, str]) -> float:
 
 
 STEPS = ("generate", "canonical rows", "validate", "write", "read", "read: validate",
-         "compare")
+         "compare identical", "compare")
 
 
 def synthetic(count: int) -> dict[str, float]:
     """Each step's seconds (as STEPS lists them), the changed rows found, and the mean time
     of one changed row's field diff in compare."""
-    from routectl.compare import compare_rows, field_changes
+    from routectl.compare import field_changes
     from routectl.snapshot import (
         build_snapshot,
         parse_snapshot,
@@ -136,9 +150,12 @@ def synthetic(count: int) -> dict[str, float]:
         retained = step("read: validate", lambda: parse_snapshot(
             data, source=str(path), snapshot_dir=snapshot_dir))
     fresh = copy.deepcopy(rows)
+    start = time.perf_counter()
+    assert not compare_and_group(retained.rows, fresh).changed
+    times["compare identical"] = time.perf_counter() - start
     for row in fresh[:: 100]:
         row["route"]["dispatch"][0]["plan"]["split_k"] = 8
-    result = step("compare", lambda: compare_rows(retained.rows, fresh))
+    result = step("compare", lambda: compare_and_group(retained.rows, fresh))
     times["changed"] = len(result.changed)
     baseline = {r["id"]: r for r in retained.rows}
     pairs = [(baseline[r["id"]], r) for r in fresh if r["id"] in result.changed]

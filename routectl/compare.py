@@ -7,6 +7,7 @@ whole route), which makes comparing identical snapshots cost one equality test p
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,7 +258,32 @@ def attribute(entries: Sequence[ExpectedEntry], judged: Sequence[str],
 # --- verdict -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class MissingItem:
+    """A stated expected-changes entry (or one of its fields) that matched no change.
+    `entry` is its position in the file's list of changes, `rows` its rows as written."""
+
+    entry: int
+    rows: str
+    field: str | None
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry": self.entry, "rows": self.rows, "field": self.field, "why": self.why}
+
+    def text(self) -> str:
+        what = f"field {self.field} of entry [{self.entry}]" if self.field else \
+            f"entry [{self.entry}]"
+        return f"{what} (rows {self.rows}): {self.why}"
+
+
+@dataclass(frozen=True)
 class CategoryVerdict:
+    """`unexpected` holds every moved row that is not expected, including changed rows
+    matched by a stated entry whose fields do not cover all their changes
+    (`unexpected_fields`: those changes). `reasons` gives an expected row the reasons of
+    the entries that expect it; `groups` are the category's change groups
+    (`routectl.groups.ChangeGroup`)."""
+
     name: str
     rows: int  # fresh rows
     comparison: Comparison
@@ -265,47 +291,38 @@ class CategoryVerdict:
     unexpected: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()  # the missing ids that name no row
+    unexpected_fields: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
+    reasons: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    groups: tuple[Any, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not (self.unexpected or self.missing)
 
+    @functools.cached_property
+    def unexpected_set(self) -> frozenset[str]:
+        return frozenset(self.unexpected)
+
     def q(self, row_id: str) -> str:
         return qualified(self.name, row_id)
-
-
-def judge(name: str, comparison: Comparison, expected: Mapping[str, ExpectedEntry]
-          ) -> CategoryVerdict:
-    """unexpected = moved rows not listed; missing = listed rows that did not move."""
-    moved = comparison.moved
-    listed = frozenset(expected)
-    missing = tuple(sorted(listed - moved))
-    known = comparison.fresh_ids | comparison.baseline_ids
-    return CategoryVerdict(
-        name=name,
-        rows=len(comparison.fresh_ids),
-        comparison=comparison,
-        expected=dict(expected),
-        unexpected=tuple(sorted(moved - listed)),
-        missing=missing,
-        unknown=tuple(m for m in missing if m not in known),
-    )
 
 
 @dataclass(frozen=True)
 class CheckOutcome:
     """The verdict of a whole run. `stale` names baseline categories no longer listed (only
-    judged in complete runs); `unattributed` are bare expected ids naming no row."""
+    judged in complete runs); `unattributed` are bare expected ids naming no row;
+    `missing_stated` the stated entries and fields that matched no change."""
 
     categories: Mapping[str, CategoryVerdict]
     stale: tuple[str, ...] = ()
     unattributed: tuple[str, ...] = ()
     complete: bool = True
+    missing_stated: tuple[MissingItem, ...] = ()
 
     @property
     def ok(self) -> bool:
         return (all(v.ok for v in self.categories.values()) and not self.stale
-                and not self.unattributed)
+                and not self.unattributed and not self.missing_stated)
 
     @property
     def rows(self) -> int:

@@ -188,20 +188,39 @@ def write_expected(path: Path, entries) -> Path:
 def test_ref_diff_reports_exactly_the_moved_rows(repo, temp, tmp_path):
     project = at(repo, "changed")
     listed = tmp_path / "listed.json"
+    stated = tmp_path / "stated.json"
+    summary = tmp_path / "summary.md"
     result = diff(project, temp, "--baseline-ref", "HEAD~1", "--report", tmp_path / "r.json",
-                  "--write-expected", listed)
+                  "--write-expected-ids", listed, "--write-expected", stated,
+                  "--summary", summary)
     assert result.code == 1, result.stderr
     report = report_of(tmp_path / "r.json")
     assert moved(report) == {"changed": AFFECTED, "added": [], "removed": [],
                              "unexpected": AFFECTED, "missing": []}
     assert report["categories"]["toy-b"]["changed"] == []
-    assert f"changed {AFFECTED[0]} (unexpected)" in result.stdout
-    assert "route.kernel: \"FastKernel\" -> \"SlowKernel\"" in result.stdout
+    assert [g["patterns"] for g in report["categories"]["toy-a"]["groups"]] == [
+        ["toy-a:toy_model/fp8_e4m3/tp{1,2}/none/c1/q{64,4096}"]]
+    assert result.stdout.splitlines()[:2] == [
+        "toy-a: FAILED: 11 rows, 4 changed, 0 added, 0 removed",
+        "  changed 4 rows (unexpected)"]
+    assert "    route.kernel: \"FastKernel\" -> \"SlowKernel\"" in result.stdout
+    assert "    rows toy-a:toy_model/fp8_e4m3/tp{1,2}/none/c1/q{64,4096}" in result.stdout
     commit_id = git(repo, "rev-parse", "HEAD~1").strip()
     assert f"baseline: HEAD~1 = {commit_id[:12]}" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        f"next: review {stated} (one entry per change group), replace each TODO reason, "
+        f"then routectl diff --baseline-ref HEAD~1 --expected-changes {stated}")
     assert [e["id"] for e in load(listed)] == AFFECTED
+    assert [e["rows"] for e in load(stated)["changes"]] == [
+        "toy-a:toy_model/fp8_e4m3/tp{1,2}/none/c1/q{64,4096}"]
+    assert summary.read_text().startswith("## routectl diff: FAILED\n")
     assert_clean(repo, temp)
-    # Fed back, with and without one more id: test_concurrent_diffs_in_one_repository.
+    passing = diff(project, temp, "--baseline-ref", "HEAD~1", "--expected-changes", stated,
+                   "--format", "github")
+    assert passing.code == 0, passing.stdout
+    assert passing.stdout == ("::notice title=routectl diff::ok: 2 categories, 22 rows, "
+                              "4 expected changes\n")
+    # Fed back by id, with and without one more id: test_concurrent_diffs_in_one_repository.
 
 
 def test_a_rename_and_move_reports_zero_changes(repo, temp):
@@ -427,7 +446,14 @@ def test_categories_on_one_side_only_are_added_or_removed(built, tmp_path):
         f"toy-gone:{r['id']}" for r in gone["rows"])
     assert report["stale"] == []
     assert "category toy-gone is only in the baseline" in result.stderr
-    assert len(load(listed)) == 4 + 11 + 11
+    # One stated entry per change group: the changed rows, then added and removed ones.
+    assert [e["rows"] for e in load(listed)["changes"]] == [
+        "toy-a:toy_model/fp8_e4m3/tp{1,2}/none/c1/q{64,4096}",
+        "toy-b:toy_other/{float16,fp8_e4m3}/tp{1,2}/none/c1/q{64,4096}",
+        "toy-b:edge:refused", "toy-b:edge:slow", "toy-b:toy_na/float16/tp1/none/c1/q64",
+        "toy-gone:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q{64,4096}",
+        "toy-gone:edge:refused", "toy-gone:edge:slow",
+        "toy-gone:toy_na/float16/tp1/none/c1/q64"]
     again = diff_files(project, "--baseline", baseline, "--expected-changes", listed)
     assert again.code == 0, again.stdout
     # A filtered run judges only what it names, a removed category included.
