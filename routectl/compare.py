@@ -70,20 +70,25 @@ def field_changes(old: Row, new: Row) -> list[FieldChange]:
 
 def _differing_parts(a: Any, b: Any, prefix: list[Any]) -> Iterator[tuple[list[Any], Any, Any]]:
     """(path, old, new) of the smallest parts of two unequal values that DeepDiff reports
-    alike whether given them or the whole: each differing value of two dicts with the same
-    keys, the one differing item of two lists of one length; otherwise the values."""
+    alike whether given them or the whole rows: each differing value of two dicts with the
+    same keys, and each differing item of two lists of one length that hold a dict or a list
+    (DeepDiff pairs those items by index), recursively; otherwise the two values. A list of
+    scalars goes to DeepDiff whole: it matches those by hash (so [true] equals [1])."""
     if type(a) is dict and type(b) is dict and a.keys() == b.keys():
         for key, value in a.items():
             if not _same(value, b[key]):
                 yield from _differing_parts(value, b[key], [*prefix, key])
         return
-    if type(a) is list and type(b) is list and len(a) == len(b):
-        differing = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if not _same(x, y)]
-        if len(differing) == 1:
-            i = differing[0]
-            yield from _differing_parts(a[i], b[i], [*prefix, i])
-            return
+    if (type(a) is list and type(b) is list and len(a) == len(b)
+            and any(type(x) in _CONTAINERS for x in (*a, *b))):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if not _same(x, y):
+                yield from _differing_parts(x, y, [*prefix, i])
+        return
     yield prefix, a, b
+
+
+_CONTAINERS = (dict, list)
 
 
 def _same(a: Row, b: Row) -> bool:

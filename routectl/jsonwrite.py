@@ -4,7 +4,7 @@
 orjson writes it, byte for byte what `json.dumps(indent=2, sort_keys=True, ensure_ascii=False,
 allow_nan=False)` wrote before, except on values where the two differ: orjson writes NaN and
 infinity as null, floats such as 1e-05 as 0.00001, serialises Enum and UUID instances, and
-raises on integers of 64 bits or more, on nesting deeper than 255 and on non-string keys. A
+raises on integers outside [-2**63, 2**64), on nesting deeper than 255 and on non-string keys. A
 document holding any of those is written by `json.dumps`, which also raises where it always
 did. One walk over the document decides: only exact dict, list, tuple, str, int, bool and
 None values, and floats that orjson writes as `repr` does, take the fast path.
@@ -44,7 +44,7 @@ def json_floats(data: Any) -> list[float] | None:
 
 def _orjson_writes_as_json_does(data: Any) -> bool:
     """True when `data` holds only values orjson writes exactly as `json.dumps` does.
-    Integers beyond 64 bits, deep nesting and non-string keys are left to orjson, which
+    Integers outside 64 bits, deep nesting and non-string keys are left to orjson, which
     raises on them."""
     floats = json_floats(data)
     # repr is json.dumps's float text; orjson's text of a non-finite float is null.
