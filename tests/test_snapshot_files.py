@@ -408,12 +408,18 @@ def valid_documents(tmp_path_factory):
     snap = load(root / "snapshots" / "toy-a.json")
     snap["rows"] = [r for r in snap["rows"] if r["id"] in (
         "edge:refused", "edge:slow", "toy_na/float16/tp1/none/c1/q64")]
+    change = {"path": "route.kernel", "kind": "changed", "old": "A", "new": None}
     report = {"schema_version": 1, "ok": False, "stale": ["old"], "unknown": ["edge:x"],
+              "missing_stated": [{"entry": 0, "rows": "toy-a:edge:*", "field": None,
+                                  "why": "matches no changed row"}],
               "categories": {"toy-a": {
                   "rows": 3, "changed": ["toy-a:edge:slow"], "added": [], "removed": [],
                   "unexpected": ["toy-a:edge:slow"], "missing": [],
-                  "diffs": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
-                                                 "old": "A", "new": None}]}}}}
+                  "diffs": {"toy-a:edge:slow": [change]},
+                  "unstated": {"toy-a:edge:slow": [change]},
+                  "groups": [{"category": "toy-a", "kind": "changed", "label": "",
+                              "signature": [{**change, "places": [1, 1]}],
+                              "rows": ["toy-a:edge:slow"], "patterns": ["edge:slow"]}]}}}
     expected = ["toy-a:edge:slow", {"id": "edge:x", "reason": "why"}]
     probe = {"format": 1, "namespace": "routectl", "imports": ["native.reference"],
              "ok": False, "kernels": [
