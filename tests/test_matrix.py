@@ -370,3 +370,17 @@ def test_report_refuses_a_missing_folder(tmp_path):
     result = ok(invoke(["report", "--html", tmp_path / "no" / "r.html"], cwd=ROOT))
     assert result.code == 2
     assert result.stderr.startswith("error: ")
+
+
+def test_readme_matrix_excerpt_is_the_program_output():
+    """The README's matrix excerpt is real output: each `...`-separated block is a run of
+    consecutive lines of `routectl matrix -c sm70-awq-linear`."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### `routectl matrix` and `routectl report --html`")[1]
+    excerpt = section.split("```text\n")[1].split("```")[0]
+    result = ok(invoke(["matrix", "-c", "sm70-awq-linear", "--color", "never"], cwd=ROOT))
+    output = result.stdout
+    blocks = [b.strip("\n") for b in excerpt.split("...\n")]
+    assert len(blocks) == 3
+    for block in blocks:
+        assert block + "\n" in output, block
