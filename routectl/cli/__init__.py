@@ -69,8 +69,8 @@ def warn(message: str) -> None:
 # pay for the imports of diff, config or native probe.
 COMMAND_MODULES: Mapping[str, str] = {
     "check": "snapshot_cmd", "config": "config_cmd", "diff": "diff_cmd",
-    "explain": "snapshot_cmd", "list": "snapshot_cmd", "native": "native_cmd",
-    "snapshot": "snapshot_cmd",
+    "explain": "snapshot_cmd", "list": "snapshot_cmd", "matrix": "matrix_cmd",
+    "native": "native_cmd", "report": "matrix_cmd", "snapshot": "snapshot_cmd",
 }
 
 

@@ -1,0 +1,133 @@
+"""`routectl matrix` and `routectl report --html`: the route matrix of each category, in the
+terminal or as one self-contained HTML file, optionally against a baseline (as `diff`
+takes it) with the changed cells marked."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from routectl.check import fresh_snapshots, select_categories
+from routectl.cli import cli, job_count, jobs_option, project_option, state
+from routectl.cli.diff_cmd import _against_files, _against_ref
+from routectl.cli.snapshot_cmd import CATEGORY_HELP, note
+from routectl.matrix import Matrix, build_matrix, layout
+from routectl.matrix_html import render_html
+from routectl.matrix_text import render_matrix_text
+from routectl.project import Project
+from routectl.report import COLOR_CHOICES, use_color
+from routectl.snapshot import Snapshot, write_text
+from routectl.terminal import Painter
+
+
+def baseline_options(function: Any) -> Any:
+    options = [
+        click.option("--baseline-ref", "ref", metavar="REF", default=None,
+                     help="Mark what changed against the rows git ref REF's code computes."),
+        click.option("--baseline", "baseline_path", type=click.Path(path_type=Path),
+                     default=None, help="Mark what changed against pre-built snapshots."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def matrices(ctx: click.Context, project: Project, categories: Sequence[str], *,
+             ref: str | None, baseline_path: Path | None, jobs: int, field_path: str | None,
+             rows_text: str | None, cols_text: str | None) -> list[Matrix]:
+    """Replay the categories (and compute or read the baseline when asked) and lay each out."""
+    if ref is not None and baseline_path is not None:
+        raise click.UsageError("give at most one of --baseline-ref REF and --baseline PATH")
+    rows_dims, cols_dims = layout(rows_text, cols_text)
+    selected = select_categories(project, categories)
+    baseline: Mapping[str, Snapshot | None] | None = None
+    if ref is not None or baseline_path is not None:
+        cli_state = state(ctx)
+        if ref is not None:
+            result = _against_ref(project, ref, categories, environ=cli_state.environ,
+                                  expected_file=None, debug=cli_state.debug,
+                                  jobs=job_count(jobs))
+        else:
+            assert baseline_path is not None
+            result = _against_files(project, baseline_path, categories, expected_file=None,
+                                    jobs=job_count(jobs))
+        fresh: Mapping[str, Snapshot] = result.fresh
+        baseline = result.baseline
+        selected = [c for c in selected if c.name in fresh]
+    else:
+        fresh = fresh_snapshots(project, selected, jobs=job_count(jobs))
+    built = []
+    for category in selected:
+        old: Sequence[Mapping[str, Any]] | None = None
+        if baseline is not None:
+            snap = baseline.get(category.name)
+            old = snap.rows if snap is not None else ()
+        built.append(build_matrix(
+            category.name, fresh[category.name].rows,
+            order=[spec.id for spec in category.rows()], field_path=field_path,
+            rows_dims=rows_dims, cols_dims=cols_dims, baseline=old,
+            hook=getattr(category, "matrix_label", None)))
+    return built
+
+
+@cli.command("matrix")
+@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
+@click.option("--rows", "rows_text", metavar="DIMS", default=None,
+              help="Row dimensions, e.g. model,tp,spec (from model kv tp spec c q).")
+@click.option("--cols", "cols_text", metavar="DIMS", default=None,
+              help="Column dimensions, e.g. kv,c,q (default).")
+@click.option("--field", "field_path", metavar="FIELD", default=None,
+              help="Show this route field instead of the kernel: prepared_layout, "
+                   "bytes.total, fallback, status ...")
+@click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True)
+@baseline_options
+@jobs_option
+@project_option
+@click.pass_context
+def matrix_command(ctx: click.Context, categories: tuple[str, ...], rows_text: str | None,
+                   cols_text: str | None, field_path: str | None, color: str,
+                   ref: str | None, baseline_path: Path | None, jobs: int,
+                   project_dir: Path | None) -> None:
+    """Print each category as a grid of kernels by model, kv, TP, spec, c and q."""
+    project = state(ctx).project(project_dir)
+    built = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
+                     jobs=jobs, field_path=field_path, rows_text=rows_text,
+                     cols_text=cols_text)
+    paint = Painter(use_color(color, state(ctx).environ, sys.stdout.isatty()))
+    click.echo("\n".join(render_matrix_text(m, paint=paint) for m in built), nl=False,
+               color=paint.enabled)
+
+
+@cli.command("report")
+@click.option("--html", "html_file", type=click.Path(path_type=Path, dir_okay=False),
+              required=True, help="Write the self-contained HTML report to this file.")
+@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
+@click.option("--field", "field_path", metavar="FIELD", default=None,
+              help="Colour cells by this route field instead of the kernel.")
+@baseline_options
+@jobs_option
+@project_option
+@click.pass_context
+def report_command(ctx: click.Context, html_file: Path, categories: tuple[str, ...],
+                   field_path: str | None, ref: str | None, baseline_path: Path | None,
+                   jobs: int, project_dir: Path | None) -> None:
+    """Write the route matrix of each category as one self-contained HTML file."""
+    if not html_file.parent.is_dir():
+        raise click.UsageError(f"the folder of {html_file} does not exist")
+    project = state(ctx).project(project_dir)
+    built = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
+                     jobs=jobs, field_path=field_path, rows_text=None, cols_text=None)
+    against = (f"; changes against {ref}" if ref is not None else
+               f"; changes against {baseline_path.name}" if baseline_path is not None else "")
+    basis = {c.name: c.basis for c in project.categories}
+    page = render_html(built, title=f"routectl route report: {project.name}",
+                       subtitle=f"{len(built)} categor{'y' if len(built) == 1 else 'ies'}, "
+                                f"{sum(len(m.grid) + len(m.probes) for m in built)} rows, "
+                                f"replayed on CPU with native doubles{against}",
+                       basis=basis)
+    write_text(html_file, page)
+    note(f"wrote {html_file} ({len(built)} categories)")
