@@ -231,6 +231,7 @@ def test_baseline_file_marks_the_changed_cell(tmp_path):
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "changes against the baseline (1 rows):" in lines
+    assert "  A -> B: 1 row" in lines
     assert f"    {target}" in lines
     marked = [line for line in lines if "*" in line and line.startswith("35b_a3b_awq")]
     assert len(marked) == 1 and marked[0].startswith("35b_a3b_awq           tp4 none")
@@ -329,6 +330,8 @@ def test_report_marks_changes_and_lists_groups_linking_to_cells(tmp_path):
     assert [c["title"] for c in changed] == [
         f"{target}: TurboMindAwqLinearKernel (changed)"]
     assert len(page.group_links) == 1
+    assert ('>sm70-awq-linear: changed 1 row: route.kernel: &quot;TritonAwqLinearKernel&quot; '
+            '-&gt; &quot;TurboMindAwqLinearKernel&quot;</a>') in out.read_text()
     link = page.group_links[0]
     assert link["href"] == f"#{changed[0]['id']}"
     assert changed[0]["data-groups"] == link["data-group"]
@@ -364,6 +367,20 @@ def test_report_bytes_are_deterministic():
                                       baseline=reversed_keys(rows[1:]))],
                         title="t", subtitle="s")
     assert first == again
+
+
+def test_transitions_are_listed_as_row_patterns(tmp_path):
+    data = json.loads((SNAPSHOTS / "sm70-awq-linear.json").read_text())
+    for row in data["rows"]:
+        if row["id"].startswith("35b_a3b_awq/float16/tp4/"):
+            row["route"]["kernel"] = "TritonAwqLinearKernel"
+    baseline = tmp_path / "sm70-awq-linear.json"
+    baseline.write_text(json.dumps(data))
+    result = ok(invoke(["matrix", "--baseline", baseline, "--color", "never"], cwd=ROOT))
+    assert result.stdout.splitlines()[-3:] == [
+        "changes against the baseline (18 rows):",
+        "  A -> B: 18 rows",
+        "    35b_a3b_awq/float16/tp4/{dflash,mtp,none}/c{1,4,8}/q{4096,8192}"]
 
 
 def test_report_refuses_a_missing_folder(tmp_path):

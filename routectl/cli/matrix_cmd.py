@@ -11,15 +11,16 @@ from typing import Any
 
 import click
 
-from routectl.check import fresh_snapshots, select_categories
+from routectl.check import CheckResult, fresh_snapshots, select_categories
 from routectl.cli import cli, job_count, jobs_option, project_option, state
 from routectl.cli.diff_cmd import _against_files, _against_ref
 from routectl.cli.snapshot_cmd import CATEGORY_HELP, note
 from routectl.matrix import Matrix, build_matrix, layout
-from routectl.matrix_html import render_html
+from routectl.matrix_html import ChangeGroup, render_html
 from routectl.matrix_text import render_matrix_text
+from routectl.patterns import describe
 from routectl.project import Project
-from routectl.report import COLOR_CHOICES, use_color
+from routectl.report import COLOR_CHOICES, group_title, show_field, use_color
 from routectl.snapshot import Snapshot, write_text
 from routectl.terminal import Painter
 
@@ -38,13 +39,16 @@ def baseline_options(function: Any) -> Any:
 
 def matrices(ctx: click.Context, project: Project, categories: Sequence[str], *,
              ref: str | None, baseline_path: Path | None, jobs: int, field_path: str | None,
-             rows_text: str | None, cols_text: str | None) -> list[Matrix]:
-    """Replay the categories (and compute or read the baseline when asked) and lay each out."""
+             rows_text: str | None, cols_text: str | None
+             ) -> tuple[list[Matrix], CheckResult | None]:
+    """Replay the categories (and compute or read the baseline when asked, judged as `diff`
+    judges it) and lay each out."""
     if ref is not None and baseline_path is not None:
         raise click.UsageError("give at most one of --baseline-ref REF and --baseline PATH")
     rows_dims, cols_dims = layout(rows_text, cols_text)
     selected = select_categories(project, categories)
     baseline: Mapping[str, Snapshot | None] | None = None
+    result: CheckResult | None = None
     if ref is not None or baseline_path is not None:
         cli_state = state(ctx)
         if ref is not None:
@@ -71,7 +75,31 @@ def matrices(ctx: click.Context, project: Project, categories: Sequence[str], *,
             order=[spec.id for spec in category.rows()], field_path=field_path,
             rows_dims=rows_dims, cols_dims=cols_dims, baseline=old,
             hook=getattr(category, "matrix_label", None)))
-    return built
+    return built, result
+
+
+def transition_patterns(built: Sequence[Matrix]) -> dict[tuple[str, ...], list[str]]:
+    """Each label transition's rows as the review's row patterns, where they describe them
+    exactly."""
+    found: dict[tuple[str, ...], list[str]] = {}
+    for matrix in built:
+        for t in matrix.transitions:
+            patterns = describe(t.ids).patterns
+            if patterns is not None:
+                found[t.ids] = list(patterns)
+    return found
+
+
+def review_groups(result: CheckResult) -> list[ChangeGroup]:
+    """The change groups as `check` prints them: title, signature and row patterns."""
+    groups = []
+    for name, verdict in result.outcome.categories.items():
+        for group in verdict.groups:
+            fields = "; ".join(show_field(f) for f in group.fields)
+            title = f"{name}: {group_title(group)}" + (f": {fields}" if fields else "")
+            groups.append(ChangeGroup(title, tuple(group.patterns or ()),
+                                      group.qualified_ids))
+    return groups
 
 
 @cli.command("matrix")
@@ -94,12 +122,13 @@ def matrix_command(ctx: click.Context, categories: tuple[str, ...], rows_text: s
                    project_dir: Path | None) -> None:
     """Print each category as a grid of kernels by model, kv, TP, spec, c and q."""
     project = state(ctx).project(project_dir)
-    built = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
-                     jobs=jobs, field_path=field_path, rows_text=rows_text,
-                     cols_text=cols_text)
+    built, _ = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
+                        jobs=jobs, field_path=field_path, rows_text=rows_text,
+                        cols_text=cols_text)
     paint = Painter(use_color(color, state(ctx).environ, sys.stdout.isatty()))
-    click.echo("\n".join(render_matrix_text(m, paint=paint) for m in built), nl=False,
-               color=paint.enabled)
+    patterns = transition_patterns(built)
+    click.echo("\n".join(render_matrix_text(m, paint=paint, patterns=patterns)
+                         for m in built), nl=False, color=paint.enabled)
 
 
 @cli.command("report")
@@ -119,8 +148,9 @@ def report_command(ctx: click.Context, html_file: Path, categories: tuple[str, .
     if not html_file.parent.is_dir():
         raise click.UsageError(f"the folder of {html_file} does not exist")
     project = state(ctx).project(project_dir)
-    built = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
-                     jobs=jobs, field_path=field_path, rows_text=None, cols_text=None)
+    built, result = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
+                             jobs=jobs, field_path=field_path, rows_text=None,
+                             cols_text=None)
     against = (f"; changes against {ref}" if ref is not None else
                f"; changes against {baseline_path.name}" if baseline_path is not None else "")
     basis = {c.name: c.basis for c in project.categories}
@@ -128,6 +158,7 @@ def report_command(ctx: click.Context, html_file: Path, categories: tuple[str, .
                        subtitle=f"{len(built)} categor{'y' if len(built) == 1 else 'ies'}, "
                                 f"{sum(len(m.grid) + len(m.probes) for m in built)} rows, "
                                 f"replayed on CPU with native doubles{against}",
-                       basis=basis)
+                       basis=basis,
+                       groups=None if result is None else review_groups(result))
     write_text(html_file, page)
-    note(f"wrote {html_file} ({len(built)} categories)")
+    note(f"wrote {html_file} ({len(built)} categor{'y' if len(built) == 1 else 'ies'})")
