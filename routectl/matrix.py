@@ -9,8 +9,8 @@ disappeared are marked and the label transitions are listed.
 
 This module builds the model only; `matrix_text` and `matrix_html` render it. It knows no
 category: labels come from the shape of a route (kernel, status, error, MoE stages, a
-multi-layer `layers` map), and a category may name its own with a `matrix_label(route)`
-method.
+multi-layer `layers` map), and a category may name its own with `matrix_label(route)` and
+`matrix_reason(route)` methods.
 """
 
 from __future__ import annotations
@@ -331,10 +331,13 @@ def build_matrix(category: str, rows: Sequence[Mapping[str, Any]], *,
                  rows_dims: Sequence[str] = DEFAULT_ROWS,
                  cols_dims: Sequence[str] = DEFAULT_COLS,
                  baseline: Sequence[Mapping[str, Any]] | None = None,
-                 hook: LabelHook | None = None) -> Matrix:
+                 hook: LabelHook | None = None,
+                 reason_hook: Callable[[Route], str] | None = None) -> Matrix:
     """Lay `rows` ({"id", "route"}) out as a grid. `order` lists row ids in the category's
     declared order (dimension values appear in that order; numbers sort by value);
-    `baseline`, when given, marks the rows that changed, appeared or disappeared."""
+    `baseline`, when given, marks the rows that changed, appeared or disappeared; `hook` and
+    `reason_hook` are a category's own label and deciding reason of a route, if it has them."""
+    reason = reason_hook or deciding_reason
     fresh = {r["id"]: r["route"] for r in rows}
     old = {r["id"]: r["route"] for r in baseline} if baseline is not None else {}
     ids = _ordered([*(i for i in order if i in fresh or i in old), *fresh, *old])
@@ -355,7 +358,7 @@ def build_matrix(category: str, rows: Sequence[Mapping[str, Any]], *,
         shown = now if now is not None else then
         assert shown is not None
         cells[row_id] = CellRow(row_id, shown, route, change, then, before,
-                                deciding_reason(route if route is not None else before or {}))
+                                reason(route if route is not None else before or {}))
 
     grid_ids = {i: split_matrix_id(i) for i in ids}
     present = {i: dims for i, dims in grid_ids.items() if dims is not None}

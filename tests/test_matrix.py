@@ -401,3 +401,20 @@ def test_readme_matrix_excerpt_is_the_program_output():
     assert len(blocks) == 3
     for block in blocks:
         assert block + "\n" in output, block
+
+
+def test_policy_category_cells_show_qualification_and_guards():
+    """A DFlash2 policy row selects no kernel: its cell is the verifier qualification, the
+    options on and the GDN guards admitted (CONTRACTS-dflash2 4.5: 18 qualified TP4 rows admit
+    all four guards, 18 TP2 rows all but the combined split)."""
+    result = ok(invoke(["matrix", "-c", "sm70-dflash2-policy", "--color", "never"], cwd=ROOT))
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert ("  F  qualified; 18/18 on; guards admitted: verify, norm, split  (18 rows)"
+            in lines)
+    assert any(line.startswith("  G  qualified; 18/18 on; guards admitted: verify, norm, "
+                               "split, combined_split  (") for line in lines)
+    assert ("  c  not qualified (spec_method_not_dflash); 0/18 on; guards admitted: none  "
+            "(72 rows)") in lines
+    assert ("  edge:fused_gdn_verify_0           A  fused_gdn_verify off "
+            "(alias:VLLM_SM70_DFLASH2_FUSED_GDN_VERI…") in lines

@@ -70,6 +70,10 @@ def warning_codes(variables: Mapping[str, str]) -> list[dict[str, str]]:
             for variable, kind, _ in variable_notices(FIELDS, RETIRED, variables)]
 
 
+# The GDN guard names share it; the matrix legend drops it.
+GUARD_PREFIX = "enable_sm70_dflash2_fused_gdn_"
+
+
 class Dflash2PolicyCategory:
     name = NAME
     basis = DFLASH2_POLICY_BASIS
@@ -95,6 +99,36 @@ class Dflash2PolicyCategory:
             "gdn_layout": layout.to_json(engine.tp),
             "warnings": warning_codes(dict(ctx.row.variables)),
         }
+
+    def matrix_label(self, route: Mapping[str, Any]) -> tuple[str, str]:
+        """A row as the route matrix shows it: the verifier qualification, how many of the
+        section's options are on, and the GDN guards admitted (a policy row selects no
+        kernel)."""
+        on = sum(1 for item in route["policy"].values() if item["value"])
+        guards = [g["name"].removeprefix(GUARD_PREFIX) for g in route["gdn_admission"]
+                  if g["ok"]]
+        admitted = ", ".join(guards) if guards else "none"
+        qualification = route["qualification"]
+        if qualification["ok"]:
+            return (f"qualified; {on}/{len(FIELD_NAMES)} on; guards admitted: {admitted}",
+                    "value")
+        return (f"not qualified ({qualification['code']}); {on}/{len(FIELD_NAMES)} on; "
+                f"guards admitted: {admitted}", "status")
+
+    def matrix_reason(self, route: Mapping[str, Any]) -> str:
+        """What decided a policy row, in one line: the qualification when it fails, the
+        options that are off with their sources, the refused guards and the warnings."""
+        parts: list[str] = []
+        qualification = route["qualification"]
+        if not qualification["ok"]:
+            parts.append(f"[{qualification['code']}] {qualification['message']}")
+        else:
+            parts += [f"{name} off ({item['source']})"
+                      for name, item in route["policy"].items() if not item["value"]]
+        parts += [f"guard {g['name'].removeprefix(GUARD_PREFIX)} refused [{g['code']}]"
+                  for g in route["gdn_admission"] if not g["ok"] and qualification["ok"]]
+        parts += [f"warns {w['variable']} ({w['kind']})" for w in route["warnings"]]
+        return "; ".join(parts) or "qualified defaults, every guard admitted"
 
 
 DFLASH2_POLICY_CATEGORY = Dflash2PolicyCategory()

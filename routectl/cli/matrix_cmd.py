@@ -74,7 +74,8 @@ def matrices(ctx: click.Context, project: Project, categories: Sequence[str], *,
             category.name, fresh[category.name].rows,
             order=[spec.id for spec in category.rows()], field_path=field_path,
             rows_dims=rows_dims, cols_dims=cols_dims, baseline=old,
-            hook=getattr(category, "matrix_label", None)))
+            hook=getattr(category, "matrix_label", None),
+            reason_hook=getattr(category, "matrix_reason", None)))
     return built, result
 
 
