@@ -175,8 +175,12 @@ def row_text(row: Mapping[str, Any]) -> str:
 RowText = tuple[str, str]  # a row's id and its canonical JSON text
 
 
+def _nothing() -> Any:
+    return None
+
+
 def replay_texts(project: Project, categories: Sequence[Category], *, jobs: int = 1,
-                 meanwhile: Callable[[], M] = lambda: None
+                 meanwhile: Callable[[], M] = _nothing
                  ) -> tuple[dict[str, list[RowText]], M]:
     """Every row of every category replayed (no cache), shared by up to `jobs` processes
     (`routectl.workers`), as (id, canonical text) sorted by id; and what `meanwhile()`

@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -117,7 +117,7 @@ def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_catego
     # Everything replayed before any write.
     snapshots = fresh_snapshots(project, selected, jobs=job_count(jobs))
     for snap in snapshots.values():
-        path = output if output is not None else output_dir / f"{snap.category}.json"
+        path = output if output is not None else cast(Path, output_dir) / f"{snap.category}.json"
         write_snapshot(path, snap, snapshot_dir=project.snapshot_dir)
         note(f"wrote {path} ({len(snap.rows)} rows)")
 
