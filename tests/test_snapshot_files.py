@@ -70,7 +70,7 @@ def test_schemas_are_valid_self_contained_2020_12(name):
 
     walk(data)
     assert refs and all(r.startswith("#/$defs/") for r in refs)
-    assert schema_path(name) == REPO / "snapshots" / "schema" / f"{name}.schema.json"
+    assert schema_path(name) == REPO / "routectl" / "schemas" / f"{name}.schema.json"
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
