@@ -15,6 +15,7 @@ from typing import Any
 from routectl.errors import InputError
 from routectl.rows import ROW_ID
 from routectl.snapshot import Row, format_path, qualified, read_json, schema_violation
+from routectl.suggest import did_you_mean
 
 CHANGE_KINDS = ("changed", "added", "removed")
 
@@ -147,7 +148,8 @@ def split_id(text: str, categories: Collection[str]) -> tuple[str | None, str]:
         return prefix, rest
     known = ", ".join(sorted(categories)) or "none"
     if colon and prefix != "edge" and ROW_ID.match(rest):
-        raise InputError(f"unknown category {prefix!r} in {text!r} (known: {known})")
+        raise InputError(f"unknown category {prefix!r} in {text!r}"
+                         f"{did_you_mean(prefix, categories)} (known: {known})")
     if not ROW_ID.match(text):
         raise InputError(f"malformed row id {text!r} (a row id is model/kv/tpN/spec/cN/qN or "
                          f"edge:name, optionally qualified by a category: {known})")

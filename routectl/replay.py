@@ -16,6 +16,7 @@ from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.policy import ResolvedPolicy
 from routectl.project import Catalogue, Project
 from routectl.rows import RowSpec
+from routectl.suggest import did_you_mean
 from routectl.workers import run_shared
 from routectl.workload import Hardware
 
@@ -219,7 +220,8 @@ def find_row(category: Category, row_id: str) -> RowSpec:
     for spec in category.rows():
         if spec.id == row_id:
             return spec
-    raise InputError(f"unknown row id {row_id!r} in category {category.name}")
+    hint = did_you_mean(row_id, [spec.id for spec in category.rows()])
+    raise InputError(f"unknown row id {row_id!r} in category {category.name}{hint}")
 
 
 def route_from_prepared(prepared: PreparedLayer, prepare_calls: list[dict[str, Any]],

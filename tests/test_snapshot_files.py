@@ -249,6 +249,7 @@ def test_failure_between_temp_write_and_rename_keeps_the_file(project):
 
 def test_snapshot_command_rules(project, tmp_path):
     out = tmp_path / "out"
+    out.mkdir()
     assert ok(invoke(["snapshot", "-c", "toy-a", "-o", out / "a.json"], cwd=project)).code == 0
     assert (out / "a.json").read_bytes() == (project / "snapshots" / "toy-a.json").read_bytes()
     for args, message in [

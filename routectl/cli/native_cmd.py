@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from routectl.cli import CheckFailed, cli, project_option, state
+from routectl.cli import CheckFailed, SuggestingGroup, cli, project_option, state
 from routectl.errors import InputError
 from routectl.native_ns import TorchOpsNamespace
 from routectl.probe import probe, render_text
@@ -17,7 +17,7 @@ from routectl.snapshot import schema_violation
 PROBE_FORMAT = 1
 
 
-@cli.group("native")
+@cli.group("native", cls=SuggestingGroup)
 def native_group() -> None:
     """Native operator contracts."""
 
@@ -35,8 +35,10 @@ def native_group() -> None:
 @click.pass_context
 def probe_command(ctx: click.Context, namespace: str, imports: tuple[str, ...],
                   kernels: tuple[str, ...], fmt: str, project_dir: Path | None) -> None:
-    """Report every required op as present/missing and its schema against the pin; exit 1
-    when an op is missing or a pinned schema differs."""
+    """Check a torch.ops namespace against the op catalogue.
+
+    Report every required op as present/missing and its schema against the pin; exit 1 when
+    an op is missing or a pinned schema differs."""
     project = state(ctx).project(project_dir)
     for module in imports:
         try:
@@ -45,6 +47,12 @@ def probe_command(ctx: click.Context, namespace: str, imports: tuple[str, ...],
             raise InputError(f"cannot import {module}: {exc}") from None
     results = probe(project.catalogue, TorchOpsNamespace(namespace), kernels)
     ok = all(r.ok for r in results)
+    if results and not any(s.present for r in results for s in r.ops):
+        # Most likely the extension was never loaded, not a build missing every op.
+        click.echo(f"note: no native operators were found in torch.ops.{namespace}: import "
+                   f"the engine's extension with --import MODULE and name its op namespace "
+                   f"with --namespace NAME (e.g. --namespace routectl --import "
+                   f"native.reference)", err=True)
     if fmt == "json":
         document = {"format": PROBE_FORMAT, "namespace": namespace, "imports": list(imports),
                     "ok": ok, "kernels": [r.to_json() for r in results]}
