@@ -88,3 +88,14 @@ def test_the_pre_commit_snippet_is_the_manifest_and_names_no_missing_tag():
     # The manifest says to install routectl the way the README's main job does.
     assert "pip install torch==2.13.0 && pip install .`" in manifest
     assert "pip install torch==2.13.0 && pip install . && routectl check" in README
+
+
+def test_the_example_workflow_installs_the_cpu_torch():
+    workflow = (ROOT / "examples" / "github-actions-routectl.yml").read_text()
+    installs = [line.strip() for line in workflow.splitlines()
+                if line.strip().startswith("pip install")]
+    assert installs == [
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
+        "pip install ."]
+    recipe = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    assert f"```sh\n{recipe}\n```" in README
