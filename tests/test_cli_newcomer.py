@@ -117,13 +117,11 @@ def test_explain_shows_the_family_sections_and_formats_bytes():
 
 
 def test_explain_says_why_there_is_no_dispatch():
+    fails_closed = "the layer fails closed at load: nothing is prepared or dispatched"
+    not_dispatched = "MoeWNA16 makes no call to a catalogued native op at the replayed token counts"
     cases = {
-        "sm70-awq-linear:edge:native_missing":
-            "dispatch: none (the layer fails closed at load: nothing is prepared or "
-            "dispatched)",
-        "sm70-awq-moe:edge:moe_disable":
-            "dispatch: none (MoeWNA16 makes no call to a catalogued native op at the "
-            "replayed token counts)",
+        "sm70-awq-linear:edge:native_missing": f"dispatch: none ({fails_closed})",
+        "sm70-awq-moe:edge:moe_disable": f"dispatch: none ({not_dispatched})",
     }
     for row_id, line in cases.items():
         assert line in ok(invoke(["explain", row_id], cwd=ROOT)).stdout.splitlines()
