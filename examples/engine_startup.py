@@ -34,11 +34,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import torch
 
-import torch  # noqa: E402
+from routectl import EngineConfig, Hardware, load_project
+from routectl.composite_ns import CompositeNamespace
+from routectl.engine import EngineLayer, start
+from routectl.native_ns import TorchOpsNamespace
+from routectl.observe import CallRecord, OpObserver, replay_record, with_m
+from routectl.project import Catalogue, Project
+from routectl.replay import FULL_BUILD_ABI_REVISION
+from routectl.startup_report import StartupReport, validate_report
+
+# The project's own native/ and policies/ come from the root its [tool.routectl] table names,
+# as the CLI and an engine find them: loading the project puts that root first on sys.path.
+PROJECT = load_project(Path(__file__).resolve().parents[1])
 
 import native.reference  # noqa: E402,F401  (registers the routectl:: reference ops)
 from native.awq_layout import layout_of_metadata_dtype  # noqa: E402
@@ -47,14 +56,6 @@ from native.moe_layer import BANKS, W13, AwqMoeLayer, MoeCheckpoint  # noqa: E40
 from native.reference.moe_checkpoint import expert_weights, random_moe_checkpoint  # noqa: E402
 from native.reference.oracle import BoundCheck, check_bounds, oracle_qpn_m1  # noqa: E402
 from native.reference.packing import PreparedExpert, unpack_prepared  # noqa: E402
-from routectl import EngineConfig, Hardware, load_project  # noqa: E402
-from routectl.composite_ns import CompositeNamespace  # noqa: E402
-from routectl.engine import EngineLayer, start  # noqa: E402
-from routectl.native_ns import TorchOpsNamespace  # noqa: E402
-from routectl.observe import CallRecord, OpObserver, replay_record, with_m  # noqa: E402
-from routectl.project import Catalogue, Project  # noqa: E402
-from routectl.replay import FULL_BUILD_ABI_REVISION  # noqa: E402
-from routectl.startup_report import StartupReport, validate_report  # noqa: E402
 
 FAMILY = "sm70-awq-moe"
 HARDWARE = Hardware(70)
@@ -170,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="write the JSON startup report of the default-layout (3-byte) "
                              "startup to FILE (validated against its schema)")
     args = parser.parse_args(argv)
-    project = load_project(ROOT)
+    project = PROJECT
     namespace = engine_namespace(project.catalogue)
     checkpoint = random_moe_checkpoint(AwqMoeLayer.for_rank(QWEN38_LAYER, WORKLOAD.tp),
                                        CHECKPOINT_SEED)

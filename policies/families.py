@@ -50,6 +50,14 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
+def sections_of(family: str) -> tuple[str, ...]:
+    """The policy sections (or `section.field` entries) one family reads."""
+    for f in FAMILIES:
+        if f.name == family:
+            return f.sections
+    raise KeyError(f"no family {family!r}")
+
+
 def active_sections(capability: int, engine: EngineConfig, policy: ResolvedPolicy
                     ) -> list[str]:
     """Sections of every family enabled at `capability` and hashed for this engine and

@@ -6,7 +6,7 @@ variable names; messages and prefixes are built from it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from routectl.errors import InputError
@@ -61,7 +61,7 @@ def _dflash2_qualified(ctx: Mapping[str, Any]) -> bool:
     return bool(ctx["dflash2_qualified"])
 
 
-def _in(choices: tuple[Any, ...]):
+def _in(choices: tuple[Any, ...]) -> Callable[[Any, str], Any]:
     def check(value: Any, where: str) -> Any:
         if value not in choices:
             raise InputError(f"invalid value {value!r} for {where}: accepted values are "

@@ -162,7 +162,7 @@ def run_check(project: Project, names: Sequence[str] = (), *, baseline: Snapshot
         for c in selected}
     stale = tuple(sorted(set(baseline.names()) - set(listed))) if complete else ()
     comparisons = {
-        name: compare_rows(loaded[name].rows if loaded[name] is not None else None,
+        name: compare_rows(retained.rows if (retained := loaded[name]) is not None else None,
                            snapshots[name].rows, differ=differ)
         for name in snapshots
     }

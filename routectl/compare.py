@@ -17,6 +17,7 @@ from routectl.errors import InputError
 from routectl.jsonread import shorten
 from routectl.rows import ROW_ID
 from routectl.snapshot import Row, format_path, qualified, read_json, schema_violation
+from routectl.suggest import did_you_mean
 
 CHANGE_KINDS = ("changed", "added", "removed")
 
@@ -175,7 +176,8 @@ def split_id(text: str, categories: Collection[str]) -> tuple[str | None, str]:
         return prefix, rest
     known = ", ".join(sorted(categories)) or "none"
     if colon and prefix != "edge" and ROW_ID.match(rest):
-        raise InputError(f"unknown category {shorten(prefix)} in {shorten(text)} (known: {known})")
+        raise InputError(f"unknown category {shorten(prefix)} in {shorten(text)}"
+                         f"{did_you_mean(prefix, categories)} (known: {known})")
     if not ROW_ID.match(text):
         raise InputError(f"malformed row id {shorten(text)} (a row id is "
                          f"model/kv/tpN/spec/cN/qN or edge:name, optionally qualified by a "

@@ -52,7 +52,7 @@ class PreparedLayer:
     decision: Decision
     resident: dict[str, Any] = field(default_factory=dict)
     scratch: dict[str, int] = field(default_factory=dict)  # name -> bytes, per invocation
-    apply: Callable[[Any], Any] | None = None
+    apply: Callable[..., Any] | None = None
     apply_gated: Callable[[Any], Any] | None = None
     state: dict[str, Any] = field(default_factory=dict)
 

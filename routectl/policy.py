@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from routectl.errors import InputError
 from routectl.fields import Computed, Field, Kind, RetiredVariable
@@ -205,7 +205,7 @@ def resolve_fields(
     """
     # 1. Parse every known variable first, used or not: an invalid value is an input error
     #    before any warning is emitted.
-    parsed: dict[tuple[str, str], Any] = {}
+    parsed: dict[tuple[str, str | None], Any] = {}
     for f in fields if environ else ():
         if f.variable and f.variable in environ:
             assert f.parser is not None, f.key
@@ -243,7 +243,7 @@ def resolve_fields(
         if f.key in typed_values:
             value = typed_values[f.key]
             if f.native_read and value != env_value:
-                shown = (f"{f.variable}={environ[f.variable]}" if var_present
+                shown = (f"{f.variable}={environ[cast(str, f.variable)]}" if var_present
                          else f"the default {env_value!r} of {f.variable}")
                 raise InputError(
                     f"{f.config_path}={value!r} conflicts with {shown}: native code reads "

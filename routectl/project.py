@@ -19,6 +19,7 @@ from routectl.loaders import LayerLoader
 from routectl.ops import OpSpec
 from routectl.policy import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
+from routectl.suggest import did_you_mean
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 
 if TYPE_CHECKING:
@@ -96,8 +97,10 @@ class Project:
         for c in self.categories:
             if c.name == name:
                 return c
-        known = ", ".join(c.name for c in self.categories) or "none"
-        raise InputError(f"unknown category {shorten(name)} (known: {known})")
+        names = [c.name for c in self.categories]
+        known = ", ".join(names) or "none"
+        raise InputError(f"unknown category {shorten(name)}{did_you_mean(name, names)} "
+                         f"(known: {known})")
 
     def with_location(self, root: Path, snapshot_dir: Path) -> Project:
         return Project(**{**self.__dict__, "root": root, "snapshot_dir": snapshot_dir})

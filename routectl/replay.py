@@ -18,6 +18,7 @@ from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.policy import ResolvedPolicy
 from routectl.project import Catalogue, Project
 from routectl.rows import RowSpec
+from routectl.suggest import did_you_mean
 from routectl.workers import run_shared
 from routectl.workload import Hardware
 
@@ -177,8 +178,12 @@ def row_text(row: Mapping[str, Any]) -> str:
 RowText = tuple[str, str]  # a row's id and its canonical JSON text
 
 
+def _nothing() -> Any:
+    return None
+
+
 def replay_texts(project: Project, categories: Sequence[Category], *, jobs: int = 1,
-                 meanwhile: Callable[[], M] = lambda: None
+                 meanwhile: Callable[[], M] = _nothing
                  ) -> tuple[dict[str, list[RowText]], M]:
     """Every row of every category replayed (no cache), shared by up to `jobs` processes
     (`routectl.workers`), as (id, canonical text) sorted by id; and what `meanwhile()`
@@ -221,7 +226,8 @@ def find_row(category: Category, row_id: str) -> RowSpec:
     for spec in category.rows():
         if spec.id == row_id:
             return spec
-    raise InputError(f"unknown row id {shorten(row_id)} in category {category.name}")
+    hint = did_you_mean(row_id, [spec.id for spec in category.rows()])
+    raise InputError(f"unknown row id {shorten(row_id)} in category {category.name}{hint}")
 
 
 def route_from_prepared(prepared: PreparedLayer, prepare_calls: list[dict[str, Any]],

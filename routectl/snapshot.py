@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 CATEGORY_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_-]*)$(?!\n)")  # full-match: see rows.ROW_ID
 SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
-# The schemas beside this code when it runs from a source tree (a checkout, an editable
-# install or a baseline worktree): used when the project's snapshot folder has none.
-SOURCE_SCHEMA_DIR = Path(__file__).resolve().parent.parent / "snapshots" / "schema"
+# The schemas of routectl's own file formats, package data beside this code (in a wheel, a
+# checkout or a baseline worktree alike): used when the project's snapshot folder has none.
+SOURCE_SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 NEW_SUFFIX = ".new"
 
 Row = dict[str, Any]
@@ -52,7 +52,7 @@ class SnapshotError(RoutectlError):
 
 def schema_dirs(snapshot_dir: Path | None) -> list[Path]:
     """Where schemas are looked up, in order: the project's `<snapshots>/schema/`, then the
-    source tree this routectl runs from."""
+    package data of this routectl (`routectl/schemas/`)."""
     dirs = [snapshot_dir / "schema"] if snapshot_dir is not None else []
     if SOURCE_SCHEMA_DIR not in dirs:
         dirs.append(SOURCE_SCHEMA_DIR)

@@ -10,7 +10,7 @@ snapshots describe one behaviour, and the engine's tensors and namespace are nev
 The replay's decision and resident bytes are compared with the real load's
 (`replay_matches_load`).
 
-The JSON document validates against `snapshots/schema/startup-report.schema.json`; the text
+The JSON document validates against `routectl/schemas/startup-report.schema.json`; the text
 is a rendering of that document.
 """
 

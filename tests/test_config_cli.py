@@ -34,7 +34,7 @@ def test_text_output_lists_sections_sources_qualification_and_hash():
 def test_json_output_and_hash_agrees_with_the_library():
     result = config("--spec", "dflash", "--format", "json")
     data = json.loads(result.stdout)
-    assert data["policy"]["sm70_nvfp4"]["qpn2"] == {"value": True, "source": "default"}
+    assert data["policy"]["values"]["sm70_nvfp4.qpn2"] == {"value": True, "source": "default"}
     # The whole sm70_fp8 section is active wherever an FP8 linear family loads: Volta block
     # FP8 (70 <= capability < 75) and Turing QPN8 (75); not on newer devices.
     assert "sm70_nvfp4" in data["active_sections"] and "sm70_fp8" in data["active_sections"]
@@ -50,8 +50,9 @@ def test_explicit_config_variables_and_ignored(tmp_path):
     path.write_text(json.dumps({"sm70_nvfp4": {"qpn2": False}}))
     result = config("--kernel-config", f"@{path}", "--format", "json", environ={QPN2: "1"})
     data = json.loads(result.stdout)
-    assert data["policy"]["sm70_nvfp4"]["qpn2"] == {"value": False, "source": "explicit"}
-    assert {"variable": QPN2, "field": "sm70_nvfp4.qpn2"} in data["ignored"]
+    assert data["policy"]["values"]["sm70_nvfp4.qpn2"] == {"value": False,
+                                                           "source": "explicit"}
+    assert {"variable": QPN2, "field": "sm70_nvfp4.qpn2"} in data["policy"]["ignored"]
     # A deprecated variable warns on stderr, one line.
     lines = result.stderr.splitlines()
     assert lines == [f"warning: {QPN2} is deprecated; use kernel_config.sm70_nvfp4.qpn2. "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 
@@ -224,7 +225,6 @@ def test_fp16_rounding_is_single_and_both_methods_agree() -> None:
     assert torch.equal(a.view(torch.int16), b.view(torch.int16))
     one = torch.tensor([1 + 2.0**-11 + 2.0**-40], dtype=torch.float64)
     assert numerics.round_fp16(one).item() == 1 + 2.0**-10  # torch's own cast gives 1.0
-    np = pytest.importorskip("numpy")
     with np.errstate(over="ignore"):
         expected = torch.from_numpy(x.numpy().astype(np.float16))
     assert torch.equal(a.view(torch.int16), expected.view(torch.int16))

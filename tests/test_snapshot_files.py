@@ -71,7 +71,7 @@ def test_schemas_are_valid_self_contained_2020_12(name):
 
     walk(data)
     assert refs and all(r.startswith("#/$defs/") for r in refs)
-    assert schema_path(name) == REPO / "snapshots" / "schema" / f"{name}.schema.json"
+    assert schema_path(name) == REPO / "routectl" / "schemas" / f"{name}.schema.json"
 
 
 # The only keys a schema may leave out, each by a documented rule: a stated expected change
@@ -327,6 +327,7 @@ def test_failure_between_temp_write_and_rename_keeps_the_file(project):
 
 def test_snapshot_command_rules(project, tmp_path):
     out = tmp_path / "out"
+    out.mkdir()
     assert ok(invoke(["snapshot", "-c", "toy-a", "-o", out / "a.json"], cwd=project)).code == 0
     assert (out / "a.json").read_bytes() == (project / "snapshots" / "toy-a.json").read_bytes()
     for args, message in [

@@ -6,7 +6,7 @@ decisions (torch-free), preparation and dispatch through the injected native nam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from native.kernels.common import (
     LinearKernel,
@@ -89,7 +89,7 @@ def packed_dims(layer: Nvfp4Layer) -> tuple[int, int]:
 
 
 class TurboMindNvFp4LinearKernel(LinearKernel):
-    required_ops: tuple[str, ...] = ()
+    required_ops: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:

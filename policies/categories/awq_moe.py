@@ -26,6 +26,7 @@ from policies.categories.matrix import (
     row_id,
     with_probes,
 )
+from policies.families import sections_of
 from policies.variables import field
 from routectl.replay import ReplayContext, route_from_prepared
 from routectl.rows import Probe, RowSpec
@@ -124,6 +125,9 @@ def stage_summary(m: int, choice: Any) -> dict[str, Any]:
 class AwqMoeCategory:
     name = NAME
     basis = MOE_BASIS
+    description = ("AWQ mixture-of-experts layers on SM70: QPN M1, grouped decode, "
+                   "per-expert dispatch, indexed prefill, compact 3-byte metadata")
+    policy_sections = sections_of(NAME)
 
     def __init__(self) -> None:
         self._rows = tuple(with_probes(matrix_rows(MODELS, CAPABILITY), PROBES))

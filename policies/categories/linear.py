@@ -49,6 +49,9 @@ class LinearCategory:
     token_counts: tuple[int, ...]
     gated_call_m: int | None = None  # one fused gate/up call at this M for gated layers
     probe_bases: Mapping[str, RowSpec] | None = None
+    description: str = ""  # one line, for `routectl list`
+    # The policy sections its family reads: what `routectl explain` shows by default.
+    policy_sections: tuple[str, ...] = ()
 
     @cached_property
     def _rows(self) -> tuple[RowSpec, ...]:

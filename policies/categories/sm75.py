@@ -11,6 +11,7 @@ from typing import Any
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
+from policies.families import sections_of
 from policies.variables import field
 from routectl.rows import Probe
 
@@ -93,4 +94,6 @@ PROBES = (
 def category(loaders: dict[str, Any]) -> LinearCategory:
     return LinearCategory(
         name=NAME, basis=LINEAR_BASIS, capability=75, models=MODELS, probes=PROBES,
-        loaders=loaders, token_counts=TOKEN_COUNTS)
+        loaders=loaders, token_counts=TOKEN_COUNTS,
+        description="Turing QPN2 NVFP4 and QPN8 FP8 linears",
+        policy_sections=sections_of(NAME))

@@ -13,14 +13,17 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
-from routectl import checkpoints, interrupt
+from routectl import __version__, checkpoints, interrupt
 from routectl.errors import InputError, RoutectlError
 from routectl.interrupt import EXIT_INTERRUPTED
 from routectl.jsonread import limits_from_environ, using_limits
 from routectl.project import Project, load_project
+from routectl.suggest import did_you_mean
 
 
 class CheckFailed(Exception):
@@ -59,6 +62,52 @@ def job_count(jobs: int) -> int:
     from routectl.workers import available_cpus
 
     return jobs or min(available_cpus(), MAX_AUTO_JOBS)
+
+
+class OutputPath(click.Path):
+    """A file (or folder) to write: its parent folder must exist, so that a mistyped path is
+    refused (exit 2) before any work instead of silently creating folders."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        if self.allow_dash and str(path) == "-":
+            return path
+        parent = Path(os.fsdecode(path)).absolute().parent
+        if not parent.is_dir():
+            self.fail(f"folder {parent} does not exist", param, ctx)
+        return path
+
+
+def _completion_project(ctx: click.Context) -> Project | None:
+    """The project a completion request runs in, or None: completion never fails loudly."""
+    root = ctx.find_root()
+    directory = ctx.params.get("project_dir") or root.params.get("project_dir")
+    try:
+        return load_project(directory)
+    except Exception:  # noqa: BLE001 - no project, no completions
+        return None
+
+
+def complete_category(ctx: click.Context, param: click.Parameter, incomplete: str
+                      ) -> list[CompletionItem]:
+    project = _completion_project(ctx)
+    if project is None:
+        return []
+    return [CompletionItem(c.name, help=getattr(c, "description", None))
+            for c in project.categories if c.name.startswith(incomplete)]
+
+
+def complete_row_id(ctx: click.Context, param: click.Parameter, incomplete: str
+                    ) -> list[CompletionItem]:
+    """Bare ids of the `-c` category when one is given, else qualified ids."""
+    project = _completion_project(ctx)
+    if project is None:
+        return []
+    named = ctx.params.get("category_name")
+    ids = [spec.id if named else f"{c.name}:{spec.id}"
+           for c in project.categories if named in (None, c.name) for spec in c.rows()]
+    return [CompletionItem(i) for i in ids if i.startswith(incomplete)]
 
 
 def warn(message: str) -> None:
@@ -100,7 +149,21 @@ class Interrupted(BaseException):  # noqa: N818 - a Ctrl-C, not an error
     line and call it "aborted") to `run`: one `error: interrupted` line, exit 130."""
 
 
-class LazyGroup(click.Group):
+class SuggestingGroup(click.Group):
+    """A group whose unknown command names the closest known one."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if (not ctx.resilient_parsing and self.get_command(ctx, name) is None
+                and not name.startswith("-")):
+            known = self.list_commands(ctx)
+            raise click.UsageError(f"no such command {name!r}{did_you_mean(name, known)} "
+                                   f"(commands: {', '.join(known)})", ctx)
+        return super().resolve_command(ctx, args)
+
+
+class LazyGroup(SuggestingGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMAND_MODULES)
 
@@ -119,6 +182,8 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="routectl",
+                      message="%(prog)s %(version)s")
 @click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
 @project_option
 @click.pass_context
@@ -170,6 +235,10 @@ def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
         return 1
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # A group called without a command shows its help, as click groups do: not an error.
+        exc.show()
+        return exc.exit_code
     except click.exceptions.Abort:
         error("aborted")
         return EXIT_INTERRUPTED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -128,22 +129,43 @@ def build_workload(tp: int, pp: int, spec: str, spec_tokens: int | None,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=budget, kv_dtype=kv, model=model)
 
 
-def policy_table(policy: ResolvedPolicy) -> dict[str, dict[str, dict[str, Any]]]:
-    """{section (or "engine"): {field: {"value", "source"}}} for display."""
+def shows_key(key: str, sections: Sequence[str] | None) -> bool:
+    """Whether a policy key is among `sections` (section names or `section.field` entries;
+    None: every key). Engine-wide keys (no section) matter to every family."""
+    section, dot, _ = key.partition(".")
+    return sections is None or not dot or section in sections or key in sections
+
+
+def policy_document(policy: ResolvedPolicy, sections: Sequence[str] | None = None
+                    ) -> dict[str, Any]:
+    """The one JSON shape of a resolved policy (`config` and `explain`): flat dotted keys, as
+    `ResolvedPolicy.value(key)` takes them, each with its value and source."""
+    data = policy.to_json()
+    return {
+        "values": {k: {"value": v, "source": data["sources"][k]}
+                   for k, v in data["values"].items() if shows_key(k, sections)},
+        "sections": None if sections is None else list(sections),
+        "warnings": list(policy.warnings),
+        "ignored": [{"variable": v, "field": k} for v, k in policy.ignored],
+    }
+
+
+def policy_table(policy: ResolvedPolicy, sections: Sequence[str] | None = None
+                 ) -> dict[str, dict[str, dict[str, Any]]]:
+    """{section (or "engine"): {field: {"value", "source"}}}: the text display's grouping."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    sources = dict(policy.sources)
-    for key, value in policy.values:
+    for key, item in policy_document(policy, sections)["values"].items():
         section, dot, name = key.partition(".")
         if not dot:
             section, name = "engine", key
-        shown = list(value) if isinstance(value, tuple) else value
-        out.setdefault(section, {})[name] = {"value": shown, "source": sources[key]}
+        out.setdefault(section, {})[name] = item
     return out
 
 
-def render_policy_text(policy: ResolvedPolicy) -> list[str]:
+def render_policy_text(policy: ResolvedPolicy, sections: Sequence[str] | None = None
+                       ) -> list[str]:
     lines: list[str] = []
-    for section, values in policy_table(policy).items():
+    for section, values in policy_table(policy, sections).items():
         lines.append(f"[{section}]")
         width = max(len(n) for n in values)
         for name, item in values.items():
@@ -165,8 +187,10 @@ def config_command(ctx: click.Context, kernel_config: str | None, capability: in
                    max_num_seqs: int, budget: int, kv: str, model_scope: str | None,
                    architectures: tuple[str, ...], fmt: str, project_dir: Any,
                    **facts: Any) -> None:
-    """Print every section's resolved values with their sources, the warnings, the
-    qualification verdicts and the policy hash."""
+    """Print a resolved policy: values, sources, warnings, hash.
+
+    Every section's resolved values with their sources, the ignored variables, the warnings,
+    the qualification verdicts and the policy hash."""
     st = state(ctx)
     project = st.project(project_dir)
     model = build_model(project, model_scope, architectures, facts)
@@ -184,9 +208,7 @@ def config_command(ctx: click.Context, kernel_config: str | None, capability: in
         click.echo(json.dumps({
             "capability": capability,
             "workload": workload.to_json(),
-            "policy": policy_table(policy),
-            "ignored": [{"variable": v, "field": k} for v, k in policy.ignored],
-            "warnings": list(policy.warnings),
+            "policy": policy_document(policy),
             "qualification": [{"name": n, "ok": ok, "code": r.code if r else None,
                                "message": r.message if r else None} for n, ok, r in verdicts],
             "active_sections": active,

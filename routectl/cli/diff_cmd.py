@@ -118,8 +118,9 @@ def _against_files(project: Project, path: Path, names: Sequence[str], *,
 def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None,
                  categories: tuple[str, ...], verdict: VerdictOptions, jobs: int,
                  project_dir: Path | None) -> None:
-    """Replay the working tree's rows and compare them with a baseline: the rows the code at
-    git ref REF computes, or pre-built snapshot files.
+    """Compare the working tree's rows with another git ref's.
+
+    The baseline is the rows the code at git ref REF computes, or pre-built snapshot files.
 
     Exit 0 when equal or when the differences are exactly the expected ones; 1 otherwise.
     Never writes retained snapshots or .json.new files.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from routectl.cli import CheckFailed, cli, project_option, state
+from routectl.cli import CheckFailed, SuggestingGroup, cli, project_option, state
 from routectl.jsonread import shorten
 from routectl.native_ns import TorchOpsNamespace
 from routectl.probe import probe, render_text
@@ -30,7 +30,7 @@ def check_module_name(name: str) -> None:
                                  param_hint="--import")
 
 
-@cli.group("native")
+@cli.group("native", cls=SuggestingGroup)
 def native_group() -> None:
     """Native operator contracts."""
 
@@ -48,8 +48,10 @@ def native_group() -> None:
 @click.pass_context
 def probe_command(ctx: click.Context, namespace: str, imports: tuple[str, ...],
                   kernels: tuple[str, ...], fmt: str, project_dir: Path | None) -> None:
-    """Report every required op as present/missing and its schema against the pin; exit 1
-    when an op is missing or a pinned schema differs."""
+    """Check a torch.ops namespace against the op catalogue.
+
+    Report every required op as present/missing and its schema against the pin; exit 1 when
+    an op is missing or a pinned schema differs."""
     for module in imports:
         check_module_name(module)
     project = state(ctx).project(project_dir)
@@ -57,6 +59,12 @@ def probe_command(ctx: click.Context, namespace: str, imports: tuple[str, ...],
         import_module(module)
     results = probe(project.catalogue, TorchOpsNamespace(namespace), kernels)
     ok = all(r.ok for r in results)
+    if results and not any(s.present for r in results for s in r.ops):
+        # Most likely the extension was never loaded, not a build missing every op.
+        click.echo(f"note: no native operators were found in torch.ops.{namespace}: import "
+                   f"the engine's extension with --import MODULE and name its op namespace "
+                   f"with --namespace NAME (e.g. --namespace routectl --import "
+                   f"native.reference)", err=True)
     if fmt == "json":
         document = {"format": PROBE_FORMAT, "namespace": namespace, "imports": list(imports),
                     "ok": ok, "kernels": [r.to_json() for r in results]}

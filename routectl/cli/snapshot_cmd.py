@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -24,7 +24,19 @@ from routectl.check import (
     run_check,
     select_categories,
 )
-from routectl.cli import CheckFailed, cli, job_count, jobs_option, project_option, state, warn
+from routectl.cli import (
+    CheckFailed,
+    OutputPath,
+    cli,
+    complete_category,
+    complete_row_id,
+    job_count,
+    jobs_option,
+    project_option,
+    state,
+    warn,
+)
+from routectl.cli.config_cmd import policy_document
 from routectl.compare import split_id
 from routectl.errors import InputError
 from routectl.expected import (
@@ -52,7 +64,7 @@ from routectl.report import (
 from routectl.rows import RowSpec
 from routectl.snapshot import (
     NEW_SUFFIX,
-    check_category_names,
+    SCHEMA_VERSION,
     dump_json,
     plain_rows,
     schema_violation,
@@ -61,6 +73,7 @@ from routectl.snapshot import (
     write_snapshot,
     write_text,
 )
+from routectl.suggest import closest
 
 CATEGORY_HELP = "Category name (repeatable; default: every category)."
 
@@ -82,31 +95,60 @@ def snapshot_dir(project: Project) -> Path:
 
 # --- list ----------------------------------------------------------------------------------
 
+PROBE_PREFIX = "edge:"
+
+
+def category_summary(category: Any, *, with_rows: bool) -> dict[str, Any]:
+    """One category for `list --format json`: what it covers and how many rows it has."""
+    ids = sorted(spec.id for spec in category.rows())
+    probes = [i.removeprefix(PROBE_PREFIX) for i in ids if i.startswith(PROBE_PREFIX)]
+    summary: dict[str, Any] = {
+        "name": category.name,
+        # A category may leave its description out; the list then shows none.
+        "description": getattr(category, "description", None),
+        "rows": len(ids), "matrix_rows": len(ids) - len(probes), "probes": probes,
+    }
+    if with_rows:
+        summary["ids"] = ids
+    return summary
+
+
 @cli.command("list")
+@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP,
+              shell_complete=complete_category)
 @click.option("--rows", "show_rows", is_flag=True, help="Also list every row id (qualified).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
 @project_option
 @click.pass_context
-def list_command(ctx: click.Context, show_rows: bool, project_dir: Path | None) -> None:
-    """List the categories and their row counts."""
+def list_command(ctx: click.Context, categories: tuple[str, ...], show_rows: bool, fmt: str,
+                 project_dir: Path | None) -> None:
+    """List the categories, their row counts and descriptions."""
     project = state(ctx).project(project_dir)
-    check_category_names([c.name for c in project.categories])
-    width = max((len(c.name) for c in project.categories), default=0)
-    for category in project.categories:
-        ids = sorted(spec.id for spec in category.rows())
-        click.echo(f"{category.name:<{width}}  {len(ids)} rows")
-        if show_rows:
-            for row_id in ids:
-                click.echo(f"  {category.name}:{row_id}")
+    selected = select_categories(project, categories)
+    summaries = [category_summary(c, with_rows=show_rows) for c in selected]
+    if fmt == "json":
+        click.echo(dump_json({"schema_version": SCHEMA_VERSION, "categories": summaries}),
+                   nl=False)
+        return
+    width = max((len(s["name"]) for s in summaries), default=0)
+    for s in summaries:
+        counts = f"{s['rows']:,} rows ({s['matrix_rows']:,} + {len(s['probes'])} probes)"
+        description = f"  {s['description']}" if s["description"] else ""
+        click.echo(f"{s['name']:<{width}}  {counts}{description}")
+        for row_id in s.get("ids", ()):
+            click.echo(f"  {s['name']}:{row_id}")
 
 
 # --- snapshot ------------------------------------------------------------------------------
 
 @cli.command("snapshot")
-@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
+@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP,
+              shell_complete=complete_category)
 @click.option("--all", "all_categories", is_flag=True, help="Every category.")
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write one category's snapshot to this file.")
-@click.option("--output-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+@click.option("-o", "--output", type=OutputPath(path_type=Path, dir_okay=False, allow_dash=True),
+              default=None, help="Write one category's snapshot to this file (- for stdout).")
+@click.option("--output-dir", type=OutputPath(path_type=Path, file_okay=False), default=None,
               help="Write <category>.json per category into this folder.")
 @jobs_option
 @project_option
@@ -129,8 +171,12 @@ def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_catego
                                f"(use --output-dir)")
     # Everything replayed before any write.
     snapshots = fresh_snapshots(project, selected, jobs=job_count(jobs))
+    if output is not None and str(output) == "-":
+        (snap,) = snapshots.values()
+        click.echo(dump_json(snap.to_json()), nl=False)
+        return
     for snap in snapshots.values():
-        path = output if output is not None else output_dir / f"{snap.category}.json"
+        path = output if output is not None else cast(Path, output_dir) / f"{snap.category}.json"
         write_snapshot(path, snap, snapshot_dir=project.snapshot_dir)
         note(f"wrote {path} ({len(snap.rows)} rows)")
 
@@ -166,7 +212,7 @@ def verdict_options(function: Any) -> Any:
                      default=None,
                      help="JSON file of the changes this change is expected to make: row ids, "
                           "or stated entries (row patterns with their field changes)."),
-        click.option("--write-expected", type=click.Path(path_type=Path, dir_okay=False),
+        click.option("--write-expected", type=OutputPath(path_type=Path, dir_okay=False),
                      default=None,
                      help="Write the actual changes as stated entries, one per change group "
                           "(reasons TODO), for review."),
@@ -176,7 +222,7 @@ def verdict_options(function: Any) -> Any:
         click.option("--format", "fmt", type=click.Choice(FORMATS),
                      default="text", show_default=True),
         click.option("--report", "report_file",
-                     type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     type=OutputPath(path_type=Path, dir_okay=False), default=None,
                      help="Also write the JSON report to this file."),
         click.option("--summary", "summary_file",
                      type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -323,7 +369,8 @@ def _settle_new_files(result: CheckResult, project: Project, directory: Path, *,
 
 
 @cli.command("check")
-@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
+@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP,
+              shell_complete=complete_category)
 @verdict_options
 @click.option("--update", is_flag=True,
               help="Rewrite retained snapshots when the differences are exactly the expected "
@@ -381,7 +428,10 @@ def _resolve_row(project: Project, row_id: str, category_name: str | None
         return category, find_row(category, bare)
     holders = [(c, s) for c in project.categories for s in c.rows() if s.id == bare]
     if not holders:
-        raise InputError(f"unknown row id {shorten(bare)}: no category has it "
+        every = {s.id: c.name for c in project.categories for s in c.rows()}
+        close = closest(bare, every, n=3)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise InputError(f"unknown row id {shorten(bare)}: no category has it{hint} "
                          f"(routectl list --rows shows every id)")
     if len(holders) > 1:
         raise InputError(f"row id {shorten(bare)} is in several categories "
@@ -390,17 +440,12 @@ def _resolve_row(project: Project, row_id: str, category_name: str | None
     return holders[0]
 
 
-def _policy_json(policy: ResolvedPolicy | None) -> dict[str, Any] | None:
-    if policy is None:
-        return None
-    data = policy.to_json()
-    return {"values": {k: {"value": v, "source": data["sources"][k]}
-                       for k, v in data["values"].items()},
-            "warnings": data["warnings"], "ignored": data["ignored"]}
-
-
 def explain_document(category: Any, spec: RowSpec, row: dict[str, Any],
-                     policy: ResolvedPolicy | None) -> dict[str, Any]:
+                     policy: ResolvedPolicy | None, *, all_policy: bool = False
+                     ) -> dict[str, Any]:
+    # By default the sections the row's family reads (a category may not declare them:
+    # then every section).
+    sections = None if all_policy else getattr(category, "policy_sections", None) or None
     return {
         "category": category.name,
         "id": f"{category.name}:{spec.id}",
@@ -411,13 +456,43 @@ def explain_document(category: Any, spec: RowSpec, row: dict[str, Any],
             "variables": dict(spec.variables),
             "native": {"remove": list(spec.native.remove), "abi": dict(spec.native.abi)},
         },
-        "policy": _policy_json(policy),
+        "policy": None if policy is None else policy_document(policy, sections),
         "route": row["route"],
         # Whole-model figures a category can derive from a row (e.g. MoE bytes over every
         # MoE layer of the model): None where the category has none.
         "model_totals": (category.model_totals(spec, row["route"])
                          if hasattr(category, "model_totals") else None),
     }
+
+
+def _count(value: Any) -> str:
+    """Byte counts, with thousands separators wherever explain prints them."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else \
+        json.dumps(value)
+
+
+def _byte_lines(sizes: Mapping[str, Any], prefix: str = "") -> list[str]:
+    lines: list[str] = []
+    for name, size in sizes.items():
+        if isinstance(size, Mapping):
+            lines.extend(_byte_lines(size, f"{prefix}{name} "))
+        else:
+            lines.append(f"  {prefix}{name}: {_count(size)}")
+    return lines
+
+
+def _no_dispatch_reason(route: Mapping[str, Any], error: Mapping[str, Any] | None,
+                        status: Mapping[str, Any] | None) -> str:
+    """Why a row recorded no native call."""
+    if error is not None:
+        return "the layer fails closed at load: nothing is prepared or dispatched"
+    if status is not None and not route.get("kernel"):
+        return f"no kernel serves this row ({status['message']})"
+    kernel = route.get("kernel")
+    if kernel:
+        return (f"{kernel} makes no call to a catalogued native op at the replayed token "
+                f"counts")
+    return "no kernel was chosen"
 
 
 def _plan_text(call: Mapping[str, Any]) -> str:
@@ -483,19 +558,24 @@ def explain_text(document: Mapping[str, Any]) -> str:
         lines.append("variables " + " ".join(f"{k}={v}" for k, v in inputs["variables"].items()))
     native = inputs["native"]
     if native["remove"] or native["abi"]:
-        lines.append(f"native build: removed {native['remove'] or 'none'}, "
-                     f"ABI revisions {native['abi'] or 'default'}")
+        abi = ", ".join(f"{op}={rev}" for op, rev in native["abi"].items()) or "default"
+        lines.append(f"native build: removed {', '.join(native['remove']) or 'none'}; "
+                     f"ABI revisions {abi}")
     policy = document["policy"]
     if policy is not None:
-        lines.append("policy (value, source):")
+        scope = ("every section" if policy["sections"] is None else
+                 f"sections {', '.join(policy['sections'])} and engine-wide; --all-policy "
+                 f"shows every section")
+        lines.append(f"policy (value, source; {scope}):")
         width = max((len(k) for k in policy["values"]), default=0)
         lines.extend(f"  {k:<{width}} = {json.dumps(item['value'])}  ({item['source']})"
                      for k, item in policy["values"].items())
         lines.extend(f"  warning: {w}" for w in policy["warnings"])
     route = dict(document["route"])
     status = route.pop("status", None)
-    if "error" in route:
-        error = route.pop("error")
+    error = route.pop("error", None)
+    no_dispatch = _no_dispatch_reason(route, error, status)
+    if error is not None:
         lines.append(f"error [{error['code']}] {error['message']}")
     if "verdicts" in route:
         lines.extend(_verdict_lines(route.pop("verdicts"), route.get("kernel")))
@@ -519,16 +599,19 @@ def explain_text(document: Mapping[str, Any]) -> str:
                      f"{json.dumps(f['effective'])} ({f['reason']})" for f in fallbacks)
     if "bytes" in route:
         sizes = dict(route.pop("bytes"))
-        lines.append(f"bytes: total {sizes.pop('total', '?')}")
-        for group in ("tensors", "scratch"):
-            for name, size in sizes.pop(group, {}).items():
-                lines.append(f"  {group[:-1] if group == 'tensors' else group} {name}: {size}")
-        lines.extend(f"  {k}: {json.dumps(v)}" for k, v in sizes.items())
+        lines.append(f"bytes: total {_count(sizes.pop('total', '?'))}")
+        lines.extend(_byte_lines({"tensor": sizes.pop("tensors", {}),
+                                  "scratch": sizes.pop("scratch", {})}))
+        lines.extend(_byte_lines(sizes))
     for key in ("prepare", "dispatch"):
-        if key in route:
-            calls = route.pop(key)
-            lines.append(f"{key}:" + ("" if calls else " none"))
+        calls = route.pop(key, [])
+        if calls:
+            lines.append(f"{key}:")
             lines.extend(f"  {_plan_text(call)}" for call in calls)
+        elif key == "dispatch":
+            lines.append(f"dispatch: none ({no_dispatch})")
+        else:
+            lines.append("prepare: none")
     if "stages" in route:
         lines.append("stages per token count:")
         for entry in route.pop("stages"):
@@ -547,24 +630,30 @@ def explain_text(document: Mapping[str, Any]) -> str:
 
 
 @cli.command("explain")
-@click.argument("row_id")
+@click.argument("row_id", shell_complete=complete_row_id)
 @click.option("-c", "--category", "category_name", default=None,
-              help="The category of a bare row id held by several categories.")
+              help="The category of a bare row id held by several categories.",
+              shell_complete=complete_category)
+@click.option("--all-policy", is_flag=True,
+              help="Show every policy section, not only those the row's family reads.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @project_option
 @click.pass_context
-def explain_command(ctx: click.Context, row_id: str, category_name: str | None, fmt: str,
-                    project_dir: Path | None) -> None:
-    """Show why one row routes where it does: its policy with sources, every candidate's
-    verdict, the kernel, prepared layout, bytes, fallbacks and the dispatch plan.
+def explain_command(ctx: click.Context, row_id: str, category_name: str | None,
+                    all_policy: bool, fmt: str, project_dir: Path | None) -> None:
+    """Show why one row routes where it does.
+
+    Its policy with sources, every candidate's verdict, the kernel, prepared layout, bytes,
+    fallbacks and the dispatch plan.
 
     ROW_ID may be qualified (CATEGORY:ROW-ID).
     """
     project = state(ctx).project(project_dir)
     category, spec = _resolve_row(project, row_id, category_name)
     row, policy = replay_row(project, category, spec)
-    document = explain_document(category, spec, plain_rows([row])[0], policy)
+    document = explain_document(category, spec, plain_rows([row])[0], policy,
+                                all_policy=all_policy)
     if fmt == "json":
         click.echo(dump_json(document), nl=False)
     else:
