@@ -97,7 +97,7 @@ class Transition:
 @dataclass(frozen=True)
 class Matrix:
     category: str
-    field: str | None
+    field_path: str | None
     rows_dims: tuple[str, ...]
     cols_dims: tuple[str, ...]
     row_keys: tuple[tuple[str, ...], ...]
@@ -384,7 +384,7 @@ def build_matrix(category: str, rows: Sequence[Mapping[str, Any]], *,
     symbols = _assign_symbols(counts)
     ordered = sorted(symbols, key=lambda lb: (KINDS.index(lb.kind), lb.text))
     legend = tuple(LegendEntry(symbols[lb], lb, counts[lb], n) for n, lb in enumerate(ordered))
-    return Matrix(category=category, field=field_path, rows_dims=rows_dims,
+    return Matrix(category=category, field_path=field_path, rows_dims=rows_dims,
                   cols_dims=cols_dims, row_keys=keys(rows_dims), col_keys=keys(cols_dims),
                   grid=grid, probes=probes, legend=legend,
                   transitions=_transitions(cells.values()), compared=baseline is not None,

@@ -226,7 +226,7 @@ def _grid(page: _Page, matrix: Matrix, cat: int, groups: Mapping[str, list[str]]
 
 def _legend(matrix: Matrix, cat: int) -> str:
     out = ['<table class="legend"><thead><tr><th>symbol</th><th>'
-           + esc("kernel" if matrix.field is None else matrix.field)
+           + esc("kernel" if matrix.field_path is None else matrix.field_path)
            + "</th><th>rows</th></tr></thead><tbody>"]
     for entry in matrix.legend:
         out.append(f'<tr><td><span class="sym k{cat}-{entry.index}">{esc(entry.symbol)}'
@@ -307,12 +307,12 @@ def render_html(matrices: Sequence[Matrix], *, title: str, subtitle: str,
         for row_id in group.ids:
             membership.setdefault(row_id, []).append(f"g{n}")
     page = _Page()
-    styles = []
+    styles: list[str] = []
     sections = []
     for cat, matrix in enumerate(matrices):
         styles.extend(f".k{cat}-{e.index}{{{_label_style(e.label, e.index)}}}"
                       for e in matrix.legend)
-        what = "kernel" if matrix.field is None else esc(matrix.field)
+        what = "kernel" if matrix.field_path is None else esc(matrix.field_path)
         sections.append(
             f'<section class="category" id="cat-{esc(matrix.category)}">'
             f"<h2>{esc(matrix.category)}</h2>"

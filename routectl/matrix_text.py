@@ -218,7 +218,7 @@ def render_matrix_text(matrix: Matrix, *, paint: Painter | None = None, width: i
     patterns that describe them (the review's pattern synthesis), else ids are listed."""
     paint = paint or Painter()
     total = len(matrix.grid) + len(matrix.probes)
-    what = "kernel" if matrix.field is None else matrix.field
+    what = "kernel" if matrix.field_path is None else matrix.field_path
     title = (f"{matrix.category}: {what} per row; {total} rows ({len(matrix.grid)} in the "
              f"grid, {len(matrix.probes)} edge probes)")
     lines = [fit(title, width), *_grid_lines(matrix, paint), "",

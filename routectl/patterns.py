@@ -164,7 +164,7 @@ def compile_glob(pattern: str) -> Matcher:
         compiled = glob.compile(pattern, flags=GLOB_FLAGS)
     except Exception as exc:  # noqa: BLE001 - wcmatch's limit error is not public API
         raise InputError(f"invalid row pattern {pattern!r}: {exc}") from None
-    return compiled.match  # type: ignore[no-any-return]
+    return compiled.match
 
 
 def matching(pattern: str, ids: Iterable[str]) -> frozenset[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from native.kernels.common import (
     FP16,
@@ -206,7 +206,7 @@ class TurboMindFp8LinearKernel(LinearKernel):
     """The SM70 W8A16 kernel: capability never reads policy; every variant is decided at
     preparation (`plan_turbomind`)."""
 
-    required_ops = (FP8_PREPARE_OP,)
+    required_ops: ClassVar[tuple[str, ...]] = (FP8_PREPARE_OP,)
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
