@@ -412,3 +412,31 @@ def test_kernel_tuples_are_in_contract_priority_order() -> None:
 
     assert [k.name for k in nv.NVFP4_SM70_KERNELS] == C.NVFP4_SM70_ORDER
     assert [k.name for k in AWQ_DENSE_KERNELS] == C.AWQ_DENSE_ORDER
+
+
+# --- serialisation keeps what precedence decided (CONTRACTS 1.5) ----------------------------
+
+
+def test_round_trips_keep_ignored_variables_and_warnings() -> None:
+    import json
+    import pickle
+
+    policy = resolve({"VLLM_SM70_AWQ_TURBOMIND": "0", "VLLM_SM70_NVFP4_QPN2": "0"},
+                     {"sm70_awq": {"enabled": True}, "sm70_nvfp4": {"qpn2": True}})
+    assert policy.ignored == (("VLLM_SM70_AWQ_TURBOMIND", "sm70_awq.enabled"),
+                              ("VLLM_SM70_NVFP4_QPN2", "sm70_nvfp4.qpn2"))
+    data = policy.to_json()
+    assert data["ignored"] == [["VLLM_SM70_AWQ_TURBOMIND", "sm70_awq.enabled"],
+                               ["VLLM_SM70_NVFP4_QPN2", "sm70_nvfp4.qpn2"]]
+    assert data["format"] == 1
+    again = ResolvedPolicy.from_json(json.loads(json.dumps(data)))
+    assert again == policy and again.ignored == policy.ignored
+    assert again.warnings == policy.warnings and len(again.warnings) == 2
+    unpickled = pickle.loads(pickle.dumps(policy))
+    assert unpickled == policy and unpickled.ignored == policy.ignored
+
+
+def test_an_unknown_policy_format_is_refused() -> None:
+    data = resolve({}).to_json()
+    with pytest.raises(InputError, match="resolved policy format 2 is not 1"):
+        ResolvedPolicy.from_json({**data, "format": 2})
