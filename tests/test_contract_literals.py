@@ -129,6 +129,16 @@ def test_resolving_without_emitting_keeps_the_warning_for_the_engine() -> None:
     assert deprecation_warnings(caught) == [C.DEPRECATION_MESSAGES[name]]
 
 
+def test_resolve_fields_warns_by_default() -> None:
+    from routectl.policy import resolve_fields
+
+    name = "VLLM_SM70_AWQ_MLP_ENGINE"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resolve_fields(FIELDS, {}, {name: "1"}, {"qualified": True})
+    assert deprecation_warnings(caught) == [C.DEPRECATION_MESSAGES[name]]
+
+
 def test_validation_precedes_any_warning() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -312,6 +322,12 @@ def test_unknown_linear_backend_and_kernel_name_are_input_errors() -> None:
         resolve({}, {"linear_backend": "cuda"})
     with pytest.raises(InputError, match="did you mean MarlinLinearKernel"):
         resolve({"VLLM_DISABLED_KERNELS": "MarlinLinearKernal"})
+    # The error names where the bad name came from: the variable or the typed field.
+    with pytest.raises(InputError, match="'MarlinLinearKernal' in VLLM_DISABLED_KERNELS"):
+        resolve({"VLLM_DISABLED_KERNELS": "MarlinLinearKernal"})
+    with pytest.raises(InputError,
+                       match="'MarlinLinearKernal' in kernel_config.disabled_kernels"):
+        resolve({}, {"disabled_kernels": ["MarlinLinearKernal"]})
 
 
 # --- QPN2 tuning (CONTRACTS 2.1) ------------------------------------------------------------
