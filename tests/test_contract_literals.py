@@ -139,6 +139,15 @@ def test_resolve_fields_warns_by_default() -> None:
     assert deprecation_warnings(caught) == [C.DEPRECATION_MESSAGES[name]]
 
 
+def test_the_warning_points_at_the_code_that_resolved_the_policy() -> None:
+    # stacklevel: the engine's (here this test's) line, not routectl's internals.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        PROJECT.resolve(None, {"VLLM_SM70_NVFP4_QPN2": "1"}, Hardware(70), QUALIFIED)
+    [warning] = [w for w in caught if issubclass(w.category, PolicyDeprecationWarning)]
+    assert warning.filename == __file__
+
+
 def test_validation_precedes_any_warning() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
