@@ -465,3 +465,19 @@ def test_an_unknown_policy_format_is_refused() -> None:
     data = resolve({}).to_json()
     with pytest.raises(InputError, match="resolved policy format 2 is not 1"):
         ResolvedPolicy.from_json({**data, "format": 2})
+
+
+def test_typed_values_outside_their_sets_name_the_field_and_the_accepted_values() -> None:
+    with pytest.raises(InputError, match=r"invalid value 5000 for "
+                       r"kernel_config\.sm70_awq_moe\.w2_chunk_tokens: accepted values are "
+                       r"0, 4096, 6144"):
+        resolve({}, {"sm70_awq_moe": {"w2_chunk_tokens": 5000}})
+    with pytest.raises(InputError, match=r"invalid layer id 5-4 in "
+                       r"kernel_config\.sm70_awq_moe\.layer_denylist"):
+        resolve({}, {"sm70_awq_moe": {"layer_denylist": ["5-4"]}})
+
+
+def test_even_a_far_off_kernel_name_gets_the_closest_suggestion() -> None:
+    # 1.3: "the closest known name suggested", however far.
+    with pytest.raises(InputError, match="did you mean "):
+        resolve({"VLLM_DISABLED_KERNELS": "Zq"})
