@@ -11,19 +11,16 @@ from policies.variables import FIELDS, UNKNOWN_PREFIX
 from routectl.errors import InputError
 from routectl.fields import Kind
 from routectl.policy import PolicyDeprecationWarning
+from tests.contract_literals import DEPRECATED_VARIABLES, DEPRECATION_MESSAGES
 from tests.policy_helpers import QUALIFIED, UNQUALIFIED, resolve, sample, typed_config
 
 VARIABLE_FIELDS = [f for f in FIELDS if f.variable]
 NATIVE_READ = [f for f in FIELDS if f.native_read]
 
 
-def test_thirty_six_deprecated_variables():
-    # The eight of round 1, the eleven Volta block-FP8 aliases (issue 16; among them
-    # VLLM_SM70_FP8_TURBOMIND, which moved from legacy to deprecated) and the 18 DFlash2
-    # verifier aliases (issue 15), VLLM_SM70_FP8_QPN8 shared by both and counted once.
+def test_exactly_the_contract_deprecated_variables():
     names = {f.variable for f in FIELDS if f.kind is Kind.DEPRECATED}
-    assert len(names) == 36
-    assert "VLLM_SM70_FP8_TURBOMIND" in names and "VLLM_SM70_FP8_QPN8" in names
+    assert names == DEPRECATED_VARIABLES
 
 
 @pytest.mark.parametrize("field", VARIABLE_FIELDS, ids=lambda f: f.key)
@@ -127,13 +124,12 @@ def test_deprecated_variables_warn_once_per_process_and_others_never():
         warnings.simplefilter("always")
         first = resolve(env)
         resolve(env)
-    emitted = [w for w in caught if issubclass(w.category, PolicyDeprecationWarning)]
-    deprecated = {f.variable for f in FIELDS if f.kind is Kind.DEPRECATED}
-    assert len(emitted) == len(deprecated) == 36
-    for name in deprecated:
-        assert sum(str(w.message).startswith(f"{name} is deprecated") for w in emitted) == 1
+    emitted = [str(w.message) for w in caught
+               if issubclass(w.category, PolicyDeprecationWarning)]
+    # The names come from the contract (tests/contract_literals.py), not the field table.
+    assert sorted(emitted) == sorted(DEPRECATION_MESSAGES[n] for n in DEPRECATED_VARIABLES)
     # Each policy still records its own diagnostics, whatever warned before.
-    assert sum("deprecated" in m for m in first.warnings) == 36
+    assert sorted(m for m in first.warnings if "deprecated" in m) == sorted(emitted)
     awq = next(m for m in first.warnings if "AWQ_TURBOMIND" in m)
     assert "for dense linear layers" in awq and "kernel_config.sm70_awq.enabled" in awq
     assert "Explicit configuration takes precedence." in awq

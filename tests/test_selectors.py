@@ -28,6 +28,7 @@ from routectl.errors import InputError, SelectionError
 from routectl.policy import PolicyDeprecationWarning
 from routectl.replay import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
+from tests.contract_literals import AWQ_DENSE_ORDER, NVFP4_SM70_ORDER
 
 ROOT = Path(__file__).resolve().parents[1]
 QUALIFIED = EngineConfig(tp=4, pp=1, spec_method="dflash", spec_tokens=7, selector_top_k=16,
@@ -94,7 +95,7 @@ def test_golden_qualified_in_proj_qkvz_selects_shared_compact_qpn2():
     loaded = nvfp4(BATCH_OFF, namespace=recorder, tensors=True)
     decision = loaded.decision
     assert decision.kernel == nv.Qpn2NvFp4LinearKernel.name
-    assert names(decision.selection) == [k.name for k in nv.NVFP4_SM70_KERNELS]
+    assert names(decision.selection) == NVFP4_SM70_ORDER
     qpn4 = verdict(decision, nv.Qpn4NvFp4LinearKernel.name)
     assert (qpn4.ok, qpn4.stage, qpn4.not_needed) == (False, "qualification", False)
     tm = verdict(decision, nv.TurboMindNvFp4LinearKernel.name)
@@ -315,14 +316,14 @@ def test_unknown_kernel_names_are_input_errors_with_a_suggestion(typo, suggestio
 
 
 def test_nothing_can_serve_lists_every_candidate():
-    every = ",".join(k.name for k in nv.NVFP4_SM70_KERNELS)
+    every = ",".join(NVFP4_SM70_ORDER)
     with pytest.raises(SelectionError) as info:
         nvfp4({DISABLED: every})
     error = info.value
     assert error.code == "no_kernel"
-    assert [v.name for v in error.verdicts] == [k.name for k in nv.NVFP4_SM70_KERNELS]
-    for kernel in nv.NVFP4_SM70_KERNELS:
-        assert kernel.name in error.message
+    assert [v.name for v in error.verdicts] == NVFP4_SM70_ORDER
+    for name in NVFP4_SM70_ORDER:
+        assert name in error.message
     assert f"disabled by {DISABLED}" in error.message
 
 
@@ -486,7 +487,7 @@ def test_awq_other_turbomind_rejections_fail_closed(spec, namespace, code):
         awq_load(spec, namespace=ns(namespace))
     error = info.value
     assert error.code == code and "fails closed" in error.message
-    assert [v.name for v in error.verdicts] == [k.name for k in awq.AWQ_DENSE_KERNELS]
+    assert [v.name for v in error.verdicts] == AWQ_DENSE_ORDER
     assert verdict(error, awq.TritonAwqLinearKernel.name).code in (
         "turbomind_route_admitted", code)
 
@@ -505,7 +506,7 @@ def test_awq_linear_backend_filters_every_candidate(backend, served):
 
 
 def test_awq_nothing_can_serve_when_both_are_disabled():
-    both = ",".join(k.name for k in awq.AWQ_DENSE_KERNELS)
+    both = ",".join(AWQ_DENSE_ORDER)
     with pytest.raises(SelectionError) as info:
         awq_load(env={DISABLED: both})
     assert info.value.code == "no_kernel"

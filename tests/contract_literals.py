@@ -1,0 +1,227 @@
+"""The contract's facts as literals, copied from CONTRACTS.md (section cited on each).
+
+Tests compare the implementation with these values, never with the implementation's own
+tables: a changed table entry, kind or order must make a test fail. When a new family lands
+(CONTRACTS-fp8 1.1, CONTRACTS-dflash2 1.3/1.4), its names are added HERE, to the set of
+their kind; nothing else in the tests spells variable names by kind.
+"""
+
+from __future__ import annotations
+
+# --- CONTRACTS 1.1 and 1.3: environment variables by kind -----------------------------------
+
+# 1.1 "deprecated": the five NVFP4 QPN2 names and the three AWQ dense names (eight in round 1).
+DEPRECATED_VARIABLES: frozenset[str] = frozenset({
+    "VLLM_SM70_NVFP4_QPN2",
+    "VLLM_SM70_NVFP4_QPN2_PREFILL",
+    "VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT",
+    "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES",
+    "VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M",
+    "VLLM_SM70_AWQ_TURBOMIND",  # as read for sm70_awq.enabled (dense linears)
+    "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE",
+    "VLLM_SM70_AWQ_MLP_ENGINE",
+})
+
+# 1.1 "legacy switch" (read, never warns) plus the sm70_fp8 table row of 1.3
+# (VLLM_SM70_FP8_TURBOMIND, legacy today; CONTRACTS-fp8 1.1 may move it when FP8 lands).
+LEGACY_VARIABLES: frozenset[str] = frozenset({
+    "VLLM_SM70_QUANT_BACKEND",
+    "VLLM_SM70_NVFP4_TURBOMIND",
+    "VLLM_SM70_AWQ_TURBOMIND",  # as read for the AWQ MoE method (sm70_turbomind.awq_moe)
+    "VLLM_SM70_BATCH_GEMM_LAYOUTS",
+    "VLLM_SM70_NVFP4_QPN4",
+    "VLLM_SM70_NVFP4_DENSE_GATED_SILU",
+    "VLLM_SM70_AWQ_MOE_DISABLE",
+    "VLLM_DISABLED_KERNELS",
+    "VLLM_SM70_FP8_TURBOMIND",
+})
+
+# 1.1 "current switch": every sm70_awq_moe variable except VLLM_SM70_AWQ_MOE_DISABLE (1.3).
+CURRENT_VARIABLES: frozenset[str] = frozenset({
+    "VLLM_SM70_AWQ_QWEN38_QPN_M1",
+    "VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE",
+    "VLLM_SM70_AWQ_MOE_COMPACT_METADATA",
+    "VLLM_SM70_AWQ_TUNE_SMALL_SHAPES",
+    "VLLM_SM70_AWQ_MOE_BATCHED_GEMM",
+    "VLLM_SM70_AWQ_MOE_BATCHED_LAYER_ALLOWLIST",
+    "VLLM_SM70_AWQ_MOE_BATCHED_LAYER_DENYLIST",
+    "VLLM_SM70_AWQ_MOE_LEGACY_SINGLE_TOKEN_COMPACT",
+    "VLLM_SM70_AWQ_MOE_BATCHED_SINGLE_TOKEN_DENSE_W13",
+    "VLLM_SM70_AWQ_MOE_BATCHED_EXACT_W2",
+    "VLLM_SM70_AWQ_MOE_BATCHED_ACTIVE_EXACT_W2",
+    "VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS",
+    "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL",
+    "VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS",
+})
+
+# CONTRACTS-dflash2 1.4 kinds; empty until the DFlash2 family lands (issue 15).
+OBSOLETE_VARIABLES: frozenset[str] = frozenset()
+REMOVED_VARIABLES: frozenset[str] = frozenset()
+
+# 1.3: every field with its variable and kind ("config" = no variable), by field key.
+FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
+    "sm70_nvfp4.qpn2": ("VLLM_SM70_NVFP4_QPN2", "deprecated"),
+    "sm70_nvfp4.prefill": ("VLLM_SM70_NVFP4_QPN2_PREFILL", "deprecated"),
+    "sm70_nvfp4.shared_weight": ("VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT", "deprecated"),
+    "sm70_nvfp4.shared_scales": ("VLLM_SM70_NVFP4_QPN2_SHARED_SCALES", "deprecated"),
+    "sm70_nvfp4.prefill_min_m": ("VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M", "deprecated"),
+    "sm70_nvfp4.qpn4": ("VLLM_SM70_NVFP4_QPN4", "legacy"),
+    "sm70_nvfp4.dense_gated_silu": ("VLLM_SM70_NVFP4_DENSE_GATED_SILU", "legacy"),
+    "sm70_nvfp4.dense_qpn2": (None, "config"),
+    "sm70_turbomind.quant_backend": ("VLLM_SM70_QUANT_BACKEND", "legacy"),
+    "sm70_turbomind.nvfp4": ("VLLM_SM70_NVFP4_TURBOMIND", "legacy"),
+    "sm70_turbomind.awq_moe": ("VLLM_SM70_AWQ_TURBOMIND", "legacy"),
+    "sm70_turbomind.batch_layouts": ("VLLM_SM70_BATCH_GEMM_LAYOUTS", "legacy"),
+    "sm70_awq.enabled": ("VLLM_SM70_AWQ_TURBOMIND", "deprecated"),
+    "sm70_awq.prefill_exact_dense": ("VLLM_SM70_AWQ_PREFILL_EXACT_DENSE", "deprecated"),
+    "sm70_awq.fused_silu": ("VLLM_SM70_AWQ_MLP_ENGINE", "deprecated"),
+    "sm70_awq_moe.disable": ("VLLM_SM70_AWQ_MOE_DISABLE", "legacy"),
+    "sm70_awq_moe.qpn_m1": ("VLLM_SM70_AWQ_QWEN38_QPN_M1", "current"),
+    "sm70_awq_moe.active_grouped_decode": ("VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE",
+                                           "current"),
+    "sm70_awq_moe.compact_metadata": ("VLLM_SM70_AWQ_MOE_COMPACT_METADATA", "current"),
+    "sm70_awq_moe.tune_small_shapes": ("VLLM_SM70_AWQ_TUNE_SMALL_SHAPES", "current"),
+    "sm70_awq_moe.batched": ("VLLM_SM70_AWQ_MOE_BATCHED_GEMM", "current"),
+    "sm70_awq_moe.layer_allowlist": ("VLLM_SM70_AWQ_MOE_BATCHED_LAYER_ALLOWLIST", "current"),
+    "sm70_awq_moe.layer_denylist": ("VLLM_SM70_AWQ_MOE_BATCHED_LAYER_DENYLIST", "current"),
+    "sm70_awq_moe.legacy_compact": ("VLLM_SM70_AWQ_MOE_LEGACY_SINGLE_TOKEN_COMPACT", "current"),
+    "sm70_awq_moe.strict_w13": ("VLLM_SM70_AWQ_MOE_BATCHED_SINGLE_TOKEN_DENSE_W13", "current"),
+    "sm70_awq_moe.exact_w2": ("VLLM_SM70_AWQ_MOE_BATCHED_EXACT_W2", "current"),
+    "sm70_awq_moe.active_exact_w2": ("VLLM_SM70_AWQ_MOE_BATCHED_ACTIVE_EXACT_W2", "current"),
+    "sm70_awq_moe.max_batched_tokens": ("VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS",
+                                        "current"),
+    "sm70_awq_moe.indexed_prefill": ("VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL", "current"),
+    "sm70_awq_moe.w2_chunk_tokens": ("VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS", "current"),
+    "sm70_fp8.enabled": ("VLLM_SM70_FP8_TURBOMIND", "legacy"),
+    "disabled_kernels": ("VLLM_DISABLED_KERNELS", "legacy"),
+    "linear_backend": (None, "config"),
+}
+
+# 1.3: defaults with no variable set, on the qualified workload of 4.1 (qpn2/prefill follow
+# qualification) and quant_backend auto (use_turbomind(True) = True).
+QUALIFIED_DEFAULTS: dict[str, object] = {
+    "sm70_nvfp4.qpn2": True,
+    "sm70_nvfp4.prefill": True,
+    "sm70_nvfp4.shared_weight": True,
+    "sm70_nvfp4.shared_scales": True,
+    "sm70_nvfp4.prefill_min_m": 1024,
+    "sm70_nvfp4.qpn4": True,
+    "sm70_nvfp4.dense_gated_silu": False,
+    "sm70_nvfp4.dense_qpn2": True,
+    "sm70_turbomind.quant_backend": "auto",
+    "sm70_turbomind.nvfp4": True,
+    "sm70_turbomind.awq_moe": True,
+    "sm70_turbomind.batch_layouts": True,
+    "sm70_awq.enabled": True,
+    "sm70_awq.prefill_exact_dense": True,
+    "sm70_awq.fused_silu": False,
+    "sm70_awq_moe.disable": False,
+    "sm70_awq_moe.qpn_m1": False,
+    "sm70_awq_moe.active_grouped_decode": True,
+    "sm70_awq_moe.compact_metadata": True,
+    "sm70_awq_moe.tune_small_shapes": False,
+    "sm70_awq_moe.batched": True,
+    "sm70_awq_moe.layer_allowlist": (),
+    "sm70_awq_moe.layer_denylist": (),
+    "sm70_awq_moe.legacy_compact": True,
+    "sm70_awq_moe.strict_w13": False,
+    "sm70_awq_moe.exact_w2": False,
+    "sm70_awq_moe.active_exact_w2": False,
+    "sm70_awq_moe.max_batched_tokens": 0,
+    "sm70_awq_moe.indexed_prefill": True,
+    "sm70_awq_moe.w2_chunk_tokens": 0,
+    "sm70_fp8.enabled": True,
+    "disabled_kernels": (),
+    "linear_backend": "auto",
+}
+
+# A valid text per variable whose value differs from the default (1.2 parsing rules), with
+# the value it parses to.
+NON_DEFAULT_TEXT: dict[str, tuple[str, object]] = {
+    "VLLM_SM70_NVFP4_QPN2": ("0", False),
+    "VLLM_SM70_NVFP4_QPN2_PREFILL": ("0", False),
+    "VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT": ("0", False),
+    "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES": ("0", False),
+    "VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M": ("9", 9),
+    "VLLM_SM70_NVFP4_QPN4": ("0", False),
+    "VLLM_SM70_NVFP4_DENSE_GATED_SILU": ("1", True),
+    "VLLM_SM70_QUANT_BACKEND": ("turbomind", "turbomind"),
+    "VLLM_SM70_NVFP4_TURBOMIND": ("0", False),
+    "VLLM_SM70_AWQ_TURBOMIND": ("0", False),
+    "VLLM_SM70_BATCH_GEMM_LAYOUTS": ("0", False),
+    "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE": ("0", False),
+    "VLLM_SM70_AWQ_MLP_ENGINE": ("1", True),
+    "VLLM_SM70_AWQ_MOE_DISABLE": ("1", True),
+    "VLLM_SM70_AWQ_QWEN38_QPN_M1": ("1", True),
+    "VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE": ("0", False),
+    "VLLM_SM70_AWQ_MOE_COMPACT_METADATA": ("0", False),
+    "VLLM_SM70_AWQ_TUNE_SMALL_SHAPES": ("1", True),
+    "VLLM_SM70_AWQ_MOE_BATCHED_GEMM": ("0", False),
+    "VLLM_SM70_AWQ_MOE_BATCHED_LAYER_ALLOWLIST": ("0,3,10-12", ("0", "3", "10-12")),
+    "VLLM_SM70_AWQ_MOE_BATCHED_LAYER_DENYLIST": ("5", ("5",)),
+    "VLLM_SM70_AWQ_MOE_LEGACY_SINGLE_TOKEN_COMPACT": ("0", False),
+    "VLLM_SM70_AWQ_MOE_BATCHED_SINGLE_TOKEN_DENSE_W13": ("1", True),
+    "VLLM_SM70_AWQ_MOE_BATCHED_EXACT_W2": ("1", True),
+    "VLLM_SM70_AWQ_MOE_BATCHED_ACTIVE_EXACT_W2": ("1", True),
+    "VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS": ("-3", -3),
+    "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL": ("0", False),
+    "VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS": ("6144", 6144),
+    "VLLM_SM70_FP8_TURBOMIND": ("0", False),
+    "VLLM_DISABLED_KERNELS": (" TritonW4A16LinearKernel, ,MarlinLinearKernel ",
+                              ("TritonW4A16LinearKernel", "MarlinLinearKernel")),
+}
+
+# 1.1: the warning text; " for dense linear layers" for the three AWQ dense names.
+DEPRECATION_MESSAGES: dict[str, str] = {
+    "VLLM_SM70_NVFP4_QPN2": "VLLM_SM70_NVFP4_QPN2 is deprecated; use "
+                            "kernel_config.sm70_nvfp4.qpn2. Explicit configuration takes "
+                            "precedence.",
+    "VLLM_SM70_NVFP4_QPN2_PREFILL": "VLLM_SM70_NVFP4_QPN2_PREFILL is deprecated; use "
+                                    "kernel_config.sm70_nvfp4.prefill. Explicit configuration "
+                                    "takes precedence.",
+    "VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT": "VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT is deprecated; "
+                                          "use kernel_config.sm70_nvfp4.shared_weight. "
+                                          "Explicit configuration takes precedence.",
+    "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES": "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES is deprecated; "
+                                          "use kernel_config.sm70_nvfp4.shared_scales. "
+                                          "Explicit configuration takes precedence.",
+    "VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M": "VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M is deprecated; "
+                                          "use kernel_config.sm70_nvfp4.prefill_min_m. "
+                                          "Explicit configuration takes precedence.",
+    "VLLM_SM70_AWQ_TURBOMIND": "VLLM_SM70_AWQ_TURBOMIND is deprecated for dense linear "
+                               "layers; use kernel_config.sm70_awq.enabled. Explicit "
+                               "configuration takes precedence.",
+    "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE": "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE is deprecated for "
+                                         "dense linear layers; use "
+                                         "kernel_config.sm70_awq.prefill_exact_dense. "
+                                         "Explicit configuration takes precedence.",
+    "VLLM_SM70_AWQ_MLP_ENGINE": "VLLM_SM70_AWQ_MLP_ENGINE is deprecated for dense linear "
+                                "layers; use kernel_config.sm70_awq.fused_silu. Explicit "
+                                "configuration takes precedence.",
+}
+
+# --- CONTRACTS 2.1: QPN2 (split_k, nacc) by (K, N padded to 32, gated call) ------------------
+QPN2_TUNING: dict[tuple[int, int, bool], tuple[int, int]] = {
+    (1536, 5120, False): (8, 2),
+    (5120, 3584, False): (16, 2),
+    (5120, 4128, False): (16, 2),
+    (5120, 8704, False): (8, 2),
+    (5120, 8704, True): (8, 2),
+    (4352, 5120, False): (16, 2),
+}
+
+# --- selector priority orders (CONTRACTS 2.1, 2.3, 3.1) -------------------------------------
+NVFP4_SM70_ORDER: list[str] = [
+    "Qpn4NvFp4LinearKernel", "Qpn2NvFp4LinearKernel", "TurboMindNvFp4LinearKernel"]
+AWQ_DENSE_ORDER: list[str] = ["TurboMindAwqLinearKernel", "TritonAwqLinearKernel"]
+AWQ_MOE_METHOD_ORDER: list[str] = ["TurboMindAwqMoE", "MoeWNA16"]
+
+# --- CONTRACTS 3.2: Qwen3.8 per layer per rank, bytes -----------------------------------------
+QWEN38_PREPARED_WEIGHT_BYTES = 314_572_800
+QWEN38_METADATA_4BYTE = 78_643_200
+QWEN38_METADATA_3BYTE = 58_982_400
+QWEN38_COMPACT_SAVING_PER_LAYER = 19_660_800
+QWEN38_COMPACT_SAVING_48_LAYERS = 943_718_400
+
+# --- CONTRACTS 3.4: active exact W2 admits M * top_k <= 128 -----------------------------------
+ACTIVE_EXACT_W2_MAX_SLOTS = 128
