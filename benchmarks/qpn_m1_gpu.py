@@ -19,6 +19,11 @@ FP64 oracle (the seed's bounds); (a) and (b) are checked against the oracle's bo
 reported. One command on any CUDA machine with Triton:
 
     python benchmarks/qpn_m1_gpu.py [--samples 15] [--json FILE]
+
+A profile of the two kernels (achieved bandwidth, occupancy):
+
+    ncu --clock-control none -k regex:_w --section SpeedOfLight --section Occupancy \
+        python benchmarks/qpn_m1_gpu.py --profile-only
 """
 
 from __future__ import annotations
@@ -52,8 +57,9 @@ STEP_BYTES = {True: WORD_BYTES + 3 * META_RECORDS, False: WORD_BYTES + 4 * META_
 CONFIGS = {
     "default": triton_qpn.DEFAULT_CONFIG,
     "p4-c16": triton_qpn.QpnConfig(w13_pairs=4, w2_columns=16),
+    "p4w2-c16w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=16, w2_warps=2),
+    "p8w2-c32w2": triton_qpn.QpnConfig(w13_pairs=8, w13_warps=2, w2_columns=32, w2_warps=2),
     "p16-c64": triton_qpn.QpnConfig(w13_pairs=16, w2_columns=64, w13_warps=8, w2_warps=8),
-    "p8-c64-w8": triton_qpn.QpnConfig(w13_pairs=8, w2_columns=64, w13_warps=8, w2_warps=8),
 }
 
 
@@ -222,7 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help=f"comma-separated launch configs of {sorted(CONFIGS)}")
     parser.add_argument("--json", type=Path, help="write the figures to this file")
+    parser.add_argument("--profile-only", action="store_true",
+                        help="run each layout's op twice on one layer and exit (for a "
+                             "profiler: ncu --clock-control none -k regex:_w python ...)")
     args = parser.parse_args(argv)
+    if args.profile_only:
+        layer = make_layer(0, torch.device("cuda"))
+        for compact in (True, False):
+            for _ in range(2):
+                op_steps([layer], compact)()
+        torch.cuda.synchronize()
+        return 0
     if args.samples < 9:
         parser.error("--samples must be at least 9")
     device = torch.device("cuda")

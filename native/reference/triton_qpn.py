@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.interpreter import InterpretedFunction
 
 from native.awq_layout import PREPARED_K_NIBBLES, TILE_K, TILE_N
 from native.awq_schemas import (
@@ -90,42 +91,49 @@ DEFAULT_CONFIG = QpnConfig()
 
 @triton.jit
 def _metadata(meta_ptr, record, COMPACT: tl.constexpr, mask):
-    """(scale, bias) as FP32 holding FP16 values, for flat record indices `record`."""
+    """(scale, bias) as FP16, for flat record indices `record`."""
     if COMPACT:
         base = record * 3
         lo = tl.load(meta_ptr + base, mask=mask, other=0).to(tl.int32)
         hi = tl.load(meta_ptr + base + 1, mask=mask, other=0).to(tl.int32)
         zero = tl.load(meta_ptr + base + 2, mask=mask, other=0).to(tl.float32)
-        scale = (lo | (hi << 8)).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        scale = (lo | (hi << 8)).to(tl.int16).to(tl.float16, bitcast=True)
         # -z*scale is exact in FP32; the cast is the one rounding of fp16(-zero*scale).
-        bias = (-zero * scale).to(tl.float16).to(tl.float32)
+        bias = (-zero * scale.to(tl.float32)).to(tl.float16)
     else:
         word = tl.load(meta_ptr + record, mask=mask, other=0)
-        scale = (word & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
-        bias = (word >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        scale = (word & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True)
+        bias = (word >> 16).to(tl.int16).to(tl.float16, bitcast=True)
     return scale, bias
 
 
 @triton.jit
-def _code(word, shift):
-    """The 4-bit code at `shift` as FP32, without an int-to-float conversion (a slow one on
-    the GPU): 0x4B000000 | q is the float 2^23 + q, and subtracting 2^23 is exact."""
-    bits = ((word >> shift) & 0xF) | 0x4B000000
-    return bits.to(tl.float32, bitcast=True) - 8388608.0
+def _decode(word, shift, scale, bias, HW_FMA: tl.constexpr, ROUND_SUM: tl.constexpr):
+    """fp16 fma(q, scale, bias) of the 4-bit codes at `shift` of `word`, as FP32.
 
-
-@triton.jit
-def _sum_fp16(product, bias):
-    """fp16(product + bias) rounded once, for any FP16 bias (the 4-byte layout's stored one):
-    TwoSum gives the FP32 sum's error; an inexact sum is rounded to odd before the cast to
-    FP16 (24 >= 11 + 2 bits). NaN errors (infinite biases) leave the sum alone."""
-    total = product + bias
-    partner = total - product
-    err = (product - (total - partner)) + (bias - partner)
-    bits = total.to(tl.int32, bitcast=True)
-    inexact = ((err > 0) | (err < 0)) & ((bits & 1) == 0)
-    step = tl.where((err > 0) == (total > 0), 1, -1)
-    total = tl.where(inexact, bits + step, bits).to(tl.float32, bitcast=True)
+    HW_FMA (a GPU): the FP16 FMA instruction, which rounds once for any bias, on q made
+    without an int-to-float conversion (0x6400 | q is the FP16 1024 + q; minus 1024 is
+    exact). Otherwise (Triton's interpreter, whose `tl.fma` multiplies and adds): in FP32,
+    where q*scale is exact, likewise built from 0x4B000000 | q = 2^23 + q; the sum is exact
+    for a bias fp16(-z*scale), and ROUND_SUM makes any other bias round once too.
+    """
+    code = (word >> shift) & 0xF
+    if HW_FMA:
+        q16 = (code | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1024.0
+        return tl.fma(q16, scale, bias).to(tl.float32)
+    q = (code | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0
+    product = q * scale.to(tl.float32)
+    bias32 = bias.to(tl.float32)
+    total = product + bias32
+    if ROUND_SUM:
+        # TwoSum error of the FP32 sum; if inexact, round the sum to odd so that the cast
+        # to FP16 rounds once (24 >= 11 + 2 bits). NaN errors (infinite biases) leave it.
+        partner = total - product
+        err = (product - (total - partner)) + (bias32 - partner)
+        bits = total.to(tl.int32, bitcast=True)
+        inexact = ((err > 0) | (err < 0)) & ((bits & 1) == 0)
+        step = tl.where((err > 0) == (total > 0), 1, -1)
+        total = tl.where(inexact, bits + step, bits).to(tl.float32, bitcast=True)
     return total.to(tl.float16).to(tl.float32)
 
 
@@ -155,7 +163,8 @@ def _fma_fp32(a, b, c):
 @triton.jit
 def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
                 EXPERTS: tl.constexpr, K: tl.constexpr, N: tl.constexpr, GROUP: tl.constexpr,
-                SLICES: tl.constexpr, PAIRS: tl.constexpr, COMPACT: tl.constexpr):
+                SLICES: tl.constexpr, PAIRS: tl.constexpr, COMPACT: tl.constexpr,
+                HW_FMA: tl.constexpr):
     route = tl.program_id(0)
     block = tl.program_id(1)
     expert = tl.load(ids_ptr + route)
@@ -188,15 +197,9 @@ def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
             for i in tl.static_range(8):
                 x = tl.load(x_slice + step * 8 + i).to(tl.float32)
                 shift = 4 * (i // 2 + 4 * (i % 2))
-                # Decode inline (a nested call per k costs the interpreter dearly).
-                gate_q = _code(gate_word, shift) * gate_scale
-                up_q = _code(up_word, shift) * up_scale
-                if COMPACT:
-                    gate_acc += x * (gate_q + gate_bias).to(tl.float16).to(tl.float32)
-                    up_acc += x * (up_q + up_bias).to(tl.float16).to(tl.float32)
-                else:
-                    gate_acc += x * _sum_fp16(gate_q, gate_bias)
-                    up_acc += x * _sum_fp16(up_q, up_bias)
+                gate_acc += x * _decode(gate_word, shift, gate_scale, gate_bias, HW_FMA,
+                                        not COMPACT)
+                up_acc += x * _decode(up_word, shift, up_scale, up_bias, HW_FMA, not COMPACT)
     gate = _pick(gate_acc, slice_, 0)
     up = _pick(up_acc, slice_, 0)
     for s in tl.static_range(1, SLICES):
@@ -215,7 +218,7 @@ def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
 def _w2_kernel(inter_ptr, w_ptr, meta_ptr, ids_ptr, topk_ptr, out_ptr,
                EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROUTES: tl.constexpr,
                K: tl.constexpr, N: tl.constexpr, GROUP: tl.constexpr,
-               COLUMNS: tl.constexpr, COMPACT: tl.constexpr):
+               COLUMNS: tl.constexpr, COMPACT: tl.constexpr, HW_FMA: tl.constexpr):
     block = tl.program_id(0)
     route = tl.arange(0, ROUTES)[:, None]
     in_topk = route < TOPK
@@ -235,16 +238,17 @@ def _w2_kernel(inter_ptr, w_ptr, meta_ptr, ids_ptr, topk_ptr, out_ptr,
             for i in tl.static_range(8):
                 x = tl.load(inter_row + step * 8 + i, mask=valid, other=0.0).to(tl.float32)
                 shift = 4 * (i // 2 + 4 * (i % 2))
-                q = _code(word, shift) * scale
-                if COMPACT:
-                    acc += x * (q + bias).to(tl.float16).to(tl.float32)
-                else:
-                    acc += x * _sum_fp16(q, bias)
+                acc += x * _decode(word, shift, scale, bias, HW_FMA, not COMPACT)
     routes = tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0)
     out = tl.zeros((COLUMNS,), dtype=tl.float32)
     for r in tl.static_range(TOPK):
         out = _fma_fp32(tl.load(topk_ptr + r), _pick(routes, route, r), out)
     tl.store(out_ptr + block * COLUMNS + tl.arange(0, COLUMNS), out.to(tl.float16))
+
+
+# Compiled kernels decode with the FP16 FMA instruction; under Triton's interpreter (kernels
+# defined with TRITON_INTERPRET=1) the FP32 formulation, which numpy evaluates exactly.
+_HW_FMA = not isinstance(_w13_kernel, InterpretedFunction)
 
 
 def launch_w13(intermediate: torch.Tensor, input: torch.Tensor, w13: torch.Tensor,
@@ -256,7 +260,7 @@ def launch_w13(intermediate: torch.Tensor, input: torch.Tensor, w13: torch.Tenso
     _w13_kernel[(geometry.top_k, geometry.w2_k // config.w13_pairs)](
         input, w13, s13, ids, intermediate,
         EXPERTS=geometry.experts, K=geometry.w13_k, N=geometry.w13_n, GROUP=geometry.group,
-        SLICES=geometry.slices, PAIRS=config.w13_pairs, COMPACT=compact,
+        SLICES=geometry.slices, PAIRS=config.w13_pairs, COMPACT=compact, HW_FMA=_HW_FMA,
         num_warps=config.w13_warps,
     )
 
@@ -271,7 +275,7 @@ def launch_w2(out: torch.Tensor, intermediate: torch.Tensor, w2: torch.Tensor,
         intermediate, w2, s2, ids, topk, out,
         EXPERTS=geometry.experts, TOPK=geometry.top_k,
         ROUTES=triton.next_power_of_2(geometry.top_k), K=geometry.w2_k, N=geometry.w2_n,
-        GROUP=geometry.group, COLUMNS=config.w2_columns, COMPACT=compact,
+        GROUP=geometry.group, COLUMNS=config.w2_columns, COMPACT=compact, HW_FMA=_HW_FMA,
         num_warps=config.w2_warps,
     )
 
