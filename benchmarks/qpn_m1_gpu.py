@@ -56,10 +56,10 @@ META_RECORDS = TOP_K * (W13_K // GROUP_SIZE * W13_N + W2_K // GROUP_SIZE * W2_N)
 STEP_BYTES = {True: WORD_BYTES + 3 * META_RECORDS, False: WORD_BYTES + 4 * META_RECORDS}
 CONFIGS = {
     "default": triton_qpn.DEFAULT_CONFIG,
-    "p4-c16": triton_qpn.QpnConfig(w13_pairs=4, w2_columns=16),
-    "p4w2-c16w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=16, w2_warps=2),
-    "p8w2-c32w2": triton_qpn.QpnConfig(w13_pairs=8, w13_warps=2, w2_columns=32, w2_warps=2),
-    "p16-c64": triton_qpn.QpnConfig(w13_pairs=16, w2_columns=64, w13_warps=8, w2_warps=8),
+    "unroll": triton_qpn.QpnConfig(stages=1, unroll=5),
+    "unroll-p4-c16": triton_qpn.QpnConfig(w13_pairs=4, w2_columns=16, stages=1, unroll=5),
+    "unroll-s2-p4w2-c16w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=16,
+                                                 w2_warps=2, stages=2, unroll=5),
 }
 
 

@@ -77,12 +77,15 @@ class QpnGeometry:
 
 @dataclass(frozen=True)
 class QpnConfig:
-    """Launch parameters: W13 gate/up pairs per program, W2 output columns per program."""
+    """Launch parameters: W13 gate/up pairs per program, W2 output columns per program, warps,
+    and the group loop's software-pipelining stages and unroll factor (both kernels)."""
 
     w13_pairs: int = 8
     w13_warps: int = 4
     w2_columns: int = 32
     w2_warps: int = 4
+    stages: int = 3
+    unroll: int = 1
 
 
 CONTRACT = QpnGeometry()
@@ -164,7 +167,7 @@ def _fma_fp32(a, b, c):
 def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
                 EXPERTS: tl.constexpr, K: tl.constexpr, N: tl.constexpr, GROUP: tl.constexpr,
                 SLICES: tl.constexpr, PAIRS: tl.constexpr, COMPACT: tl.constexpr,
-                HW_FMA: tl.constexpr):
+                HW_FMA: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr):
     route = tl.program_id(0)
     block = tl.program_id(1)
     expert = tl.load(ids_ptr + route)
@@ -184,7 +187,7 @@ def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
     x_slice = x_ptr + slice_ * SLICE_K
     gate_acc = tl.zeros((SLICES, PAIRS), dtype=tl.float32)
     up_acc = tl.zeros((SLICES, PAIRS), dtype=tl.float32)
-    for g in range(SLICE_K // GROUP):
+    for g in tl.range(0, SLICE_K // GROUP, num_stages=STAGES, loop_unroll_factor=UNROLL):
         group = slice_ * (SLICE_K // GROUP) + g
         gate_scale, gate_bias = _metadata(meta_ptr, expert_records + group * N + gate_col,
                                           COMPACT, valid)
@@ -218,7 +221,8 @@ def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
 def _w2_kernel(inter_ptr, w_ptr, meta_ptr, ids_ptr, topk_ptr, out_ptr,
                EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROUTES: tl.constexpr,
                K: tl.constexpr, N: tl.constexpr, GROUP: tl.constexpr,
-               COLUMNS: tl.constexpr, COMPACT: tl.constexpr, HW_FMA: tl.constexpr):
+               COLUMNS: tl.constexpr, COMPACT: tl.constexpr, HW_FMA: tl.constexpr,
+               STAGES: tl.constexpr, UNROLL: tl.constexpr):
     block = tl.program_id(0)
     route = tl.arange(0, ROUTES)[:, None]
     in_topk = route < TOPK
@@ -230,7 +234,7 @@ def _w2_kernel(inter_ptr, w_ptr, meta_ptr, ids_ptr, topk_ptr, out_ptr,
     records = e * (K // GROUP) * N + col
     inter_row = inter_ptr + route * K
     acc = tl.zeros((ROUTES, COLUMNS), dtype=tl.float32)
-    for g in range(K // GROUP):
+    for g in tl.range(0, K // GROUP, num_stages=STAGES, loop_unroll_factor=UNROLL):
         scale, bias = _metadata(meta_ptr, records + g * N, COMPACT, valid)
         for w in tl.static_range(GROUP // 8):
             step = g * (GROUP // 8) + w
@@ -261,7 +265,7 @@ def launch_w13(intermediate: torch.Tensor, input: torch.Tensor, w13: torch.Tenso
         input, w13, s13, ids, intermediate,
         EXPERTS=geometry.experts, K=geometry.w13_k, N=geometry.w13_n, GROUP=geometry.group,
         SLICES=geometry.slices, PAIRS=config.w13_pairs, COMPACT=compact, HW_FMA=_HW_FMA,
-        num_warps=config.w13_warps,
+        STAGES=config.stages, UNROLL=config.unroll, num_warps=config.w13_warps,
     )
 
 
@@ -276,7 +280,7 @@ def launch_w2(out: torch.Tensor, intermediate: torch.Tensor, w2: torch.Tensor,
         EXPERTS=geometry.experts, TOPK=geometry.top_k,
         ROUTES=triton.next_power_of_2(geometry.top_k), K=geometry.w2_k, N=geometry.w2_n,
         GROUP=geometry.group, COLUMNS=config.w2_columns, COMPACT=compact, HW_FMA=_HW_FMA,
-        num_warps=config.w2_warps,
+        STAGES=config.stages, UNROLL=config.unroll, num_warps=config.w2_warps,
     )
 
 
