@@ -53,7 +53,8 @@ def _qpn_m1_cuda(out: torch.Tensor, intermediate: torch.Tensor, input: torch.Ten
             f"{REFERENCE_NAMESPACE}::{QPN_M1_OP} on CUDA needs Triton (pip install "
             f"'routectl[gpu]'): {exc}"
         ) from exc
-    with torch.cuda.device(input.device):
+    # Triton launches on the current device: make it the tensors' own.
+    with torch.accelerator.device_index(input.device.index):
         triton_qpn.launch_qpn_m1(out, intermediate, input, w13, s13, w2, s2, ids, topk,
                                  compact=compact)
 
