@@ -1,8 +1,9 @@
-"""An engine's startup, end to end on CPU, through routectl's engine API.
+"""An engine's startup, end to end on CPU or CUDA, through routectl's engine API.
 
 Plays an engine loading one Qwen3.8 TP4 AWQ MoE layer (512 experts, top-k 10, group 32,
 random AutoAWQ checkpoint tensors) with `qpn_m1` requested, on declared hardware capability
-70 (the reference ops run on CPU; the engine op's device check is not modelled). The native
+70 (the reference ops run on CPU, or with `--device cuda` on a CUDA GPU through their Triton
+implementation; the engine op's capability check is not modelled). The native
 namespace is composite: the `routectl` reference ops (awq_sm70_prepare,
 awq_sm70_prepare_compact, awq_moe_qpn_m1_sm70_out) plus declared-only entries for every other
 catalogue op, so admission sees a full engine build; calling a declared op raises "no
@@ -21,7 +22,10 @@ Both layouts must also give identical outputs. Exit 0 only when every check pass
 
 The policy is resolved against this process's environment (as an engine's would be).
 
-    python examples/engine_startup.py [--report-json FILE]
+    python examples/engine_startup.py [--device cuda] [--report-json FILE]
+
+With `--device cuda` the checkpoint, the prepared banks and the step's tensors live on the GPU
+(the prepare ops and the QPN M1 op run there); the oracle and the bank check read CPU copies.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ PROJECT = load_project(Path(__file__).resolve().parents[1])
 import native.reference  # noqa: E402,F401  (registers the routectl:: reference ops)
 from native.awq_layout import layout_of_metadata_dtype  # noqa: E402
 from native.awq_schemas import REFERENCE_NAMESPACE  # noqa: E402
-from native.moe_layer import BANKS, W13, AwqMoeLayer, MoeCheckpoint  # noqa: E402
+from native.moe_layer import BANKS, W13, AwqMoeLayer, ExpertBank, MoeCheckpoint  # noqa: E402
 from native.reference.moe_checkpoint import expert_weights, random_moe_checkpoint  # noqa: E402
 from native.reference.oracle import BoundCheck, check_bounds, oracle_qpn_m1  # noqa: E402
 from native.reference.packing import PreparedExpert, unpack_prepared  # noqa: E402
@@ -83,14 +87,27 @@ def engine_namespace(catalogue: Catalogue) -> CompositeNamespace:
                               name="engine build (routectl reference ops + declared)")
 
 
-def step_inputs(layer: AwqMoeLayer, seed: int = INPUT_SEED
+def step_inputs(layer: AwqMoeLayer, device: torch.device, seed: int = INPUT_SEED
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One decode token: activations, the router's top-k expert ids and weights."""
+    """One decode token: activations, the router's top-k expert ids and weights (drawn on
+    the CPU, so both devices see the same step)."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn((STEP_TOKENS, layer.hidden), generator=generator).half()
     ids = torch.randperm(layer.num_experts, generator=generator)[:layer.top_k]
     weights = torch.softmax(torch.randn((STEP_TOKENS, layer.top_k), generator=generator), -1)
-    return x, ids.to(torch.int32).reshape(STEP_TOKENS, layer.top_k), weights
+    ids = ids.to(torch.int32).reshape(STEP_TOKENS, layer.top_k)
+    return x.to(device), ids.to(device), weights.to(device)
+
+
+def checkpoint_on(checkpoint: MoeCheckpoint, device: torch.device) -> MoeCheckpoint:
+    """The checkpoint's banks stacked onto `device` (per-expert views, as an engine holds
+    its parameters)."""
+    if device.type == "cpu":
+        return checkpoint
+    return MoeCheckpoint(*(
+        ExpertBank.from_stacked(*(torch.stack(list(tensors)).to(device) for tensors in (
+            bank.qweight, bank.qzeros, bank.scales)))
+        for bank in (checkpoint.w13, checkpoint.w2)))
 
 
 def metadata_layout_of(observed: Sequence[Any]) -> str | None:
@@ -115,7 +132,7 @@ def banks_match_checkpoint(layer: EngineLayer, checkpoint: MoeCheckpoint,
     for bank in BANKS:
         words, meta = (banks.w13, banks.s13) if bank == W13 else (banks.w2, banks.s2)
         for e in experts:
-            got = unpack_prepared(PreparedExpert(words[e], meta[e]), group,
+            got = unpack_prepared(PreparedExpert(words[e].cpu(), meta[e].cpu()), group,
                                   interleaved=bank == W13 and banks.w13_interleaved).logical()
             want = expert_weights(checkpoint, bank, e)
             if not (torch.equal(got.codes, want.codes) and torch.equal(got.zeros, want.zeros)
@@ -141,24 +158,27 @@ class LayoutRun:
 
 
 def run_layout(project: Project, namespace: CompositeNamespace, checkpoint: MoeCheckpoint,
-               label: str, kernel_config: Mapping[str, Any]) -> LayoutRun:
+               label: str, kernel_config: Mapping[str, Any], device: torch.device
+               ) -> LayoutRun:
     session = start(project, kernel_config, HARDWARE, WORKLOAD)
     with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as load_seen:
-        layer = session.load_layer(FAMILY, QWEN38_LAYER, checkpoint, namespace)
+        layer = session.load_layer(FAMILY, QWEN38_LAYER, checkpoint_on(checkpoint, device),
+                                   namespace)
     moe: AwqMoeLayer = layer.prepared.state["layer"]
-    x, ids, weights = step_inputs(moe)
+    x, ids, weights = step_inputs(moe, device)
     with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as step_seen:
         out = layer(x, ids, weights)
     report = session.report()
     banks = layer.prepared.state["banks"]
-    reference = oracle_qpn_m1(x, banks.w13, banks.s13, banks.w2, banks.s2, ids, weights)
+    reference = oracle_qpn_m1(*(t.cpu() for t in (x, banks.w13, banks.s13, banks.w2, banks.s2,
+                                                   ids, weights)))
     return LayoutRun(
         label=label, report=report,
         replay=replay_record(report.layer(layer.name), STEP_TOKENS),
         execution=execution_record(load_seen, step_seen, STEP_TOKENS),
-        margins=check_bounds(out, reference.out),
+        margins=check_bounds(out.cpu(), reference.out),
         banks_ok=banks_match_checkpoint(layer, checkpoint, [int(i) for i in ids.flatten()]),
-        out=out)
+        out=out.cpu())
 
 
 def _yes(ok: bool) -> str:
@@ -170,14 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report-json", type=Path, metavar="FILE",
                         help="write the JSON startup report of the default-layout (3-byte) "
                              "startup to FILE (validated against its schema)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the checkpoint, banks and step run (default: cpu)")
     args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda needs a CUDA GPU", file=sys.stderr)
+        return 2
     project = PROJECT
     namespace = engine_namespace(project.catalogue)
     checkpoint = random_moe_checkpoint(AwqMoeLayer.for_rank(QWEN38_LAYER, WORKLOAD.tp),
                                        CHECKPOINT_SEED)
     runs: list[LayoutRun] = []
     for label, kernel_config in LAYOUTS:
-        run = run_layout(project, namespace, checkpoint, label, kernel_config)
+        run = run_layout(project, namespace, checkpoint, label, kernel_config, device)
         runs.append(run)
         print(f"== engine startup, {label} metadata: kernel_config "
               f"{json.dumps(kernel_config, sort_keys=True)} ==")

@@ -1,7 +1,8 @@
 """CPU reference arithmetic of the AWQ QPN M1 operator and its prepare ops (CONTRACTS 6).
 
 Vectorised over the selected experts; Python loops only run over the fixed reduction orders
-(160 K steps, 16 slices, 10 routes), never over elements. Every rounding boundary is
+(160 K steps, 16 slices, 10 routes), never over elements. The prepare functions run on the
+device of their inputs (the CUDA prepare ops are these same functions). Every rounding boundary is
 explicit: where the contract rounds once, this module rounds once.
 """
 
@@ -84,15 +85,16 @@ def _wrap_int32(v: torch.Tensor) -> torch.Tensor:
     return (v - ((v >> 31) << 32)).to(torch.int32)
 
 
-def _shifts(nibbles: tuple[int, ...]) -> torch.Tensor:
-    return torch.tensor([CODE_BITS * p for p in nibbles], dtype=torch.int32)
+def _shifts(nibbles: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    return torch.tensor([CODE_BITS * p for p in nibbles], dtype=torch.int32, device=device)
 
 
 def unpack_checkpoint_words(packed: torch.Tensor) -> torch.Tensor:
     """AutoAWQ (R, N/8) int32 -> (R, N) codes 0..15 (int32)."""
     rows, words = packed.shape
-    by_nibble = (packed.unsqueeze(-1) >> _shifts(tuple(range(CODES_PER_WORD)))) & CODE_MASK
-    codes = torch.empty((rows, words, CODES_PER_WORD), dtype=torch.int32)
+    by_nibble = (packed.unsqueeze(-1) >> _shifts(tuple(range(CODES_PER_WORD)), packed.device)
+                 ) & CODE_MASK
+    codes = torch.empty((rows, words, CODES_PER_WORD), dtype=torch.int32, device=packed.device)
     codes[..., list(CHECKPOINT_NIBBLE_COLUMNS)] = by_nibble
     return codes.reshape(rows, words * CODES_PER_WORD)
 
@@ -102,7 +104,7 @@ def pack_prepared_words(codes: torch.Tensor) -> torch.Tensor:
     k, n = codes.shape
     tiled = codes.to(torch.int64).reshape(k // TILE_K, TILE_K, n // TILE_N, TILE_N)
     tiled = tiled.permute(2, 0, 3, 1)  # (tile, k8, c, i)
-    words = (tiled << _shifts(PREPARED_K_NIBBLES).to(torch.int64)).sum(dim=-1)
+    words = (tiled << _shifts(PREPARED_K_NIBBLES, codes.device).to(torch.int64)).sum(dim=-1)
     return _wrap_int32(words.reshape(k, n // CODES_PER_WORD))
 
 
@@ -112,7 +114,7 @@ def unpack_prepared_words(words: torch.Tensor, k: int, n: int) -> torch.Tensor:
     # (e, tile, k8, c) -> (e, k8, 1, tile, c): the nibble axis then lands between k8 and
     # tile, which is row-major (K, N) order once flattened.
     tiled = words.reshape(e, n // TILE_N, k // TILE_K, TILE_N).permute(0, 2, 1, 3)
-    shifts = _shifts(PREPARED_K_NIBBLES).reshape(1, 1, TILE_K, 1, 1)
+    shifts = _shifts(PREPARED_K_NIBBLES, words.device).reshape(1, 1, TILE_K, 1, 1)
     return ((tiled.unsqueeze(2) >> shifts) & CODE_MASK).reshape(e, k, n)
 
 

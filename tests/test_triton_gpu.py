@@ -1,0 +1,216 @@
+"""The CUDA (Triton) implementation of the routectl reference ops, on a GPU, at the contract's
+shapes: the oracle tests (FP64 reference and the seed's bounds, one-hot acceptance), equality
+with the CPU reference op, both layouts, invalid and duplicate ids, adversarial scales, all
+512 experts, determinism, no device synchronisation and CUDA-graph capture.
+
+Marked `gpu`, which the default run deselects. On a CUDA machine with Triton:
+
+    python -m pytest -m gpu tests/test_triton_gpu.py
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+import native.reference  # noqa: F401  (registers the ops)
+from native.awq_schemas import GROUP_SIZE, NUM_EXPERTS, W2_K, W2_N, W13_K, W13_N
+from native.reference.oracle import check_bounds, oracle_qpn_m1
+from native.reference.packing import pack_checkpoint, random_expert
+from tests.qpn_triton_helpers import build_banks, with_free_biases
+
+pytestmark = pytest.mark.gpu
+
+QPN = torch.ops.routectl.awq_moe_qpn_m1_sm70_out
+CUDA = torch.device("cuda")
+SEED_IDS = [511, 0, 257, 1, 511, 1, 0, 257, 0, 511]
+MIXED_IDS = [257, -1, 0, 511, 512, 1, 257, 3, -7, 100]
+ONE_HOT_K = (0, 31, 32, 2559)
+Banks = dict[bool, tuple[torch.Tensor, ...]]
+
+
+def full_banks(seed: int) -> Banks:
+    """Every one of the 512 experts random (prepared words are any int32; scales and zeros
+    as the seed's test draws them), both layouts of the same logical weights."""
+    gen = torch.Generator().manual_seed(seed)
+    banks: Banks = {}
+    stages = []
+    for k, n in ((W13_K, W13_N), (W2_K, W2_N)):
+        words = torch.randint(-(2**31), 2**31, (NUM_EXPERTS, k, n // 8), generator=gen,
+                              dtype=torch.int64).to(torch.int32)
+        groups = (NUM_EXPERTS, k // GROUP_SIZE, n)
+        scales = (torch.rand(groups, generator=gen) * 0.01 + 0.001).half()
+        zeros = torch.randint(0, 16, groups, generator=gen, dtype=torch.int32)
+        stages.append((words, scales, zeros))
+    from native.reference.numerics import encode_metadata
+
+    for compact in (False, True):
+        banks[compact] = tuple(
+            t for words, scales, zeros in stages
+            for t in (words, encode_metadata(scales, zeros, compact))
+        )
+    return banks
+
+
+@pytest.fixture(scope="module")
+def random_banks() -> Banks:
+    return full_banks(23)
+
+
+@pytest.fixture(scope="module")
+def seed_banks() -> Banks:
+    """The seed's experts 0, 1, 257, 511 (3 adversarial) packed from logical weights."""
+    small = build_banks(4, W13_K, W13_N, W2_K, W2_N, GROUP_SIZE, seed=7, adversarial=(3,))
+    slots = torch.tensor([0, 1, 257, 511])
+    banks: Banks = {}
+    for compact, tensors in small.items():
+        full = []
+        for t in tensors:
+            bank = torch.zeros((NUM_EXPERTS, *t.shape[1:]), dtype=t.dtype)
+            bank[slots] = t
+            full.append(bank)
+        banks[compact] = tuple(full)
+    return banks
+
+
+def on(device: torch.device, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(t.to(device) for t in tensors)
+
+
+def call(banks: tuple[torch.Tensor, ...], x: torch.Tensor, ids: list[int], topk: torch.Tensor,
+         device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    out = torch.full((1, 2560), float("nan"), dtype=torch.float16, device=device)
+    inter = torch.full((10, 160), float("nan"), dtype=torch.float16, device=device)
+    QPN(out, inter, *on(device, x), *on(device, *banks),
+        *on(device, torch.tensor([ids], dtype=torch.int32), topk))
+    return out.cpu(), inter.cpu()
+
+
+def inputs(seed: int, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return ((torch.randn((1, 2560), generator=gen) * scale).half(),
+            torch.rand((1, 10), generator=gen))
+
+
+@pytest.fixture(scope="module")
+def gpu_banks(random_banks: Banks) -> Banks:
+    return {compact: on(CUDA, *t) for compact, t in random_banks.items()}
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["4-byte", "3-byte"])
+@pytest.mark.parametrize("ids", [SEED_IDS, MIXED_IDS], ids=["seed-ids", "invalid-and-dupes"])
+def test_random_equal_cpu_op_and_within_oracle_bounds(random_banks: Banks, compact: bool,
+                                                      ids: list[int]) -> None:
+    x, topk = inputs(1)
+    banks = random_banks[compact]
+    out, inter = call(banks, x, ids, topk, CUDA)
+    cpu_out, cpu_inter = call(banks, x, ids, topk, torch.device("cpu"))
+    assert torch.equal(inter, cpu_inter) and torch.equal(out, cpu_out)
+    oracle = oracle_qpn_m1(x, *banks, torch.tensor([ids], dtype=torch.int32), topk,
+                           intermediate=inter)
+    check = check_bounds(out, oracle.out)
+    assert check.passed, check
+    for r, e in enumerate(ids):
+        if not 0 <= e < NUM_EXPERTS:
+            assert not inter[r].any()
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["4-byte", "3-byte"])
+@pytest.mark.parametrize("k", ONE_HOT_K)
+def test_one_hot_seed_acceptance(seed_banks: Banks, compact: bool, k: int) -> None:
+    x = torch.zeros((1, 2560), dtype=torch.float16)
+    x[0, k] = 1
+    topk = torch.linspace(0.05, 0.5, 10).reshape(1, 10)
+    banks = seed_banks[compact]
+    out, inter = call(banks, x, SEED_IDS, topk, CUDA)
+    oracle = oracle_qpn_m1(x, *banks, torch.tensor([SEED_IDS], dtype=torch.int32), topk,
+                           intermediate=inter)
+    assert torch.equal(inter, oracle.intermediate)
+    assert check_bounds(out, oracle.out).passed
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["4-byte", "3-byte"])
+def test_adversarial_scales_equal_cpu_op(seed_banks: Banks, compact: bool) -> None:
+    banks = seed_banks[compact]
+    if not compact:
+        w13, s13, w2, s2 = banks
+        banks = (w13, with_free_biases(s13, 257, seed=4), w2, s2)
+    x, topk = inputs(2, scale=0.05)
+    ids = [511, 257, 511, 0, 1, -1, 511, 257, 1, 0]
+    got = call(banks, x, ids, topk, CUDA)
+    want = call(banks, x, ids, topk, torch.device("cpu"))
+    assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
+
+
+def test_all_512_experts_reachable_and_layouts_identical(random_banks: Banks,
+                                                         gpu_banks: Banks) -> None:
+    x, topk = inputs(3)
+    order = torch.randperm(NUM_EXPERTS, generator=torch.Generator().manual_seed(0)).tolist()
+    order += order[:8]  # 520 = 52 calls of 10
+    for start in range(0, len(order), 10):
+        ids = order[start:start + 10]
+        three = call(gpu_banks[True], x, ids, topk, CUDA)
+        four = call(gpu_banks[False], x, ids, topk, CUDA)
+        assert torch.equal(three[0], four[0]) and torch.equal(three[1], four[1])
+        if start % 130 == 0:  # the CPU op is slow: compare a spread of the calls
+            cpu = call(random_banks[True], x, ids, topk, torch.device("cpu"))
+            assert torch.equal(three[0], cpu[0]) and torch.equal(three[1], cpu[1])
+        assert three[1].abs().amax(dim=1).gt(0).all()
+
+
+def _static_call(gpu_banks: Banks) -> tuple[Callable[[], None], dict[str, torch.Tensor]]:
+    x, topk = inputs(4)
+    static = {
+        "out": torch.empty((1, 2560), dtype=torch.float16, device=CUDA),
+        "inter": torch.empty((10, 160), dtype=torch.float16, device=CUDA),
+        "x": x.to(CUDA), "ids": torch.tensor([SEED_IDS], dtype=torch.int32, device=CUDA),
+        "topk": topk.to(CUDA),
+    }
+
+    def step() -> None:
+        QPN(static["out"], static["inter"], static["x"], *gpu_banks[True], static["ids"],
+            static["topk"])
+
+    return step, static
+
+
+def test_deterministic_no_sync_and_graph_capturable(gpu_banks: Banks) -> None:
+    step, static = _static_call(gpu_banks)
+    step()  # compiles the kernels
+    torch.cuda.synchronize()
+    first = static["out"].clone(), static["inter"].clone()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(5):
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(static["out"], first[0]) and torch.equal(static["inter"], first[1])
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    x, topk = inputs(5)
+    ids = [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    static["x"].copy_(x.to(CUDA))
+    static["topk"].copy_(topk.to(CUDA))
+    static["ids"].copy_(torch.tensor([ids], dtype=torch.int32))
+    static["out"].fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = call(gpu_banks[True], x, ids, topk, CUDA)
+    assert torch.equal(static["out"].cpu(), eager[0])
+    assert torch.equal(static["inter"].cpu(), eager[1])
+
+
+def test_cuda_prepare_ops_equal_cpu() -> None:
+    ck = pack_checkpoint(random_expert(W13_K, W13_N, GROUP_SIZE,
+                                       torch.Generator().manual_seed(8)))
+    for op in (torch.ops.routectl.awq_sm70_prepare, torch.ops.routectl.awq_sm70_prepare_compact):
+        for interleave in (False, True):
+            cpu = op(ck.qweight, ck.scales, ck.qzeros, GROUP_SIZE, interleave)
+            gpu = op(*on(CUDA, ck.qweight, ck.scales, ck.qzeros), GROUP_SIZE, interleave)
+            assert all(g.device.type == "cuda" for g in gpu)
+            assert all(torch.equal(c, g.cpu()) for c, g in zip(cpu, gpu, strict=True))
