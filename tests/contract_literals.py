@@ -20,10 +20,44 @@ DEPRECATED_VARIABLES: frozenset[str] = frozenset({
     "VLLM_SM70_AWQ_TURBOMIND",  # as read for sm70_awq.enabled (dense linears)
     "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE",
     "VLLM_SM70_AWQ_MLP_ENGINE",
+}) | frozenset({
+    # CONTRACTS-fp8 1.1: the eleven sm70_fp8 aliases (VLLM_SM70_FP8_TURBOMIND moved here from
+    # legacy; VLLM_SM70_FP8_QPN8 is also the DFlash2 alias of target_fp8_qpn8).
+    "VLLM_SM70_FP8_TURBOMIND",
+    "VLLM_SM70_FP8_DEQUANT_FALLBACK",
+    "VLLM_SM70_FP8_QPN8",
+    "VLLM_SM70_FP8_QPN8_PP2_TP4",
+    "VLLM_SM70_FP8_QPN8_PP2_TP4_SHARED_GATE",
+    "VLLM_SM70_FP8_PRESCALED_M1_DECODE",
+    "VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE",
+    "VLLM_SM70_FP8_PREFILL_PRESCALED",
+    "VLLM_SM70_FP8_PREFILL_EXACT_DENSE",
+    "VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM",
+    "VLLM_SM70_FP8_DENSE_GATED_SILU",
+}) | frozenset({
+    # CONTRACTS-dflash2 1.3: the 18 verifier aliases (#7 is the shared VLLM_SM70_FP8_QPN8).
+    "VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY",
+    "VLLM_SM70_DFLASH2_FUSED_GDN_COMBINED_SPLIT",
+    "VLLM_SM70_DFLASH2_CONTEXT_PIPELINE",
+    "VLLM_SM70_DFLASH2_CONTEXT_KV_GRAPH",
+    "VLLM_SM70_DFLASH2_QUANT_LM_HEAD",
+    "VLLM_SM70_DFLASH2_FP32_LOGITS",
+    "VLLM_SM70_FP8_QPN8",
+    "VLLM_SM70_DFLASH2_QPN8_RERANK",
+    "VLLM_SM70_DFLASH2_VERIFY_FASTPATH",
+    "VLLM_SM70_DFLASH2_FUSED_GDN_METADATA",
+    "VLLM_SM70_DFLASH2_FUSED_GDN_NORM",
+    "VLLM_SM70_DFLASH2_FUSED_GDN_SPLIT",
+    "VLLM_SM70_DFLASH2_FUSED_GEMMA_RMS",
+    "VLLM_SM70_DFLASH2_FIXED_GEMMA_RMS",
+    "VLLM_SM70_DFLASH2_FUSED_SMALLQ_METADATA",
+    "VLLM_SM70_DFLASH2_GROUPED_SMALLQ_METADATA",
+    "VLLM_SM70_DFLASH2_SPARSE_TARGET_REJECTION",
+    "VLLM_SM70_DFLASH2_SHARDED_CONTEXT_FC",
 })
 
-# 1.1 "legacy switch" (read, never warns) plus the sm70_fp8 table row of 1.3
-# (VLLM_SM70_FP8_TURBOMIND, legacy today; CONTRACTS-fp8 1.1 may move it when FP8 lands).
+# 1.1 "legacy switch" (read, never warns), plus CONTRACTS-fp8 1.1's two natively read mirrors
+# and the FP8 MoE dequantize switch issue 16 registers as legacy.
 LEGACY_VARIABLES: frozenset[str] = frozenset({
     "VLLM_SM70_QUANT_BACKEND",
     "VLLM_SM70_NVFP4_TURBOMIND",
@@ -33,7 +67,9 @@ LEGACY_VARIABLES: frozenset[str] = frozenset({
     "VLLM_SM70_NVFP4_DENSE_GATED_SILU",
     "VLLM_SM70_AWQ_MOE_DISABLE",
     "VLLM_DISABLED_KERNELS",
-    "VLLM_SM70_FP8_TURBOMIND",
+    "VLLM_SM70_FP8_PREFILL_FAST_SELECTOR",
+    "VLLM_SM70_FP8_GROUPED_BMM_DECODE",
+    "VLLM_SM70_FP8_MOE_DEQUANT_FALLBACK",
 })
 
 # 1.1 "current switch": every sm70_awq_moe variable except VLLM_SM70_AWQ_MOE_DISABLE (1.3).
@@ -54,9 +90,32 @@ CURRENT_VARIABLES: frozenset[str] = frozenset({
     "VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS",
 })
 
-# CONTRACTS-dflash2 1.4 kinds; empty until the DFlash2 family lands (issue 15).
-OBSOLETE_VARIABLES: frozenset[str] = frozenset()
-REMOVED_VARIABLES: frozenset[str] = frozenset()
+# CONTRACTS-dflash2 1.4: retired names, no field.
+OBSOLETE_VARIABLES: frozenset[str] = frozenset({"VLLM_SM70_DFLASH2_QPN8_DENSE_ORDER"})
+REMOVED_VARIABLES: frozenset[str] = frozenset({"VLLM_SM70_DFLASH2_QPN8_ALLOW_CANDIDATE_ORDER"})
+
+# CONTRACTS-dflash2 1.3, in table order: field -> alias (every one deprecated, INT_BOOL,
+# default = verifier qualified).
+DFLASH2_FIELDS: dict[str, str] = {
+    "fused_gdn_verify": "VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY",
+    "fused_gdn_combined_split": "VLLM_SM70_DFLASH2_FUSED_GDN_COMBINED_SPLIT",
+    "context_pipeline": "VLLM_SM70_DFLASH2_CONTEXT_PIPELINE",
+    "context_kv_graph": "VLLM_SM70_DFLASH2_CONTEXT_KV_GRAPH",
+    "quant_lm_head": "VLLM_SM70_DFLASH2_QUANT_LM_HEAD",
+    "fp32_logits": "VLLM_SM70_DFLASH2_FP32_LOGITS",
+    "target_fp8_qpn8": "VLLM_SM70_FP8_QPN8",
+    "qpn8_rerank": "VLLM_SM70_DFLASH2_QPN8_RERANK",
+    "verify_fastpath": "VLLM_SM70_DFLASH2_VERIFY_FASTPATH",
+    "fused_gdn_metadata": "VLLM_SM70_DFLASH2_FUSED_GDN_METADATA",
+    "fused_gdn_norm": "VLLM_SM70_DFLASH2_FUSED_GDN_NORM",
+    "fused_gdn_split": "VLLM_SM70_DFLASH2_FUSED_GDN_SPLIT",
+    "fused_gemma_rms": "VLLM_SM70_DFLASH2_FUSED_GEMMA_RMS",
+    "fixed_gemma_rms": "VLLM_SM70_DFLASH2_FIXED_GEMMA_RMS",
+    "fused_smallq_metadata": "VLLM_SM70_DFLASH2_FUSED_SMALLQ_METADATA",
+    "grouped_smallq_metadata": "VLLM_SM70_DFLASH2_GROUPED_SMALLQ_METADATA",
+    "sparse_target_rejection": "VLLM_SM70_DFLASH2_SPARSE_TARGET_REJECTION",
+    "sharded_context_fc": "VLLM_SM70_DFLASH2_SHARDED_CONTEXT_FC",
+}
 
 # 1.3: every field with its variable and kind ("config" = no variable), by field key.
 FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
@@ -92,7 +151,26 @@ FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
                                         "current"),
     "sm70_awq_moe.indexed_prefill": ("VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL", "current"),
     "sm70_awq_moe.w2_chunk_tokens": ("VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS", "current"),
-    "sm70_fp8.enabled": ("VLLM_SM70_FP8_TURBOMIND", "legacy"),
+    # CONTRACTS-fp8 1.1
+    "sm70_fp8.enabled": ("VLLM_SM70_FP8_TURBOMIND", "deprecated"),
+    "sm70_fp8.dequant_fallback": ("VLLM_SM70_FP8_DEQUANT_FALLBACK", "deprecated"),
+    "sm70_fp8.qpn8": ("VLLM_SM70_FP8_QPN8", "deprecated"),
+    "sm70_fp8.qpn8_pp2_tp4": ("VLLM_SM70_FP8_QPN8_PP2_TP4", "deprecated"),
+    "sm70_fp8.qpn8_shared_gate": ("VLLM_SM70_FP8_QPN8_PP2_TP4_SHARED_GATE", "deprecated"),
+    "sm70_fp8.prescaled_decode": ("VLLM_SM70_FP8_PRESCALED_M1_DECODE", "deprecated"),
+    "sm70_fp8.prescaled_shared_gate": ("VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE", "deprecated"),
+    "sm70_fp8.prefill_prescaled": ("VLLM_SM70_FP8_PREFILL_PRESCALED", "deprecated"),
+    "sm70_fp8.prefill_exact_dense": ("VLLM_SM70_FP8_PREFILL_EXACT_DENSE", "deprecated"),
+    "sm70_fp8.prefill_visible_dense_mm": ("VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM",
+                                          "deprecated"),
+    "sm70_fp8.gated_silu": ("VLLM_SM70_FP8_DENSE_GATED_SILU", "deprecated"),
+    "sm70_fp8.prefill_fast_selector": ("VLLM_SM70_FP8_PREFILL_FAST_SELECTOR", "legacy"),
+    "sm70_fp8.grouped_bmm_decode": ("VLLM_SM70_FP8_GROUPED_BMM_DECODE", "legacy"),
+    "sm70_fp8.moe_dequant_fallback": ("VLLM_SM70_FP8_MOE_DEQUANT_FALLBACK", "legacy"),
+    "sm70_fp8.block_qpn8": (None, "config"),
+    "sm70_fp8.block_qpn8_volta_turbomind_prefill": (None, "config"),
+    **{f"sm70_dflash2.{name}": (variable, "deprecated")
+       for name, variable in DFLASH2_FIELDS.items()},
     "disabled_kernels": ("VLLM_DISABLED_KERNELS", "legacy"),
     "linear_backend": (None, "config"),
 }
@@ -130,7 +208,26 @@ QUALIFIED_DEFAULTS: dict[str, object] = {
     "sm70_awq_moe.max_batched_tokens": 0,
     "sm70_awq_moe.indexed_prefill": True,
     "sm70_awq_moe.w2_chunk_tokens": 0,
+    # CONTRACTS-fp8 1.1 defaults (routectl's block_qpn8 default is False: issue 16).
     "sm70_fp8.enabled": True,
+    "sm70_fp8.dequant_fallback": True,
+    "sm70_fp8.qpn8": False,
+    "sm70_fp8.qpn8_pp2_tp4": False,
+    "sm70_fp8.qpn8_shared_gate": False,
+    "sm70_fp8.prescaled_decode": True,
+    "sm70_fp8.prescaled_shared_gate": True,
+    "sm70_fp8.prefill_prescaled": True,
+    "sm70_fp8.prefill_exact_dense": True,
+    "sm70_fp8.prefill_visible_dense_mm": False,
+    "sm70_fp8.gated_silu": True,
+    "sm70_fp8.prefill_fast_selector": True,
+    "sm70_fp8.grouped_bmm_decode": True,
+    "sm70_fp8.moe_dequant_fallback": False,
+    "sm70_fp8.block_qpn8": False,
+    "sm70_fp8.block_qpn8_volta_turbomind_prefill": None,
+    # CONTRACTS-dflash2 1.3/1.5: the test's engine has no model facts, so the verifier is not
+    # qualified and every verifier default is false.
+    **{f"sm70_dflash2.{name}": False for name in DFLASH2_FIELDS},
     "disabled_kernels": (),
     "linear_backend": "auto",
 }
@@ -167,6 +264,21 @@ NON_DEFAULT_TEXT: dict[str, tuple[str, object]] = {
     "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL": ("0", False),
     "VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS": ("6144", 6144),
     "VLLM_SM70_FP8_TURBOMIND": ("0", False),
+    "VLLM_SM70_FP8_DEQUANT_FALLBACK": ("0", False),
+    "VLLM_SM70_FP8_QPN8": ("1", True),
+    "VLLM_SM70_FP8_QPN8_PP2_TP4": ("1", True),
+    "VLLM_SM70_FP8_QPN8_PP2_TP4_SHARED_GATE": ("1", True),
+    "VLLM_SM70_FP8_PRESCALED_M1_DECODE": ("0", False),
+    "VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE": ("0", False),
+    "VLLM_SM70_FP8_PREFILL_PRESCALED": ("0", False),
+    "VLLM_SM70_FP8_PREFILL_EXACT_DENSE": ("0", False),
+    "VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM": ("1", True),
+    "VLLM_SM70_FP8_DENSE_GATED_SILU": ("0", False),
+    "VLLM_SM70_FP8_PREFILL_FAST_SELECTOR": ("0", False),
+    "VLLM_SM70_FP8_GROUPED_BMM_DECODE": ("0", False),
+    "VLLM_SM70_FP8_MOE_DEQUANT_FALLBACK": ("1", True),
+    **{variable: ("1", True) for name, variable in DFLASH2_FIELDS.items()
+       if variable != "VLLM_SM70_FP8_QPN8"},
     "VLLM_DISABLED_KERNELS": (" TritonW4A16LinearKernel, ,MarlinLinearKernel ",
                               ("TritonW4A16LinearKernel", "MarlinLinearKernel")),
 }
@@ -198,6 +310,30 @@ DEPRECATION_MESSAGES: dict[str, str] = {
     "VLLM_SM70_AWQ_MLP_ENGINE": "VLLM_SM70_AWQ_MLP_ENGINE is deprecated for dense linear "
                                 "layers; use kernel_config.sm70_awq.fused_silu. Explicit "
                                 "configuration takes precedence.",
+    # CONTRACTS-fp8 1.1: the scope "for serialized FP8 linear layers", CONTRACTS 1.1's ending.
+    **{name: f"{name} is deprecated for serialized FP8 linear layers; use "
+             f"kernel_config.sm70_fp8.{field}. Explicit configuration takes precedence."
+       for name, field in (
+           ("VLLM_SM70_FP8_TURBOMIND", "enabled"),
+           ("VLLM_SM70_FP8_DEQUANT_FALLBACK", "dequant_fallback"),
+           ("VLLM_SM70_FP8_QPN8_PP2_TP4", "qpn8_pp2_tp4"),
+           ("VLLM_SM70_FP8_QPN8_PP2_TP4_SHARED_GATE", "qpn8_shared_gate"),
+           ("VLLM_SM70_FP8_PRESCALED_M1_DECODE", "prescaled_decode"),
+           ("VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE", "prescaled_shared_gate"),
+           ("VLLM_SM70_FP8_PREFILL_PRESCALED", "prefill_prescaled"),
+           ("VLLM_SM70_FP8_PREFILL_EXACT_DENSE", "prefill_exact_dense"),
+           ("VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM", "prefill_visible_dense_mm"),
+           ("VLLM_SM70_FP8_DENSE_GATED_SILU", "gated_silu"))},
+    # Issue 15/16: the shared variable warns once, naming both paths (no scope: the DFlash2
+    # path is not an FP8 linear layer).
+    "VLLM_SM70_FP8_QPN8": "VLLM_SM70_FP8_QPN8 is deprecated; use "
+                          "kernel_config.sm70_dflash2.target_fp8_qpn8 or "
+                          "kernel_config.sm70_fp8.qpn8. Explicit configuration takes "
+                          "precedence.",
+    # Issue 15: the messages name kernel_config.sm70_dflash2.<field>.
+    **{variable: f"{variable} is deprecated; use kernel_config.sm70_dflash2.{name}. "
+                 f"Explicit configuration takes precedence."
+       for name, variable in DFLASH2_FIELDS.items() if variable != "VLLM_SM70_FP8_QPN8"},
 }
 
 # --- CONTRACTS 2.1: QPN2 (split_k, nacc) by (K, N padded to 32, gated call) ------------------

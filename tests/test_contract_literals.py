@@ -18,7 +18,7 @@ from native.layers import Nvfp4Layer
 from policies import PROJECT
 from policies.awq_moe_admission import CallFacts, TensorFacts, active_exact_w2_call
 from policies.awq_moe_routes import LoadedRoute, select_route
-from policies.variables import FIELDS
+from policies.variables import FIELDS, RETIRED
 from routectl.errors import InputError
 from routectl.native_ns import InMemoryNamespace
 from routectl.policy import PolicyDeprecationWarning, ResolvedPolicy
@@ -28,6 +28,12 @@ from tests import contract_literals as C
 
 QUALIFIED = EngineConfig(tp=4, pp=1, spec_method="dflash", spec_tokens=7, selector_top_k=16,
                          max_num_seqs=4, max_num_batched_tokens=8192, kv_dtype="fp8_e4m3")
+
+
+# The resolution context of the qualified NVFP4 workload without model facts (the DFlash2
+# verifier unqualified, no FP8 checkpoint), as the project builds it for QUALIFIED.
+CONTEXT = {"qualified": True, "dflash2_qualified": False, "model_quantization": None,
+           "capability": 70}
 
 
 def resolve(env: dict[str, str], config: Any = None) -> ResolvedPolicy:
@@ -44,7 +50,8 @@ def deprecation_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 def variables_of_kind(kind: str) -> set[str]:
     # Kinds compared by their string value so obsolete/removed (CONTRACTS-dflash2 1.4) need
     # no change here when they join the Kind enum.
-    return {f.variable for f in FIELDS if f.variable and str(f.kind) == kind}
+    return ({f.variable for f in FIELDS if f.variable and str(f.kind) == kind}
+            | {r.variable for r in RETIRED if str(r.kind) == kind})
 
 
 @pytest.mark.parametrize("kind, expected", [
@@ -109,8 +116,9 @@ def test_deprecated_variables_warn_once_per_process() -> None:
         second = resolve(env)
     emitted = deprecation_warnings(caught)
     assert sorted(emitted) == sorted(C.DEPRECATION_MESSAGES[n] for n in C.DEPRECATED_VARIABLES)
-    # The shared AWQ variable feeds two fields but warns once (1.1).
-    assert len(emitted) == 8
+    # The shared AWQ variable feeds two fields but warns once (1.1), and so does the shared
+    # VLLM_SM70_FP8_QPN8 (issues 15 and 16): 36 deprecated variables.
+    assert len(emitted) == 36
     # Each policy still records its own diagnostics, whatever warned before.
     for policy in (first, second):
         assert sorted(policy.warnings) == sorted(C.DEPRECATION_MESSAGES.values())
@@ -122,8 +130,7 @@ def test_resolving_without_emitting_keeps_the_warning_for_the_engine() -> None:
     name = "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        quiet = resolve_fields(FIELDS, {}, {name: "0"}, {"qualified": True},
-                               emit_warnings=False)
+        quiet = resolve_fields(FIELDS, {}, {name: "0"}, CONTEXT, emit_warnings=False)
         resolve({name: "0"})
     assert quiet.warnings == (C.DEPRECATION_MESSAGES[name],)
     assert deprecation_warnings(caught) == [C.DEPRECATION_MESSAGES[name]]
@@ -135,7 +142,7 @@ def test_resolve_fields_warns_by_default() -> None:
     name = "VLLM_SM70_AWQ_MLP_ENGINE"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resolve_fields(FIELDS, {}, {name: "1"}, {"qualified": True})
+        resolve_fields(FIELDS, {}, {name: "1"}, CONTEXT)
     assert deprecation_warnings(caught) == [C.DEPRECATION_MESSAGES[name]]
 
 
