@@ -222,7 +222,9 @@ def resolve_fields(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     ignored: list[tuple[str, str]] = []
-    ctx = {**context, "values": values}  # `values` fills in as fields resolve, in order
+    # `values` and `sources` fill in as fields resolve, in table order: a computed default or
+    # an effective value may read an earlier field's value and whether it was explicit.
+    ctx = {**context, "values": values, "sources": sources}
     for f in fields:
         var_present = (f.key, f.variable) in parsed
         env_value: Any
