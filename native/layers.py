@@ -142,3 +142,59 @@ class AwqLayer(_Prefixed):
             "qzeros": _empty(self.qzeros_shape, self.qzeros_dtype, device),
             "scales": _empty(self.scales_shape, self.scales_dtype, device),
         }
+
+
+FP8_BLOCK = (128, 128)  # one FP32 scale per 128 x 128 weight block
+
+
+@dataclass(frozen=True)
+class BlockFp8Layer(_Prefixed):
+    """A serialized block-FP8 linear served weight-only (W8A16) on Volta (CONTRACTS-fp8 3.1):
+    E4M3 weight (N, K), one FP32 scale per 128 x 128 block ("weight_scale_inv").
+
+    `groups` > 0 marks a grouped (bmm) layer whose N rows hold `groups` equal groups; its
+    activations end in [groups, K] and each group is an (M, K) x (K, N/groups) product.
+    """
+
+    prefix: str
+    input_size: int  # K, local
+    output_size: int  # N, local
+    weight_shape: tuple[int, ...]  # (N, K)
+    scale_shape: tuple[int, ...]  # (ceil(N/128), K/128)
+    tp: int = 1  # the layer's tensor-parallel size
+    partitions: tuple[int, ...] = ()  # output partitions: [N/2, N/2] for gate_up_proj
+    weight_dtype: str = "float8_e4m3fn"
+    block_size: tuple[int, ...] = FP8_BLOCK
+    static_scales: bool = True  # static (serialized) weight scales
+    is_scale_e8m0: bool = False  # UE8M0 (power-of-two) scales
+    orig_dtype: str = "float16"  # the checkpoint's original weight dtype
+    act_dtype: str = "float16"
+    out_dtype: str = "float16"
+    groups: int = 0
+
+    @classmethod
+    def of(cls, prefix: str, k: int, n: int, *, tp: int = 1, groups: int = 0,
+           is_scale_e8m0: bool = False) -> BlockFp8Layer:
+        """The layer a checkpoint of local size (K, N) describes; gate_up_proj has two equal
+        output partitions."""
+        parts = (n // 2, n // 2) if role_of(prefix) == "gate_up_proj" else (n,)
+        block_n, block_k = FP8_BLOCK
+        return cls(prefix=prefix, input_size=k, output_size=n, weight_shape=(n, k),
+                   scale_shape=(_ceil_div(n, block_n), _ceil_div(k, block_k)), tp=tp,
+                   partitions=parts, groups=groups, is_scale_e8m0=is_scale_e8m0)
+
+    @property
+    def gated_candidate(self) -> bool:
+        """A fused gate/up projection: role gate_up_proj with two equal partitions."""
+        return (self.role == "gate_up_proj" and len(self.partitions) == 2
+                and self.partitions[0] == self.partitions[1])
+
+    @property
+    def grouped(self) -> bool:
+        return self.groups > 0
+
+    def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
+        return {
+            "weight": _empty(self.weight_shape, self.weight_dtype, device),
+            "weight_scale_inv": _empty(self.scale_shape, "float32", device),
+        }

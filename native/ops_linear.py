@@ -79,7 +79,9 @@ def _fake_qpn4_scale_code(weight_scale: Any, weight_global_scale: Any,
 
 
 def _fake_qpn8_prepare(weight: Any, weight_scale: Any) -> Any:
-    return _empty(tuple(weight.shape), "uint8", weight)
+    # QPN8 codes are (K, N) uint8: the checkpoint's (N, K) weight transposed.
+    n, k = weight.shape
+    return _empty((k, n), "uint8", weight)
 
 
 def _fake_mm(input: Any, mat2: Any) -> Any:
@@ -115,6 +117,13 @@ QPN2_DISPATCH_PLAN = (M, PlanKey("split_k", "arg:split_k"), PlanKey("nacc", "arg
 # `scratch: true` exactly when a dense FP16 scratch is passed (absent otherwise).
 SCRATCH = PlanKey("scratch", "dtype:scratch", optional=True, labels={"float16": True})
 PADDED_N = PlanKey("n", "arg:padded_n")
+# Keys of the Volta calling convention of the shared QPN8 dispatcher (CONTRACTS-fp8 7): a
+# Turing call passes no tuning and records none of them.
+QPN8_VOLTA_PLAN = (PlanKey("k", "dim:x:1", when="split_k"),
+                   PlanKey("split_k", "arg:split_k", optional=True),
+                   PlanKey("chains", "arg:chains", optional=True),
+                   PlanKey("prefetch", "arg:prefetch", optional=True),
+                   PlanKey("gated", "arg:gated", optional=True))
 AWQ_PREPARE_PLAN = (PlanKey("group", "arg:group_size"),
                     PlanKey("gated", "arg:interleave_gated_silu"),
                     PlanKey("k", "dim:kernel:0"), PlanKey("n", "dim:scaling_factors:1"))
@@ -204,12 +213,17 @@ OPS: dict[str, OpSpec] = {
     tu.QPN8_PREPARE_OP: OpSpec(
         f"{tu.QPN8_PREPARE_OP}(Tensor weight, Tensor weight_scale) -> Tensor",
         plan=(PlanKey("n", "dim:weight:0"), PlanKey("k", "dim:weight:1")),
-        fake=_fake_qpn8_prepare, doc="native QPN8 layout of the (N, K) E4M3 weight"),
+        fake=_fake_qpn8_prepare,
+        doc="native QPN8 codes (K, N) uint8 of the (N, K) E4M3 weight (Turing per-tensor and "
+            "Volta block scales alike)"),
     tu.QPN8_DISPATCH_OP: OpSpec(
         f"{tu.QPN8_DISPATCH_OP}(Tensor(a!) out, Tensor x, Tensor weight, Tensor weight_scale, "
-        "Tensor(b!)? scratch=None) -> ()",
-        plan=(M, SCRATCH), validate=_rows_match,
-        doc="QPN8 dispatcher; M > 8 passes invocation-owned (K, N) FP16 scratch"),
+        "Tensor(b!)? scratch=None, int? workspace=None, int? split_k=None, int? chains=None, "
+        "bool? prefetch=None, bool? gated=None) -> ()",
+        plan=(M, SCRATCH, *QPN8_VOLTA_PLAN), validate=_rows_match,
+        doc="QPN8 dispatcher. Turing: M > 8 passes invocation-owned (K, N) FP16 scratch. "
+            "Volta: the bound workspace's address and the (split_k, chains, prefetch) tuning; "
+            "gated = the fused gate/up call"),
     tu.QPN8_PREFILL_OP: OpSpec(
         f"{tu.QPN8_PREFILL_OP}(Tensor(a!) out, Tensor x, Tensor weight, Tensor weight_scale, "
         "Tensor(b!) scratch) -> ()",

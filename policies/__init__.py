@@ -16,6 +16,7 @@ from policies.config import KernelConfig
 from policies.engine_loaders import ENGINE_LOADERS
 from policies.families import active_sections
 from policies.linear_awq import load_awq_dense
+from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
 from policies.qualification import (
@@ -31,6 +32,7 @@ from routectl.workload import EngineConfig, Hardware
 def _context(hardware: Hardware, engine: EngineConfig) -> Mapping[str, Any]:
     return {"qualified": nvfp4_workload_qualified(engine)[0],
             "dflash2_qualified": dflash2_verifier_qualified(hardware, engine)[0],
+            "model_quantization": engine.model.quantization if engine.model else None,
             "capability": hardware.capability}
 
 
@@ -54,6 +56,7 @@ PROJECT = Project(
         "sm75-nvfp4-linear": load_turing_nvfp4,
         "sm75-fp8-linear": load_turing_fp8,
         "sm70-awq-moe": select_awq_moe,
+        "sm70-fp8-linear": load_fp8_sm70,
     },
     # Family name -> loader and meta replay, for `routectl.engine` and its startup report.
     loaders=ENGINE_LOADERS,

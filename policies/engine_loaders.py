@@ -10,6 +10,7 @@ from policies.awq_moe import load_awq_moe
 from policies.categories.awq_moe import call_inputs as moe_call_inputs
 from policies.categories.awq_moe import stage_summary
 from policies.linear_awq import load_awq_dense
+from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
 from routectl.loaded import PreparedLayer
@@ -48,6 +49,7 @@ ENGINE_LOADERS: Mapping[str, LayerLoader] = {
     "sm70-nvfp4-linear": _linear(load_nvfp4_sm70),
     "sm70-awq-linear": _linear(load_awq_dense),
     "sm75-nvfp4-linear": _linear(load_turing_nvfp4),
+    "sm70-fp8-linear": _linear(load_fp8_sm70),
     "sm75-fp8-linear": _linear(load_turing_fp8),
     "sm70-awq-moe": LayerLoader(load_awq_moe, meta_tensors=lambda layer: None,
                                 call_inputs=_moe_inputs, last_call=_moe_last_call),

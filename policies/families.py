@@ -41,6 +41,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("sm70-awq-linear", ("sm70_turbomind", "sm70_awq", "sm70_awq_moe.tune_small_shapes"),
            lambda cc: cc == 70),
     Family("sm70-awq-moe", ("sm70_turbomind", "sm70_awq_moe"), lambda cc: 70 <= cc < 75),
+    Family("sm70-fp8-linear", ("sm70_turbomind", "sm70_fp8"), lambda cc: 70 <= cc < 75),
     Family("sm75-linear", ("sm70_turbomind", "sm70_nvfp4", "sm70_fp8"), lambda cc: cc == 75),
     # The verifier's options are read whatever the GPU (its GDN guards check capability 70
     # themselves); upstream hashes them under the method/explicit rule alone.

@@ -30,6 +30,9 @@ DFLASH2_DIMENSIONS: tuple[tuple[str, int, str, str], ...] = (
     ("head_dim", 256, "head_dim_not_256", "head dim"),
 )
 
+# The SM70 FP8 PP2 x TP4 runtime contract: (PP, TP).
+FP8_PP2_TP4 = (2, 4)
+
 QPN4_DOWN_N = 5120
 QPN4_GATE_UP_K = 5120
 
@@ -134,6 +137,26 @@ def awq_exact_dense_role_qualified(role: str) -> Check:
                   f"role {role} is not qualified for AWQ exact-dense prefill")
 
 
+def fp8_pp2_tp4_contract(engine: EngineConfig) -> Check:
+    """The SM70 FP8 PP2 x TP4 runtime contract (CONTRACTS-fp8 3.3): PP 2, TP 4, one
+    sequence, no DBO, ubatch <= 1, no speculation. Also gates prescaled decode (3.6)."""
+    if engine.pp != FP8_PP2_TP4[0]:
+        return reject("fp8_pp_not_2", f"PP2 x TP4 needs pipeline parallel size 2 (PP={engine.pp})")
+    if engine.tp != FP8_PP2_TP4[1]:
+        return reject("fp8_tp_not_4", f"PP2 x TP4 needs tensor parallel size 4 (TP={engine.tp})")
+    if engine.max_num_seqs != 1:
+        return reject("fp8_pp2_tp4_concurrency",
+                      f"PP2 x TP4 needs max_num_seqs == 1 (max_num_seqs={engine.max_num_seqs})")
+    if engine.dbo:
+        return reject("fp8_pp2_tp4_dbo", "PP2 x TP4 needs dual batch overlap off")
+    if engine.ubatch > 1:
+        return reject("fp8_pp2_tp4_ubatch", f"PP2 x TP4 needs ubatch <= 1 (ubatch={engine.ubatch})")
+    if engine.spec_method != "none":
+        return reject("fp8_pp2_tp4_speculation",
+                      f"PP2 x TP4 needs no speculation (speculative method {engine.spec_method})")
+    return OK
+
+
 def qualification_verdicts(hardware: Hardware, engine: EngineConfig
                            ) -> list[tuple[str, Check]]:
     """The whole-model rules an engine configuration decides (per-layer role and dimension
@@ -142,4 +165,5 @@ def qualification_verdicts(hardware: Hardware, engine: EngineConfig
         ("nvfp4_workload", nvfp4_workload_qualified(engine)),
         ("qpn4_workload", qpn4_workload_qualified(engine)),
         ("dflash2_verifier", dflash2_verifier_qualified(hardware, engine)),
+        ("fp8_pp2_tp4", fp8_pp2_tp4_contract(engine)),
     ]

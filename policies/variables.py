@@ -35,6 +35,8 @@ LINEAR_BACKENDS = (
     "emulation",
 )
 W2_CHUNK_TOKENS = (0, 4096, 6144)
+# The model-quantization fact of a serialized block-FP8 checkpoint (E4M3, 128 x 128 scales).
+BLOCK_FP8 = "fp8_block"
 
 
 def use_turbomind(switch: bool, values: Mapping[str, Any]) -> bool:
@@ -103,6 +105,35 @@ def _kernel_names(value: tuple[str, ...], where: str) -> tuple[str, ...]:
     return value
 
 
+def _inherit_qpn8(value: Any, ctx: Mapping[str, Any]) -> bool:
+    """`sm70_fp8.qpn8_pp2_tp4` left unset (CONTRACTS-fp8 1.2): a present generic variable
+    that resolved qpn8 to false wins (a rollback beats a specific enable); otherwise a
+    present generic variable or a typed qpn8 is copied unless the specific variable is
+    present; else the specific variable or the default."""
+    environ = ctx["environ"]
+    qpn8 = bool(ctx["values"]["sm70_fp8.qpn8"])
+    generic_present = FP8_QPN8 in environ
+    specific_present = _FP8_QPN8_PP2_TP4 in environ
+    if generic_present and not qpn8:
+        return False
+    typed_qpn8 = ctx["sources"]["sm70_fp8.qpn8"] == "explicit"
+    if (generic_present or typed_qpn8) and not specific_present:
+        return qpn8
+    return bool(value)
+
+
+def _verifier_qpn8(ctx: Mapping[str, Any]) -> bool | None:
+    """The verifier bridge (issue 16): an unset `sm70_fp8.qpn8` of a block-FP8 model takes
+    the resolved `sm70_dflash2.target_fp8_qpn8` when the DFlash2 verifier qualification holds
+    or that field is explicit (typed or its variable present); None otherwise."""
+    if ctx.get("model_quantization") != BLOCK_FP8:
+        return None
+    key = "sm70_dflash2.target_fp8_qpn8"
+    if ctx["dflash2_qualified"] or ctx["sources"][key] != "default":
+        return bool(ctx["values"][key])
+    return None
+
+
 _QUALIFIED = Computed("= workload qualified", _qualified)
 # CONTRACTS-dflash2 1.3: every verifier option is on for the qualified model and workload.
 _VERIFIER_QUALIFIED = Computed("= verifier qualified", _dflash2_qualified)
@@ -138,6 +169,9 @@ DFLASH2_OPTIONS: tuple[tuple[str, str, str], ...] = (
 )
 _DENSE = " for dense linear layers"
 _AWQ_TURBOMIND = VARIABLE_PREFIX + "SM70_AWQ_TURBOMIND"
+_FP8 = " for serialized FP8 linear layers"
+_FP8_TURBOMIND = VARIABLE_PREFIX + "SM70_FP8_TURBOMIND"
+_FP8_QPN8_PP2_TP4 = VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4"
 
 FIELDS: tuple[Field, ...] = (
     # Provider switches first: the other sections' effective values read quant_backend.
@@ -226,13 +260,57 @@ FIELDS: tuple[Field, ...] = (
           VARIABLE_PREFIX + "SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS", Kind.CURRENT,
           choice_parser(*W2_CHUNK_TOKENS), "chunked W2 token count", validate=_in(W2_CHUNK_TOKENS)),
 
-    # Before sm70_fp8: fields resolve in table order, and the FP8 verifier bridge reads
-    # target_fp8_qpn8's resolved value.
+    # Before sm70_fp8: its qpn8 takes the verifier's resolved target_fp8_qpn8 (the bridge).
     *(Field("sm70_dflash2", name, bool, _VERIFIER_QUALIFIED, variable, Kind.DEPRECATED,
             INT_BOOL, doc) for name, variable, doc in DFLASH2_OPTIONS),
 
-    Field("sm70_fp8", "enabled", bool, True, VARIABLE_PREFIX + "SM70_FP8_TURBOMIND", Kind.LEGACY,
-          INT_BOOL, "Turing QPN8 FP8 linears", effective=_effective_turbomind),
+    # One object for the Turing per-tensor and the Volta block-FP8 families (CONTRACTS-fp8 1).
+    Field("sm70_fp8", "enabled", bool, True, _FP8_TURBOMIND, Kind.DEPRECATED, INT_BOOL,
+          "TurboMind FP8 linears (Volta block FP8, Turing QPN8)",
+          effective=_effective_turbomind, deprecation_scope=_FP8),
+    Field("sm70_fp8", "dequant_fallback", bool, True,
+          VARIABLE_PREFIX + "SM70_FP8_DEQUANT_FALLBACK", Kind.DEPRECATED, INT_BOOL,
+          "dequantize to FP16 at load when the TurboMind route is off",
+          deprecation_scope=_FP8),
+    Field("sm70_fp8", "qpn8", bool, False, FP8_QPN8, Kind.DEPRECATED, INT_BOOL,
+          "generic QPN8 layout", deprecation_scope=_FP8, bridge=_verifier_qpn8),
+    Field("sm70_fp8", "qpn8_pp2_tp4", bool, False, VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4",
+          Kind.DEPRECATED, INT_BOOL, "PP2 x TP4 QPN8 layers (unset: inherits qpn8)",
+          effective=_inherit_qpn8, deprecation_scope=_FP8),
+    Field("sm70_fp8", "qpn8_shared_gate", bool, False,
+          VARIABLE_PREFIX + "SM70_FP8_QPN8_PP2_TP4_SHARED_GATE", Kind.DEPRECATED, INT_BOOL,
+          "PP2 x TP4 QPN8 shared-expert gate/up", deprecation_scope=_FP8),
+    Field("sm70_fp8", "prescaled_decode", bool, True,
+          VARIABLE_PREFIX + "SM70_FP8_PRESCALED_M1_DECODE", Kind.DEPRECATED, INT_BOOL,
+          "prescaled M = 1 decode on UE8M0 scales", deprecation_scope=_FP8),
+    Field("sm70_fp8", "prescaled_shared_gate", bool, True,
+          VARIABLE_PREFIX + "SM70_FP8_PRESCALED_M1_SHARED_GATE", Kind.DEPRECATED, INT_BOOL,
+          "prescaled M = 1 decode of the shared-expert gate/up", deprecation_scope=_FP8),
+    Field("sm70_fp8", "prefill_prescaled", bool, True,
+          VARIABLE_PREFIX + "SM70_FP8_PREFILL_PRESCALED", Kind.DEPRECATED, INT_BOOL,
+          "prescaled prefill at M = 8000", deprecation_scope=_FP8),
+    Field("sm70_fp8", "prefill_exact_dense", bool, True,
+          VARIABLE_PREFIX + "SM70_FP8_PREFILL_EXACT_DENSE", Kind.DEPRECATED, INT_BOOL,
+          "exact-dense prefill dispatcher", deprecation_scope=_FP8),
+    Field("sm70_fp8", "prefill_visible_dense_mm", bool, False,
+          VARIABLE_PREFIX + "SM70_FP8_PREFILL_VISIBLE_DENSE_MM", Kind.DEPRECATED, INT_BOOL,
+          "visible dense MM prefill (diagnostic)", deprecation_scope=_FP8),
+    Field("sm70_fp8", "gated_silu", bool, True, VARIABLE_PREFIX + "SM70_FP8_DENSE_GATED_SILU",
+          Kind.DEPRECATED, INT_BOOL, "interleaved gate/up layout with fused SiLU",
+          deprecation_scope=_FP8),
+    Field("sm70_fp8", "prefill_fast_selector", bool, True,
+          VARIABLE_PREFIX + "SM70_FP8_PREFILL_FAST_SELECTOR", Kind.LEGACY, INT_BOOL,
+          "prefill fast selector (also read by native code)", native_read=True),
+    Field("sm70_fp8", "grouped_bmm_decode", bool, True,
+          VARIABLE_PREFIX + "SM70_FP8_GROUPED_BMM_DECODE", Kind.LEGACY, INT_BOOL,
+          "grouped BMM decode lane (also read by native code)", native_read=True),
+    Field("sm70_fp8", "moe_dequant_fallback", bool, False,
+          VARIABLE_PREFIX + "SM70_FP8_MOE_DEQUANT_FALLBACK", Kind.LEGACY, INT_BOOL,
+          "FP8 MoE dequantize fallback (read by the FP8 MoE method, never a linear route)"),
+    Field("sm70_fp8", "block_qpn8", bool, False,
+          doc="QPN8Fp8BlockScaledMMLinearKernel (routectl default False; later upstream True)"),
+    Field("sm70_fp8", "block_qpn8_volta_turbomind_prefill", bool, None,
+          doc="QPN8 block kernel's TurboMind copy for M > 8 on Volta (unset: auto)"),
 
     Field(None, "disabled_kernels", list[str], (), VARIABLE_PREFIX + "DISABLED_KERNELS",
           Kind.LEGACY, NAME_LIST, "kernel class names never selected", merge=True,

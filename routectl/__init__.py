@@ -14,6 +14,15 @@ Public names (each receives the project object; none of them imports torch):
 
 from __future__ import annotations
 
+import sys
+
+from routectl import interrupt as _interrupt
+
+# The program's first code, before the imports below (pydantic, click, ...): Ctrl-C from here
+# on is one line and exit 130. Only when this process is the routectl program.
+if _interrupt.is_cli_start(getattr(sys, "argv", [])):
+    _interrupt.early_start()
+
 from collections.abc import Mapping
 from typing import Any
 

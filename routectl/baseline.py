@@ -16,6 +16,7 @@ naming its version and what to do.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from routectl import checkpoints
 from routectl.errors import InputError, RoutectlError
+from routectl.jsonread import shorten
 from routectl.snapshot import (
     CATEGORY_NAME,
     SCHEMA_VERSION,
@@ -41,6 +44,8 @@ from routectl.snapshot import (
 
 # The stable interface every routectl version keeps (DESIGN "Snapshot files").
 SNAPSHOT_ARGS = ("-m", "routectl", "snapshot", "--all", "--output-dir")
+# Every routectl version accepts `--debug` before the command name.
+DEBUG_ARGS = ("-m", "routectl", "--debug", "snapshot", "--all", "--output-dir")
 TEMP_PREFIX = "routectl-baseline-"
 # Set inside git hooks (GIT_INDEX_FILE during a commit, GIT_DIR in some hooks): they would
 # point our git calls at another index or repository. Every call names its repository (-C).
@@ -185,9 +190,11 @@ def _git(repo: Path, args: Sequence[str], environ: Mapping[str, str]
 
 
 def _git_error(message: str, done: subprocess.CompletedProcess[str]) -> InputError:
-    """One line of ours, then git's own stderr as it printed it."""
-    detail = done.stderr.strip()
-    return InputError(f"{message}\n{detail}" if detail else message)
+    """Ours and git's first stderr line, as one line (the error line stays one line)."""
+    detail = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "")
+    if len(detail) > MAX_TAIL_CHARS:
+        detail = detail[:MAX_TAIL_CHARS] + "..."
+    return InputError(f"{message} (git: {detail})" if detail else message)
 
 
 def repository_root(start: Path, environ: Mapping[str, str]) -> Path:
@@ -199,24 +206,27 @@ def repository_root(start: Path, environ: Mapping[str, str]) -> Path:
     return Path(done.stdout.strip()).resolve()
 
 
-def _fetch_hint(ref: str) -> str:
+def fetch_hint(ref: str) -> str:
+    """How a shallow clone gets `ref`: the command to paste, the ref shell-quoted."""
     remote, slash, branch = ref.partition("/")
-    fetch = f"git fetch origin {branch}" if slash and remote == "origin" else \
-        f"git fetch origin {ref}"
+    wanted = branch if slash and remote == "origin" and branch else ref
+    fetch = f"git fetch origin {shlex.quote(wanted)}"
     return (f"a shallow clone (CI checkouts are) needs the ref fetched: {fetch}, or full "
             f"history (git fetch --unshallow; actions/checkout with fetch-depth: 0)")
 
 
 def resolve_commit(repo: Path, ref: str, environ: Mapping[str, str]) -> str:
-    """The commit `ref` names; an unknown ref is an InputError with the shallow-clone hint."""
+    """The commit `ref` names; an unknown ref is an InputError, with the hint to fetch it
+    when the clone is shallow (a full clone has nothing more to fetch for it)."""
     done = _git(repo, ["rev-parse", "--verify", "--quiet", "--end-of-options",
                        f"{ref}^{{commit}}"], environ)
     commit = done.stdout.strip()
     if done.returncode == 0 and commit:
         return commit
     shallow = _git(repo, ["rev-parse", "--is-shallow-repository"], environ)
-    where = " (this clone is shallow)" if shallow.stdout.strip() == "true" else ""
-    raise _git_error(f"unknown git ref {ref!r} in {repo}{where}: {_fetch_hint(ref)}", done)
+    hint = f" (this clone is shallow): {fetch_hint(ref)}" if (
+        shallow.stdout.strip() == "true") else ""
+    raise _git_error(f"unknown git ref {shorten(ref)} in {repo}{hint}", done)
 
 
 def check_project_at(repo: Path, commit: str, ref: str, project_path: Path,
@@ -241,10 +251,11 @@ def check_project_at(repo: Path, commit: str, ref: str, project_path: Path,
 
 def baseline_environ(environ: Mapping[str, str], *, strip_prefixes: Sequence[str],
                      worktree: Path, engine_path: Path | None) -> dict[str, str]:
-    """The caller's environment minus the policy's variables, the worktree first on
-    PYTHONPATH (then the caller's PYTHONPATH, then `engine_path` when given)."""
+    """The caller's environment minus the policy's variables (and the test checkpoints'),
+    the worktree first on PYTHONPATH (then the caller's PYTHONPATH, then `engine_path`)."""
     prefixes = tuple(p for p in strip_prefixes if p)
-    env = {k: v for k, v in environ.items() if not (prefixes and k.startswith(prefixes))}
+    env = {k: v for k, v in environ.items() if not (prefixes and k.startswith(prefixes))
+           and k != checkpoints.VARIABLE}
     paths = [str(worktree)]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
@@ -270,6 +281,18 @@ def _failure_message(ref: str, commit: str, code: int, output: str) -> str:
         message += (f"; {ref} may need dependencies the current environment lacks (install "
                     f"them, or build the baseline elsewhere and pass it with --baseline PATH)")
     return message
+
+
+# What is kept of a failed baseline's output (its last line is the message; --debug shows
+# the rest): a run that printed gigabytes must not be read whole.
+MAX_LOG_BYTES = 1 << 20
+
+
+def _log_tail(path: Path) -> str:
+    with open(path, "rb") as log:
+        size = log.seek(0, os.SEEK_END)
+        log.seek(max(0, size - MAX_LOG_BYTES))
+        return log.read().decode("utf-8", errors="replace")
 
 
 def _wait(process: subprocess.Popen[bytes]) -> int:
@@ -309,6 +332,7 @@ class RefBaseline:
     environ: Mapping[str, str]
     strip_prefixes: tuple[str, ...]
     python: str
+    debug: bool = False  # the baseline run prints its traceback too
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _worktree_added: bool = field(default=False, repr=False)
 
@@ -341,7 +365,8 @@ class RefBaseline:
         # would drain a pipe.
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [self.python, *SNAPSHOT_ARGS, str(self.output_dir)],
+                [self.python, *(DEBUG_ARGS if self.debug else SNAPSHOT_ARGS),
+                 str(self.output_dir)],
                 cwd=self.worktree / self.project_path, env=env,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
@@ -353,7 +378,7 @@ class RefBaseline:
         with _sigint_ignored():
             self._remove_worktree()
         if code != 0:
-            output = self.log_path.read_text(errors="replace")
+            output = _log_tail(self.log_path)
             raise BaselineFailed(_failure_message(self.ref, self.commit, code, output), output)
         return self.output_dir
 
@@ -400,7 +425,8 @@ def _temp_parent(environ: Mapping[str, str], temp_parent: Path | None) -> str | 
 @contextmanager
 def baseline_at_ref(project_root: Path, ref: str, *, environ: Mapping[str, str],
                     strip_prefixes: Sequence[str] = (), temp_parent: Path | None = None,
-                    python: str | None = None) -> Iterator[RefBaseline]:
+                    python: str | None = None, debug: bool = False
+                    ) -> Iterator[RefBaseline]:
     """Check the ref (repository, commit, project), add its worktree and start the baseline
     subprocess; yields the running RefBaseline and removes everything on exit.
 
@@ -428,8 +454,9 @@ def baseline_at_ref(project_root: Path, ref: str, *, environ: Mapping[str, str],
         build = RefBaseline(ref=ref, commit=commit, repository=repository,
                             project_path=project_path, temp_dir=temp_dir, environ=environ,
                             strip_prefixes=tuple(strip_prefixes),
-                            python=python or sys.executable)
+                            python=python or sys.executable, debug=debug)
         build.start()
+        checkpoints.reach("baseline")
         yield build
     finally:
         if build is not None:

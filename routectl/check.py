@@ -19,8 +19,14 @@ from routectl.compare import (
     attribute,
     compare_rows,
     field_changes,
-    judge,
 )
+from routectl.expected import (
+    ExpectedChanges,
+    judge_category,
+    resolve_stated,
+    unmatched_fields,
+)
+from routectl.groups import group_changes
 from routectl.project import Project
 from routectl.replay import RowText, replay_texts
 from routectl.snapshot import (
@@ -127,11 +133,12 @@ class CheckResult:
 
 
 def run_check(project: Project, names: Sequence[str] = (), *, baseline: SnapshotSource,
-              expected: Sequence[ExpectedEntry] = (),
+              expected: Sequence[ExpectedEntry] | ExpectedChanges = (),
               ready: Mapping[str, Snapshot] | None = None, differ: Differ = field_changes,
               jobs: int = 1) -> CheckResult:
     """Compare fresh snapshots of the named categories (all when empty: a complete run)
-    with `baseline` and judge them against `expected`. Up to `jobs` processes replay; the
+    with `baseline`, group the changes and judge them against `expected` (id entries, or an
+    `ExpectedChanges` with stated entries too). Up to `jobs` processes replay; the
     categories in `ready` are fresh snapshots replayed before (not replayed again).
 
     The baseline is read while workers replay (with one process, before any replay); an
@@ -177,25 +184,40 @@ def run_check(project: Project, names: Sequence[str] = (), *, baseline: Snapshot
             declared[name] = {r.id for r in project.category(name).rows()}
         return declared[name]
 
-    attribution = attribute(expected, list(snapshots), known_ids, listed)
-    verdicts = {name: judge(name, comparisons[name], attribution.by_category[name])
-                for name in snapshots}
+    changes = expected if isinstance(expected, ExpectedChanges) else ExpectedChanges(
+        tuple(expected))
+    attribution = attribute(changes.ids, list(snapshots), known_ids, listed)
+    stated = resolve_stated(changes.stated, list(snapshots), known_ids, listed)
+    verdicts = {}
+    covered: set[tuple[int, int]] = set()
+    for name, comparison in comparisons.items():
+        base = loaded[name]
+        groups = group_changes(
+            name, comparison,
+            {r["id"]: r for r in snapshots[name].rows if r["id"] in comparison.added},
+            {} if base is None else {r["id"]: r for r in base.rows
+                                     if r["id"] in comparison.removed})
+        verdicts[name], hits = judge_category(name, comparison, attribution.by_category[name],
+                                              stated.by_category[name], groups)
+        covered |= hits
     outcome = CheckOutcome(verdicts, stale=stale, unattributed=attribution.unattributed,
-                           complete=complete)
+                           complete=complete,
+                           missing_stated=(*stated.missing,
+                                           *unmatched_fields(stated.judged, covered)))
     return CheckResult(outcome, snapshots, loaded)
 
 
 def expected_document(result: CheckResult) -> list[dict[str, str]]:
-    """The actual change list in expected-changes form, qualified ids sorted; a reason
-    already given for an id is kept, others say what moved."""
+    """The actual change list in the id form, qualified ids sorted; the one reason already
+    given for a row (by an id or a stated entry) is kept, others say what moved."""
     out: list[dict[str, str]] = []
     for verdict in result.outcome.categories.values():
         comparison = verdict.comparison
         for row_id in sorted(comparison.moved):
             qid = verdict.q(row_id)
-            given = verdict.expected.get(row_id)
-            if given is not None and given.reason is not None:
-                reason = given.reason
+            given = verdict.reasons.get(row_id, ())
+            if len(given) == 1:  # kept from an id or stated entry
+                reason = given[0]
             elif row_id in comparison.changed:
                 paths = [c.path for c in comparison.changed[row_id]]
                 more = f" (+{len(paths) - 3} more)" if len(paths) > 3 else ""

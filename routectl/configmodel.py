@@ -4,7 +4,6 @@ declared once, as data. Every field is optional: None means "not set".
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -14,6 +13,7 @@ from pydantic import Field as PydanticField
 
 from routectl.errors import InputError
 from routectl.fields import Field
+from routectl.jsonread import QUOTE_CHARS, parse_json, read_bytes, shorten
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -38,36 +38,44 @@ def build_config_model(fields: Sequence[Field], name: str = "KernelConfig") -> t
     return create_model(name, __config__=_STRICT, **members)
 
 
+# A config with thousands of wrong keys makes thousands of errors: the first few say enough.
+MAX_DESCRIBED = 3
+
+
 def _describe(error: ValidationError) -> str:
     parts = []
-    for item in error.errors():
+    items = error.errors()
+    for item in items[:MAX_DESCRIBED]:
         where = ".".join(str(p) for p in item["loc"])
+        if len(where) > QUOTE_CHARS:
+            where = f"{where[:QUOTE_CHARS]}... ({len(where):,} characters)"
         got = item.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        shown = "" if isinstance(got, dict) else f" (got {shorten(got)})"
         parts.append(f"kernel_config.{where}: {item['msg']}{shown}")
+    if len(items) > MAX_DESCRIBED:
+        parts.append(f"and {len(items) - MAX_DESCRIBED} more")
     return "; ".join(parts)
 
 
 def load_config(model: type[BaseModel], value: Any) -> BaseModel:
-    """Build a config from kwargs (a mapping), a JSON text, or `@path` to a JSON file."""
+    """Build a config from kwargs (a mapping), a JSON text, or `@path` to a JSON file (read
+    and checked by the one bounded JSON reader before the model sees it)."""
     try:
         if value is None:
             return model()
         if isinstance(value, BaseModel):
             return model.model_validate(value.model_dump())
         if isinstance(value, str):
-            text = value
-            if text.startswith("@"):
-                path = Path(text[1:])
-                try:
-                    text = path.read_text()
-                except OSError as exc:
-                    raise InputError(f"cannot read kernel config {path}: {exc.strerror}") from None
-            try:
-                json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"kernel config is not valid JSON: {exc}") from None
-            return model.model_validate_json(text)
+            if value.startswith("@"):
+                path = Path(value[1:])
+                if not value[1:]:
+                    raise InputError("kernel config @FILE names no file (write @path/to.json)")
+                raw = read_bytes(path, "kernel config")
+                parse_json(raw, f"kernel config {path}")
+            else:
+                raw = value.encode("utf-8", "surrogatepass")
+                parse_json(raw, "kernel config")
+            return model.model_validate_json(raw)
         return model.model_validate(value)
     except ValidationError as exc:
         raise InputError(_describe(exc)) from None

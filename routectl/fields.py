@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.jsonread import shorten
 
 
 class Kind(StrEnum):
@@ -38,7 +39,7 @@ class Parser:
             return self.parse(text)
         except ValueError:
             raise InputError(
-                f"invalid value {text!r} for {variable}: accepted values are {self.accepted}"
+                f"invalid value {shorten(text)} for {variable}: accepted values are {self.accepted}"
             ) from None
 
 
@@ -130,6 +131,9 @@ class Field:
     # Checks (and may normalise) a typed or parsed value; `where` names the field or the
     # variable in the error. Raises InputError.
     validate: Callable[[Any, str], Any] | None = None
+    # A bridge from fields resolved before this one: for an unset field, a value (or None
+    # for no bridge) that counts as explicit; the field's own variable is then ignored.
+    bridge: Callable[[Mapping[str, Any]], Any] | None = None
 
     # "section.name" (or the name of an engine-wide field): set once, read on every lookup.
     key: str = dataclass_field(init=False, repr=False, compare=False)

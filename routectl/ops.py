@@ -54,13 +54,16 @@ class PlanKey:
     `source` is `"arg:NAME"` (a scalar argument) or `"dim:NAME:I"` (dimension I of tensor
     argument NAME) or `"dtype:NAME"` (the element type of tensor NAME, as a layout label via
     `labels`). `optional` keys are omitted when their argument is absent: that is the
-    catalogue's declared rule for keys that do not apply to a call.
+    catalogue's declared rule for keys that do not apply to a call. `when` names an argument
+    that must be present for the key to be recorded at all: one op called in two calling
+    conventions (e.g. by two hardware families) keeps each convention's own keys.
     """
 
     key: str
     source: str
     optional: bool = False
     labels: Mapping[str, Any] | None = None
+    when: str | None = None
     # The source split once: (kind, argument name, dimension index or -1).
     parsed: tuple[str, str, int] = field(init=False, repr=False, compare=False)
 
@@ -142,6 +145,8 @@ def derive_plan(spec: OpSpec, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The plan of one call, by the catalogue's rules (used by replay and by observers)."""
     plan: dict[str, Any] = {}
     for key in spec.plan:
+        if key.when is not None and kwargs.get(key.when) is None:
+            continue
         present, value = plan_value(key, kwargs)
         if present:
             plan[key.key] = value

@@ -161,8 +161,12 @@ class ResolvedPolicy:
 def deprecation_message(field: Field, *others: Field) -> str:
     """The warning of a deprecated variable; one variable that feeds several deprecated
     fields names every path in one message."""
-    paths = " or ".join(f.config_path for f in (field, *others))
-    return (f"{field.variable} is deprecated{field.deprecation_scope}; use {paths}. "
+    group = (field, *others)
+    paths = " or ".join(f.config_path for f in group)
+    # A scope ("for dense linear layers") is said only when it holds for every path.
+    scopes = {f.deprecation_scope for f in group}
+    scope = scopes.pop() if len(scopes) == 1 else ""
+    return (f"{field.variable} is deprecated{scope}; use {paths}. "
             f"Explicit configuration takes precedence.")
 
 
@@ -222,9 +226,9 @@ def resolve_fields(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     ignored: list[tuple[str, str]] = []
-    # `values` and `sources` fill in as fields resolve, in table order: a computed default or
-    # an effective value may read an earlier field's value and whether it was explicit.
-    ctx = {**context, "values": values, "sources": sources}
+    # `values` and `sources` fill in as fields resolve, in order; `environ` lets a field's
+    # effective value depend on which variables are present (an inheritance rule).
+    ctx = {**context, "values": values, "sources": sources, "environ": environ}
     for f in fields:
         var_present = (f.key, f.variable) in parsed
         env_value: Any
@@ -251,8 +255,15 @@ def resolve_fields(
             values[f.key] = value
             sources[f.key] = "explicit"
         else:
-            values[f.key] = env_value
-            sources[f.key] = env_source
+            bridged = f.bridge(ctx) if f.bridge is not None else None
+            if bridged is not None:
+                if var_present:
+                    ignored.append((f.variable or "", f.key))
+                values[f.key] = _freeze(bridged)
+                sources[f.key] = "explicit"
+            else:
+                values[f.key] = env_value
+                sources[f.key] = env_source
 
     messages: list[str] = []
     for variable, _, message in variable_notices(fields, retired, environ):

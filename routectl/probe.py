@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from routectl.errors import InputError
+from routectl.jsonread import QUOTE_CHARS, shorten
 from routectl.ops import parse_schema
 from routectl.project import Catalogue
 
@@ -86,7 +87,9 @@ def probe(catalogue: Catalogue, ns: ProbedNamespace, kernels: Sequence[str] = ()
     unknown = [n for n in names if n not in catalogue.kernels]
     if unknown:
         known = ", ".join(catalogue.kernels)
-        raise InputError(f"unknown kernel or stage {', '.join(unknown)} (known: {known})")
+        shown = ", ".join(n if len(n) <= QUOTE_CHARS else shorten(n) for n in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise InputError(f"unknown kernel or stage {shown}{more} (known: {known})")
     results = []
     for name in names:
         getter = catalogue.abi_getters.get(name)

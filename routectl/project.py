@@ -3,24 +3,28 @@ the object named in `[tool.routectl]` of the nearest pyproject.toml."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
-import tomllib
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from routectl.configmodel import load_config, typed_values
 from routectl.errors import InputError
 from routectl.fields import Field, RetiredVariable
+from routectl.jsonread import QUOTE_CHARS, read_bytes, shorten
 from routectl.loaders import LayerLoader
 from routectl.ops import OpSpec
 from routectl.policy import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
 from routectl.workload import EngineConfig, Hardware, ModelFacts
+
+if TYPE_CHECKING:
+    # pydantic (with routectl.configmodel) and tomllib are imported where they are used: they
+    # are most of `import routectl`, and the engine resolves a typed config only when given one.
+    from pydantic import BaseModel
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class Project:
     snapshot_dir: Path | None = None
 
     def load_config(self, value: Any = None) -> BaseModel:
+        from routectl.configmodel import load_config
+
         return load_config(self.config_model, value)
 
     def resolve(self, config: Any, environ: Mapping[str, str], hardware: Hardware,
@@ -76,6 +82,8 @@ class Project:
         if config is None:
             typed: dict[str, Any] = {}  # a default config sets no field
         else:
+            from routectl.configmodel import typed_values
+
             model = (config if isinstance(config, self.config_model)
                      else self.load_config(config))
             typed = typed_values(model, self.fields)
@@ -89,23 +97,125 @@ class Project:
             if c.name == name:
                 return c
         known = ", ".join(c.name for c in self.categories) or "none"
-        raise InputError(f"unknown category {name!r} (known: {known})")
+        raise InputError(f"unknown category {shorten(name)} (known: {known})")
 
     def with_location(self, root: Path, snapshot_dir: Path) -> Project:
         return Project(**{**self.__dict__, "root": root, "snapshot_dir": snapshot_dir})
+
+
+# Every key `[tool.routectl]` accepts: key -> what its value is (the table is declarative so
+# that a key added later is refused by no older check).
+TABLE_KEYS: Mapping[str, str] = {
+    "project": "'module:attribute' naming the routectl Project object",
+    "snapshots": "the retained snapshot folder, relative to the project root",
+}
+PROJECT_FILE_WHAT = "project file"
+
+
+def _read_pyproject(path: Path) -> dict[str, Any]:
+    """A pyproject.toml parsed: bounded, regular file, UTF-8; one InputError line."""
+    import tomllib
+
+    raw = read_bytes(path, PROJECT_FILE_WHAT)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {path}: not UTF-8 ({exc.reason} at byte "
+                         f"{exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+
+
+def _routectl_table(data: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:
+    """`[tool.routectl]` of a parsed pyproject.toml; None when absent, an InputError when
+    it is not a table."""
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise InputError(f"{path}: [tool] must be a table, got {shorten(tool)}")
+    if "routectl" not in tool:
+        return None
+    table = tool["routectl"]
+    if not isinstance(table, dict):
+        raise InputError(f"{path}: [tool.routectl] must be a table, got {shorten(table)}")
+    return table
 
 
 def find_project_root(start: Path) -> Path:
     for directory in (start, *start.parents):
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text())
-            except (OSError, tomllib.TOMLDecodeError) as exc:
-                raise InputError(f"cannot read {candidate}: {exc}") from None
-            if "routectl" in data.get("tool", {}):
+            if _routectl_table(_read_pyproject(candidate), candidate) is not None:
                 return directory
     raise InputError(f"no pyproject.toml with a [tool.routectl] table at or above {start}")
+
+
+def check_table(table: Mapping[str, Any], path: Path) -> tuple[str, str, str]:
+    """(module, attribute, snapshot folder) of a `[tool.routectl]` table, every problem an
+    InputError naming the file, the key and what is wrong."""
+    for key in table:
+        if key not in TABLE_KEYS:
+            close = difflib.get_close_matches(str(key), list(TABLE_KEYS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InputError(f"{path}: [tool.routectl] has an unknown key {shorten(key)} "
+                             f"(known: {', '.join(TABLE_KEYS)}){hint}")
+    where = f"{path}: [tool.routectl] project"
+    if "project" not in table:
+        raise InputError(f"{where} is missing: it must be {TABLE_KEYS['project']}")
+    spec = table["project"]
+    if not isinstance(spec, str):
+        raise InputError(f"{where} must be a string 'module:attribute', got {shorten(spec)}")
+    module_name, colon, attribute = spec.partition(":")
+    module_name, attribute = module_name.strip(), attribute.strip()
+    if not colon or not module_name or not attribute:
+        raise InputError(f"{where} = {shorten(spec)} must be 'module:attribute' (e.g. "
+                         f"'policies:PROJECT')")
+    if module_name.startswith("."):
+        raise InputError(f"{where} = {shorten(spec)}: the module must be an absolute name, "
+                         f"not a relative one")
+    if not all(part.isidentifier() for part in module_name.split(".")):
+        raise InputError(f"{where} = {shorten(spec)}: {shorten(module_name)} is not a module "
+                         f"name")
+    if not attribute.isidentifier():
+        raise InputError(f"{where} = {shorten(spec)}: {shorten(attribute)} is not an "
+                         f"attribute name")
+    snapshots = table.get("snapshots", "snapshots")
+    if not isinstance(snapshots, str) or not snapshots.strip():
+        raise InputError(f"{path}: [tool.routectl] snapshots must be a folder name (a "
+                         f"non-empty string), got {shorten(snapshots)}")
+    return module_name, attribute, snapshots
+
+
+# Frames of Python's import machinery and of routectl: the place named is the user's code.
+_NOT_THE_USERS = ("<frozen ", str(Path(importlib.__file__).parent),
+                  str(Path(__file__).resolve().parent))
+
+
+def describe_import_failure(exc: BaseException) -> str:
+    """`ExceptionType: message (file, line N)` for an exception raised by importing a module:
+    where a syntax error is, or the innermost frame outside Python's import machinery."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        text = exc.msg
+        place = f"{exc.filename}, line {exc.lineno}"
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if not f.filename.startswith(_NOT_THE_USERS)]
+        place = f"{frames[-1].filename}, line {frames[-1].lineno}" if frames else ""
+    shown = text if len(text) <= QUOTE_CHARS else f"{text[:QUOTE_CHARS]}..."
+    return f"{type(exc).__name__}: {shown}" + (f" ({place})" if place else "")
+
+
+def import_module(name: str) -> Any:
+    """Import `name`; any failure (a missing module, an error raised while importing it) is
+    an InputError chained to it (`--debug` shows its traceback)."""
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - whatever the module raises is the user's code
+        raise InputError(f"cannot import {name}: {describe_import_failure(exc)}") from exc
 
 
 def load_project(directory: Path | None = None) -> Project:
@@ -113,23 +223,31 @@ def load_project(directory: Path | None = None) -> Project:
     start = (directory or Path.cwd()).resolve()
     root = start if directory is not None else find_project_root(start)
     pyproject = root / "pyproject.toml"
-    try:
-        table = tomllib.loads(pyproject.read_text())["tool"]["routectl"]
-    except FileNotFoundError:
-        raise InputError(f"{pyproject} does not exist") from None
-    except (KeyError, tomllib.TOMLDecodeError):
-        raise InputError(f"{pyproject} has no [tool.routectl] table") from None
-    spec = table.get("project")
-    if not isinstance(spec, str) or ":" not in spec:
-        raise InputError(f"[tool.routectl] project must be 'module:attribute' in {pyproject}")
-    module_name, _, attribute = spec.partition(":")
+    if not pyproject.exists():
+        raise InputError(f"{pyproject} does not exist")
+    table = _routectl_table(_read_pyproject(pyproject), pyproject)
+    if table is None:
+        raise InputError(f"{pyproject} has no [tool.routectl] table")
+    module_name, attribute, snapshots = check_table(table, pyproject)
+    spec = f"{module_name}:{attribute}"
     # The project's own code wins over any installed copy: a baseline worktree must run
     # its own policies, not ours.
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    module = importlib.import_module(module_name)
-    project = getattr(module, attribute)
+    try:
+        module = import_module(module_name)
+    except InputError as exc:
+        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: {exc}"
+                         ) from exc.__cause__
+    try:
+        project = getattr(module, attribute)
+    except AttributeError:
+        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: module "
+                         f"{module_name} has no attribute {shorten(attribute)}") from None
+    except Exception as exc:  # noqa: BLE001 - a module __getattr__ is the user's code
+        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: "
+                         f"{describe_import_failure(exc)}") from exc
     if not isinstance(project, Project):
-        raise InputError(f"{spec} is not a routectl Project")
-    snapshots = root / table.get("snapshots", "snapshots")
-    return project.with_location(root, snapshots)
+        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)} names an "
+                         f"object of type {type(project).__name__}, not a routectl Project")
+    return project.with_location(root, root / snapshots)

@@ -10,7 +10,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from routectl import checkpoints
 from routectl.errors import InputError, SelectionError
+from routectl.jsonread import shorten
 from routectl.loaded import PreparedLayer
 from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.policy import ResolvedPolicy
@@ -190,7 +192,11 @@ def replay_texts(project: Project, categories: Sequence[Category], *, jobs: int 
         row = replay_row(project, category, spec)[0]
         return (row["id"], row_text(row))
 
-    texts, extra = run_shared(len(tasks), work, jobs, meanwhile)
+    def meanwhile_here() -> M:
+        checkpoints.reach("replay")  # workers forked, this process about to replay
+        return meanwhile()
+
+    texts, extra = run_shared(len(tasks), work, jobs, meanwhile_here)
     out: dict[str, list[RowText]] = {}
     start = 0
     for category in categories:
@@ -215,7 +221,7 @@ def find_row(category: Category, row_id: str) -> RowSpec:
     for spec in category.rows():
         if spec.id == row_id:
             return spec
-    raise InputError(f"unknown row id {row_id!r} in category {category.name}")
+    raise InputError(f"unknown row id {shorten(row_id)} in category {category.name}")
 
 
 def route_from_prepared(prepared: PreparedLayer, prepare_calls: list[dict[str, Any]],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 import os
 import re
 import secrets
@@ -19,15 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jsonschema_rs
+import orjson
+
+from routectl import checkpoints, jsonwrite
 from routectl.errors import InputError, RoutectlError
+from routectl.jsonread import read_json_file, shorten
 from routectl.rows import ROW_ID
-from routectl.schemacheck import Checker, Unsure, compile_checker
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 SCHEMA_VERSION = 1
-CATEGORY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+CATEGORY_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_-]*)$(?!\n)")  # full-match: see rows.ROW_ID
 SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
 # The schemas beside this code when it runs from a source tree (a checkout, an editable
 # install or a baseline worktree): used when the project's snapshot folder has none.
@@ -69,19 +74,15 @@ def schema_path(name: str, snapshot_dir: Path | None = None) -> Path:
 class LoadedSchema:
     path: Path
     data: dict[str, Any]
-    checker: Checker | None  # fast yes/no for the valid case (None: jsonschema only)
+    fast: jsonschema_rs.Validator  # the authority: decides valid or not
 
     @functools.cached_property
     def validator(self) -> Any:
-        """jsonschema's validator: the authority, built (and its schema checked) only when an
-        answer needs it: importing jsonschema costs more than validating a valid file."""
+        """jsonschema's validator, built only to phrase an error (its messages and its
+        branch context name the field a user must fix): importing jsonschema costs more than
+        validating a valid file."""
         from jsonschema import Draft202012Validator
 
-        try:
-            Draft202012Validator.check_schema(self.data)
-        except Exception as exc:  # noqa: BLE001 - any schema defect is reported the same way
-            first = str(exc).splitlines()[0]
-            raise InputError(f"{self.path} is not a valid JSON Schema: {first}") from None
         return Draft202012Validator(self.data)
 
 
@@ -94,10 +95,12 @@ def _load_schema(path: str) -> LoadedSchema:
     if const is not None and const != SCHEMA_VERSION:
         raise InputError(f"{path} describes schema_version {const}; this routectl reads and "
                          f"writes {SCHEMA_VERSION}")
-    loaded = LoadedSchema(Path(path), data, compile_checker(data))
-    if loaded.checker is None:
-        loaded.validator  # noqa: B018 - no fast checker: jsonschema checks the schema now
-    return loaded
+    try:
+        fast = jsonschema_rs.Draft202012Validator(data)
+    except (jsonschema_rs.ValidationError, ValueError) as exc:
+        first = str(exc).splitlines()[0]
+        raise InputError(f"{path} is not a valid JSON Schema: {first}") from None
+    return LoadedSchema(Path(path), data, fast)
 
 
 def load_schema(name: str, snapshot_dir: Path | None = None) -> LoadedSchema:
@@ -132,7 +135,7 @@ def _where(path: Sequence[Any], document: Any) -> str:
     if len(parts) >= 2 and parts[0] == "rows" and isinstance(parts[1], int):
         row = document["rows"][parts[1]] if isinstance(document, dict) else None
         row_id = row.get("id") if isinstance(row, dict) else None
-        label = f"row {row_id!r}" if isinstance(row_id, str) else f"rows[{parts[1]}]"
+        label = f"row {shorten(row_id)}" if isinstance(row_id, str) else f"rows[{parts[1]}]"
         parts = parts[2:]
     rest = format_path(parts)
     return ": ".join(p for p in (label, rest) if p)
@@ -141,19 +144,20 @@ def _where(path: Sequence[Any], document: Any) -> str:
 def schema_violation(name: str, document: Any, snapshot_dir: Path | None = None) -> str | None:
     """The first violation of schema `name`, phrased for one line; None when valid."""
     loaded = load_schema(name, snapshot_dir)
-    if loaded.checker is not None:
-        try:
-            if loaded.checker(document):
-                return None
-        except Unsure:
-            pass
+    try:
+        if loaded.fast.is_valid(document):
+            return None
+    except ValueError as exc:  # a value JSON cannot hold (jsonschema-rs names its type)
+        return str(exc)
     errors = sorted(loaded.validator.iter_errors(document),
                     key=lambda e: [str(p) for p in e.path])
-    if not errors:
-        return None
-    error = _branch_error(errors[0])
-    where = _where(error.absolute_path, document)
-    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+    if errors:
+        error = _branch_error(errors[0])
+        where, message = _where(error.absolute_path, document), error.message
+    else:  # jsonschema accepts what jsonschema-rs refuses: the authority's words
+        fast_error = next(iter(loaded.fast.iter_errors(document)))
+        where, message = _where(fast_error.instance_path, document), fast_error.message
+    message = message if len(message) <= 200 else message[:197] + "..."
     return f"{where}: {message}" if where else message
 
 
@@ -173,56 +177,85 @@ def format_path(parts: Iterable[Any]) -> str:
 # --- JSON text -----------------------------------------------------------------------------
 
 def dump_json(data: Any) -> str:
-    """The one serialisation of every file routectl writes: 2-space indent, sorted keys,
-    trailing newline."""
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    """The text of every file routectl writes (`routectl.jsonwrite`): 2-space indent, sorted
+    keys, trailing newline, NaN refused."""
+    return jsonwrite.dumps(data)
 
 
 def read_json(path: Path, what: str) -> Any:
-    """Parse a JSON file; every failure is one InputError line naming the file."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except IsADirectoryError:
-        raise InputError(f"cannot read {what} {path}: it is a directory") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"cannot read {what} {path}: not UTF-8 ({exc.reason} at byte "
-                         f"{exc.start})") from None
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{what} {path} is not valid JSON: {exc.msg} at line {exc.lineno} "
-                         f"column {exc.colno}") from None
-    except ValueError as exc:
-        raise InputError(f"{what} {path} is not valid JSON: {exc}") from None
+    """Parse a JSON file through the one bounded reader (`routectl.jsonread`); every
+    failure is one InputError line naming the file."""
+    return read_json_file(path, what)
 
 
-def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | None = None
-                      ) -> None:
-    """Write `text` to a temp file beside `path`, then rename it over `path`: readers see the
-    old file or the new one, never a part. The temp file is removed on any failure."""
+# Every temporary file routectl writes: `.<target name>.routectl-<pid>-<random>.tmp`, beside
+# its target. The pid tells a stale one (its process is gone, e.g. killed mid-write) from a
+# concurrent run's; .gitignore ignores the pattern.
+TEMP_GLOB = ".*.routectl-*-*.tmp"
+TEMP_NAME = re.compile(r"^\..+\.routectl-(?P<pid>[0-9]+)-[0-9a-f]+\.tmp$")
+
+
+def temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.routectl-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or a pid no process can have): leave it
+    return True
+
+
+def remove_stale_temp_files(directory: Path) -> list[Path]:
+    """Remove this pattern's temporary files in `directory` whose process is gone; the
+    removed paths. A live process's file (a concurrent run) is never touched."""
+    removed = []
+    try:
+        candidates = sorted(directory.glob(TEMP_GLOB))
+    except OSError:
+        return []
+    for candidate in candidates:
+        match = TEMP_NAME.match(candidate.name)
+        if match is None or _alive(int(match["pid"])) or not candidate.is_file():
+            continue
+        try:
+            candidate.unlink()
+        except OSError:
+            continue
+        removed.append(candidate)
+    return removed
+
+
+def write_text_atomic(path: Path, text: str | bytes, *,
+                      before_replace: BeforeReplace | None = None) -> None:
+    """Write `text` (str, written as UTF-8, or its bytes) to a temp file beside `path`, then
+    rename it over `path`: readers see the old file or the new one, never a part. The temp
+    file is removed on any failure; stale ones left in the folder by a killed process go
+    first."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    remove_stale_temp_files(path.parent)
+    temp = temp_path(path)
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         if before_replace is not None:
             before_replace(temp)
+        checkpoints.reach("write")
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
 
 
-def write_text(path: Path, text: str, *, before_replace: BeforeReplace | None = None) -> None:
+def write_text(path: Path, text: str | bytes, *,
+               before_replace: BeforeReplace | None = None) -> None:
     """`write_text_atomic`, a failing file system being an InputError naming the file."""
     try:
         write_text_atomic(path, text, before_replace=before_replace)
@@ -231,7 +264,7 @@ def write_text(path: Path, text: str, *, before_replace: BeforeReplace | None = 
 
 
 def write_json(path: Path, data: Any, *, before_replace: BeforeReplace | None = None) -> None:
-    write_text(path, dump_json(data), before_replace=before_replace)
+    write_text(path, jsonwrite.dumps_bytes(data), before_replace=before_replace)
 
 
 # --- the snapshot model --------------------------------------------------------------------
@@ -268,9 +301,9 @@ def _id_problem(rows: Any) -> str | None:
         if not isinstance(row_id, str):
             continue  # the schema phrases a missing or non-string id
         if not ROW_ID.match(row_id):
-            return f"rows[{index}]: malformed row id {row_id!r}"
+            return f"rows[{index}]: malformed row id {shorten(row_id)}"
         if row_id in seen:
-            return f"duplicate row id {row_id!r}"
+            return f"duplicate row id {shorten(row_id)}"
         seen.add(row_id)
     return None
 
@@ -299,8 +332,8 @@ def parse_snapshot(data: Any, *, source: str, snapshot_dir: Path | None = None,
     if problem is not None:
         raise InputError(f"{source}: {problem}")
     if category is not None and data["category"] != category:
-        raise InputError(f"{source} declares category {data['category']!r}, but its file "
-                         f"name says {category!r}")
+        raise InputError(f"{source} declares category {shorten(data['category'])}, but its file "
+                         f"name says {shorten(category)}")
     rows = sorted(data["rows"], key=lambda r: r["id"])
     return Snapshot(data["category"], data["basis"], tuple(rows), validated=True)
 
@@ -312,9 +345,16 @@ def read_snapshot(path: Path, *, snapshot_dir: Path | None = None,
 
 
 def plain_rows(rows: Sequence[Row]) -> list[Row]:
-    """Rows as JSON will hold them (tuples become lists); non-JSON values raise."""
+    """Rows as JSON will hold them (a copy, keys sorted, tuples as lists); non-JSON values
+    raise."""
+    floats = jsonwrite.json_floats(rows)
+    if floats is not None and all(math.isfinite(f) for f in floats):
+        try:
+            # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
+            return orjson.loads(orjson.dumps(list(rows), option=orjson.OPT_SORT_KEYS))
+        except orjson.JSONEncodeError:
+            pass  # integers beyond 64 bits, deep nesting, non-string keys: json decides
     try:
-        # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
         return json.loads(json.dumps(list(rows), allow_nan=False, sort_keys=True))
     except (TypeError, ValueError) as exc:
         problem = str(exc)

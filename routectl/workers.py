@@ -25,6 +25,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from routectl import checkpoints
+
 T = TypeVar("T")
 M = TypeVar("M")
 
@@ -137,17 +139,21 @@ def run_shared(count: int, work: Callable[[int], T], jobs: int,
             reader, writer = os.pipe()
             # Ctrl-C is held back across fork until the worker is recorded (parent) or back to
             # the default action (worker): a KeyboardInterrupt must never unwind a worker
-            # through the caller's code.
+            # through the caller's code. An ignored SIGINT (a background job, nohup) stays
+            # ignored in the worker, as in the parent.
+            disposition = (signal.SIG_IGN if signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+                           else signal.SIG_DFL)
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 pid = os.fork()
                 if pid == 0:
                     try:
-                        signal.signal(signal.SIGINT, signal.SIG_DFL)
+                        signal.signal(signal.SIGINT, disposition)
                         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                         os.close(reader)
                         for other in workers.values():
                             os.close(other)
+                        checkpoints.reach("worker")
                         _worker(queue, chunks, work, writer)
                     finally:
                         os._exit(1)

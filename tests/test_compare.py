@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from routectl.compare import (
@@ -16,11 +16,12 @@ from routectl.compare import (
     attribute,
     compare_rows,
     field_changes,
-    judge,
     parse_expected,
     split_id,
 )
 from routectl.errors import InputError
+from routectl.expected import judge_category
+from routectl.groups import group_changes
 from routectl.report import (
     build_report,
     escape_data,
@@ -125,6 +126,79 @@ def test_rows_are_equal_exactly_when_their_canonical_json_is(old, new):
     assert compare_rows([a], [b]).identical == same_text
 
 
+def whole_row_changes(old: dict, new: dict) -> list[FieldChange]:
+    """The reference: DeepDiff over the whole rows (what `field_changes` returned before it
+    handed DeepDiff only the differing parts)."""
+    from deepdiff import DeepDiff
+
+    from routectl.snapshot import format_path
+
+    found = []
+    tree = DeepDiff(old, new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")
+    for report_type, levels in tree.items():
+        kind = ("added" if report_type.endswith("_added")
+                else "removed" if report_type.endswith("_removed") else "changed")
+        for level in levels:
+            parts = level.path(output_format="list")
+            key = [(0, p) if isinstance(p, int) else (1, str(p)) for p in parts]
+            found.append((key, FieldChange(format_path(parts), kind,
+                                           None if kind == "added" else level.t1,
+                                           None if kind == "removed" else level.t2)))
+    found.sort(key=lambda item: item[0])
+    return [c for _, c in found] or [FieldChange("", "changed", old, new)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_VALUES, JSON_VALUES)
+@example(True, 1)  # equal as items of a list of scalars (DeepDiff matches those by hash)
+@example([True], [1])
+def test_field_changes_equal_deepdiff_over_whole_rows(old, new):
+    a = {"id": make_row(1)["id"], "route": {"v": old, "w": [old, 1], "u": [{"v": old}, old]}}
+    b = {"id": make_row(1)["id"], "route": {"v": new, "w": [new, 1], "u": [{"v": new}, new]}}
+    if not compare_rows([a], [b]).identical:
+        assert field_changes(a, b) == whole_row_changes(a, b)
+
+
+def containers(node) -> list:
+    found = [node] if isinstance(node, dict | list) else []
+    for child in (node.values() if isinstance(node, dict) else node if found else ()):
+        found.extend(containers(child))
+    return found
+
+
+EDITS = st.sampled_from(["set", "delete", "add", "append", "pop", "retype"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), EDITS, JSON_VALUES), min_size=1, max_size=4))
+def test_field_changes_equal_deepdiff_on_edited_routes(edits):
+    old = make_row(1)
+    old["route"]["dispatch"].append({"op": "mm", "plan": {"m": 8, "split_k": 4}})
+    new = copy.deepcopy(old)
+    for pick, edit, value in edits:
+        nodes = containers(new["route"])
+        node = nodes[pick % len(nodes)]
+        if isinstance(node, dict):
+            keys = sorted(node)
+            key = keys[pick % len(keys)] if keys else "k"
+            if edit == "delete" and keys:
+                del node[key]
+            elif edit == "add":
+                node[f"new{pick % 3}"] = value
+            elif edit == "retype" and isinstance(node.get(key), int | bool):
+                node[key] = float(node[key])
+            else:
+                node[key] = value
+        elif edit in ("pop", "delete") and node:
+            node.pop(pick % len(node))
+        elif edit in ("append", "add") or not node:
+            node.append(value)
+        else:
+            node[pick % len(node)] = value
+    if not compare_rows([old], [new]).identical:
+        assert field_changes(old, new) == whole_row_changes(old, new)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.sets(st.integers(0, 30)), st.sets(st.integers(0, 30)), st.sets(st.integers(0, 30)))
 def test_comparison_is_set_algebra_on_ids(old_ids, new_ids, bumped):
@@ -158,7 +232,7 @@ def test_parse_expected_forms_and_rejections():
     assert [(e.category, e.row_id, e.reason) for e in entries] == [
         ("cat-a", "edge:x", None), (None, "edge:y", "why")]
     for data, message in [
-        ({"ids": []}, "is not of type 'array'"),
+        ({"ids": []}, "'ids' was unexpected"),
         ([{"id": "edge:x"}], "f.json"),
         ([{"id": "edge:x", "reason": "r", "extra": 1}], "f.json"),
         (["edge:*"], "f.json"),
@@ -192,6 +266,11 @@ def test_attribution_of_bare_ids():
     assert got.unattributed == ()
 
 
+def judge(name, comparison, listed):
+    groups = group_changes(name, comparison, {}, {})
+    return judge_category(name, comparison, listed, (), groups)[0]
+
+
 def test_verdict_unexpected_missing_unknown():
     old = [make_row(1), make_row(2), make_row(3)]
     new = [make_row(1, kernel="X"), make_row(2, kernel="X"), make_row(3), make_row(4)]
@@ -209,8 +288,12 @@ def test_verdict_unexpected_missing_unknown():
 
 # --- report --------------------------------------------------------------------------------
 
-def _outcome(n_changed: int, fields: int, *, stale=(), expected=()) -> CheckOutcome:
+def _outcome(n_changed: int, fields: int, *, stale=(), expected=(), scattered=False
+             ) -> CheckOutcome:
     old = [make_row(i) for i in range(n_changed)]
+    if scattered:  # ids no few patterns describe: model i at tp i
+        for i, r in enumerate(old):
+            r["id"] = f"model{i}/float16/tp{i}/none/c1/q8192"
     new = copy.deepcopy(old)
     for r in new:
         r["route"]["flags"] = {f"f{j:02d}": j for j in range(fields)}
@@ -235,31 +318,45 @@ def test_report_json_lists_qualified_ids_and_validates():
     assert render_json(report).endswith("}\n")
 
 
-def test_text_caps_fields_and_rows_with_counts():
-    text = render_text(_outcome(53, 24))
-    assert text.count("  changed cat-a:") == 50
-    assert "... 3 more changed rows" in text
-    assert text.count("    ... 5 more field changes") == 50  # 25 changes, 20 shown
-    assert text.splitlines()[-1].startswith("FAILED: 53 unexpected, 0 missing")
-    assert "\x1b[" not in text
+def test_text_prints_a_group_once_and_caps_fields_and_ids():
+    outcome = _outcome(53, 24, scattered=True)
+    lines = render_text(outcome).splitlines()
+    assert lines[:3] == ["cat-a: FAILED: 53 rows, 53 changed, 0 added, 0 removed",
+                         "  changed 53 rows (unexpected)",
+                         "    route.flags.f00: added 0"]
+    assert lines[21:24] == ["    route.flags.f19: added 19",
+                            "    ... 5 more field changes",  # 25 changes, 20 shown
+                            "    row cat-a:model0/float16/tp0/none/c1/q8192"]
+    assert sum(line.startswith("    row cat-a:") for line in lines) == 50
+    assert lines[-2:] == ["    ... and 3 more",
+                          "FAILED: 53 unexpected, 0 missing (1 category, 53 rows)"]
+    every = render_text(outcome, max_rows=0, max_fields=0).splitlines()
+    assert len(every) == 1 + 1 + 25 + 53 + 1
+    assert render_text(outcome, quiet=True).splitlines() == [
+        "cat-a: FAILED: 53 rows, 53 changed, 0 added, 0 removed",
+        "FAILED: 53 unexpected, 0 missing (1 category, 53 rows)"]
+    assert "\x1b[" not in "\n".join(lines)
     assert "\x1b[31m" in render_text(_outcome(1, 1), color=True)
 
 
 def test_github_at_most_ten_errors_then_one_notice():
-    lines = render_github(_outcome(14, 1, stale=["gone"])).splitlines()
+    expected = ["cat-a:edge:none" + str(i) for i in range(13)]
+    lines = render_github(_outcome(14, 1, stale=["gone"], expected=expected),
+                          command="diff").splitlines()
     assert [line.split(" ", 1)[0] for line in lines] == ["::error"] * 10 + ["::notice"]
-    assert lines[0] == "::error title=routectl check::stale snapshot category gone: it is " \
-                       "no longer listed"
+    assert lines[:2] == [
+        "::error title=routectl diff::stale snapshot category gone: it is no longer listed",
+        "::error title=routectl diff::14 rows changed unexpectedly: route.flags.f00: added 0 "
+        "(+1 more): cat-a:{model0,model1,model10,model11,model12,model13,model2,model3,model4,"
+        "model5,model6,model7,model8,model9}/float16/tp1/none/c1/q8192"]
     assert "5 more not shown" in lines[-1]
     passing = render_github(_outcome(0, 1)).splitlines()
     assert len(passing) == 1 and passing[0].startswith("::notice title=routectl check::ok: ")
 
 
 def test_github_escapes_data():
-    outcome = _outcome(1, 0)
-    row_id = make_row(0)["id"]
-    outcome.categories["cat-a"].comparison.changed[row_id] = (
-        FieldChange("route.kernel", "changed", "a%b\nc", "d\re"),)
+    comparison = compare_rows([make_row(0, kernel="a%b\nc")], [make_row(0, kernel="d\re")])
+    outcome = CheckOutcome({"cat-a": judge("cat-a", comparison, {})})
     line = render_github(outcome).splitlines()[0]
     assert '"a%25b\\nc"' in line  # JSON-quoted value: the newline is already \n text
     assert "\n" not in line and "\r" not in line

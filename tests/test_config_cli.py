@@ -35,9 +35,13 @@ def test_json_output_and_hash_agrees_with_the_library():
     result = config("--spec", "dflash", "--format", "json")
     data = json.loads(result.stdout)
     assert data["policy"]["sm70_nvfp4"]["qpn2"] == {"value": True, "source": "default"}
-    assert "sm70_nvfp4" in data["active_sections"] and "sm70_fp8" not in data["active_sections"]
-    only_nvfp4 = config("--spec", "dflash", "--format", "json", "--capability", "75")
-    assert "sm70_fp8" in json.loads(only_nvfp4.stdout)["active_sections"]
+    # The whole sm70_fp8 section is active wherever an FP8 linear family loads: Volta block
+    # FP8 (70 <= capability < 75) and Turing QPN8 (75); not on newer devices.
+    assert "sm70_nvfp4" in data["active_sections"] and "sm70_fp8" in data["active_sections"]
+    turing = config("--spec", "dflash", "--format", "json", "--capability", "75")
+    assert "sm70_fp8" in json.loads(turing.stdout)["active_sections"]
+    ampere = config("--spec", "dflash", "--format", "json", "--capability", "80")
+    assert "sm70_fp8" not in json.loads(ampere.stdout)["active_sections"]
     assert len(data["hash"]) == 64 and data["hash"] != PINNED_HASH  # more sections than one
 
 
@@ -71,13 +75,16 @@ def test_bad_kernel_config_and_usage_errors_exit_2():
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
 
 
-def test_unexpected_exception_exits_3_with_one_line(tmp_path):
+def test_error_importing_the_project_exits_2_naming_file_key_and_line(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.routectl]\nproject = "brokenproj:PROJECT"\n')
     (tmp_path / "brokenproj.py").write_text("raise RuntimeError('boom')\n")
     result = invoke(["config"], cwd=tmp_path)
-    assert result.code == 3
-    assert result.stderr.startswith("error: internal error: RuntimeError: boom")
-    assert result.stderr.count("\n") == 1
+    assert result.code == 2
+    assert result.stderr == (
+        f"error: {tmp_path / 'pyproject.toml'}: [tool.routectl] project = 'brokenproj:PROJECT':"
+        f" cannot import brokenproj: RuntimeError: boom ({tmp_path / 'brokenproj.py'}, line 1)"
+        "\n")
     debug = invoke(["--debug", "config"], cwd=tmp_path)
-    assert debug.code == 3 and "Traceback" in debug.stderr
+    assert debug.code == 2 and "Traceback" in debug.stderr
+    assert debug.stderr.splitlines()[-1] == result.stderr.strip()

@@ -88,8 +88,10 @@ def test_explicit_options_override_the_scope(args, code):
 def test_unknown_model_scope_is_an_input_error():
     result = run("config", "--model", "70b_unknown")
     assert result.code == 2
+    # 27b_fp8 and 35b_a3b_fp8 carry model facts since issue 16.
     assert result.lines == ["error: unknown model scope '70b_unknown' (known: "
-                            "27b_dflash2_nvfp4, 35b_a3b_awq, flash_next_mtp4_nvfp4)"]
+                            "27b_dflash2_nvfp4, 27b_fp8, 35b_a3b_awq, 35b_a3b_fp8, "
+                            "flash_next_mtp4_nvfp4)"]
 
 
 @pytest.mark.parametrize("text", ["yes", "1.0", ""])
@@ -107,8 +109,10 @@ def test_config_warns_for_deprecated_obsolete_and_removed_names():
                  environ={"VLLM_SM70_FP8_QPN8": "0", DENSE_ORDER: "whatever",
                           ALLOW_CANDIDATE_ORDER: "1"})
     assert result.code == 0
+    # One variable, two fields (issue 16): one message naming both paths.
     assert result.lines[0] == ("warning: VLLM_SM70_FP8_QPN8 is deprecated; use "
-                               "kernel_config.sm70_dflash2.target_fp8_qpn8. Explicit "
+                               "kernel_config.sm70_dflash2.target_fp8_qpn8 or "
+                               "kernel_config.sm70_fp8.qpn8. Explicit "
                                "configuration takes precedence.")
     assert result.lines[1].startswith(f"warning: {DENSE_ORDER} is obsolete and ignored: dense "
                                       "tie ordering is mandatory")

@@ -188,20 +188,39 @@ def write_expected(path: Path, entries) -> Path:
 def test_ref_diff_reports_exactly_the_moved_rows(repo, temp, tmp_path):
     project = at(repo, "changed")
     listed = tmp_path / "listed.json"
+    stated = tmp_path / "stated.json"
+    summary = tmp_path / "summary.md"
     result = diff(project, temp, "--baseline-ref", "HEAD~1", "--report", tmp_path / "r.json",
-                  "--write-expected", listed)
+                  "--write-expected-ids", listed, "--write-expected", stated,
+                  "--summary", summary)
     assert result.code == 1, result.stderr
     report = report_of(tmp_path / "r.json")
     assert moved(report) == {"changed": AFFECTED, "added": [], "removed": [],
                              "unexpected": AFFECTED, "missing": []}
     assert report["categories"]["toy-b"]["changed"] == []
-    assert f"changed {AFFECTED[0]} (unexpected)" in result.stdout
-    assert "route.kernel: \"FastKernel\" -> \"SlowKernel\"" in result.stdout
+    assert [g["patterns"] for g in report["categories"]["toy-a"]["groups"]] == [
+        ["toy-a:toy_model/fp8_e4m3/tp{1,2}/none/c1/q{64,4096}"]]
+    assert result.stdout.splitlines()[:2] == [
+        "toy-a: FAILED: 11 rows, 4 changed, 0 added, 0 removed",
+        "  changed 4 rows (unexpected)"]
+    assert "    route.kernel: \"FastKernel\" -> \"SlowKernel\"" in result.stdout
+    assert "    rows toy-a:toy_model/fp8_e4m3/tp{1,2}/none/c1/q{64,4096}" in result.stdout
     commit_id = git(repo, "rev-parse", "HEAD~1").strip()
     assert f"baseline: HEAD~1 = {commit_id[:12]}" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        f"next: review {stated} (one entry per change group), replace each TODO reason, "
+        f"then routectl diff --baseline-ref HEAD~1 --expected-changes {stated}")
     assert [e["id"] for e in load(listed)] == AFFECTED
+    assert [e["rows"] for e in load(stated)["changes"]] == [
+        "toy-a:toy_model/fp8_e4m3/tp{1,2}/none/c1/q{64,4096}"]
+    assert summary.read_text().startswith("## routectl diff: FAILED\n")
     assert_clean(repo, temp)
-    # Fed back, with and without one more id: test_concurrent_diffs_in_one_repository.
+    passing = diff(project, temp, "--baseline-ref", "HEAD~1", "--expected-changes", stated,
+                   "--format", "github")
+    assert passing.code == 0, passing.stdout
+    assert passing.stdout == ("::notice title=routectl diff::ok: 2 categories, 22 rows, "
+                              "4 expected changes\n")
+    # Fed back by id, with and without one more id: test_concurrent_diffs_in_one_repository.
 
 
 def test_a_rename_and_move_reports_zero_changes(repo, temp):
@@ -244,10 +263,9 @@ def test_the_baseline_is_computed_by_the_refs_code_never_read(repo, temp):
 
 
 @pytest.mark.parametrize("ref,message", [
-    ("no-such-ref", "error: unknown git ref 'no-such-ref' in {repo}: a shallow clone (CI "
-                    "checkouts are) needs the ref fetched: git fetch origin no-such-ref, or "
-                    "full history"),
-    ("origin/main", "git fetch origin main, or full history"),
+    # A full clone: nothing to fetch, so no hint to.
+    ("no-such-ref", "error: unknown git ref 'no-such-ref' in {repo}\n"),
+    ("origin/main", "error: unknown git ref 'origin/main' in {repo}\n"),
     ("no-project", "error: no-project has no routectl project: tools/toy/pyproject.toml does "
                    "not exist there"),
     ("no-table", "error: no-table has no routectl project: its tools/toy/pyproject.toml has "
@@ -261,13 +279,33 @@ def test_ref_input_errors(repo, temp, ref, message):
     assert_clean(repo, temp)
 
 
+@pytest.mark.parametrize("ref,fetch", [
+    ("no-such-ref", "git fetch origin no-such-ref, or full history"),
+    ("origin/feature", "git fetch origin feature, or full history"),
+    ("x;rm -rf ~", "git fetch origin 'x;rm -rf ~', or full history"),
+])
+def test_unknown_ref_in_a_shallow_clone_hints_a_quoted_fetch(repo, tmp_path, temp, ref, fetch):
+    clone = tmp_path / "shallow"
+    done = subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "base",
+                           f"file://{repo}", str(clone)], env=base_environ(),
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    result = diff(clone / PROJECT_PATH, temp, "--baseline-ref", ref)
+    assert result.code == 2 and len(result.lines) == 1, result.stderr
+    assert result.lines[0].startswith(
+        f"error: unknown git ref {ref!r} in {clone} (this clone is shallow): a shallow clone "
+        f"(CI checkouts are) needs the ref fetched: {fetch}")
+    assert list(temp.iterdir()) == []
+
+
 def test_not_inside_a_git_repository(tmp_path, temp):
     project = make_project(tmp_path)
     result = diff(project, temp, "--baseline-ref", "HEAD",
                   environ={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
     assert result.code == 2 and result.stdout == ""
+    assert len(result.lines) == 1
     assert result.lines[0].startswith(f"error: not inside a git repository: {project}")
-    assert result.lines[1].startswith("fatal: not a git repository")  # git's own words
+    assert "(git: fatal: not a git repository" in result.lines[0]  # git's own words
     assert list(temp.iterdir()) == []
 
 
@@ -289,8 +327,12 @@ def test_a_failing_baseline_exits_2_and_cleans_up(repo, temp, ref, message, depe
         env = {**base_environ(), "TMPDIR": str(temp)}
         debug = invoke(["--debug", "diff", "--baseline-ref", ref], cwd=project, environ=env)
         assert debug.code == 2
-        assert debug.lines[0].startswith(f"baseline> error: internal error: {message}")
-        assert debug.lines[-1] == line
+        # The baseline ran with --debug too: its traceback comes back.
+        assert debug.lines[0] == "baseline> Traceback (most recent call last):"
+        assert debug.lines[-2].startswith("baseline> error: ") and message in debug.lines[-2]
+        # The same last line (but for the baseline's own temporary folder name).
+        temp_name = re.compile(TEMP_PREFIX + r"\w+")
+        assert temp_name.sub("", debug.lines[-1]) == temp_name.sub("", line)
         assert_clean(repo, temp)
 
 
@@ -404,7 +446,14 @@ def test_categories_on_one_side_only_are_added_or_removed(built, tmp_path):
         f"toy-gone:{r['id']}" for r in gone["rows"])
     assert report["stale"] == []
     assert "category toy-gone is only in the baseline" in result.stderr
-    assert len(load(listed)) == 4 + 11 + 11
+    # One stated entry per change group: the changed rows, then added and removed ones.
+    assert [e["rows"] for e in load(listed)["changes"]] == [
+        "toy-a:toy_model/fp8_e4m3/tp{1,2}/none/c1/q{64,4096}",
+        "toy-b:toy_other/{float16,fp8_e4m3}/tp{1,2}/none/c1/q{64,4096}",
+        "toy-b:edge:refused", "toy-b:edge:slow", "toy-b:toy_na/float16/tp1/none/c1/q64",
+        "toy-gone:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q{64,4096}",
+        "toy-gone:edge:refused", "toy-gone:edge:slow",
+        "toy-gone:toy_na/float16/tp1/none/c1/q64"]
     again = diff_files(project, "--baseline", baseline, "--expected-changes", listed)
     assert again.code == 0, again.stdout
     # A filtered run judges only what it names, a removed category included.

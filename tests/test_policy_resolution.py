@@ -17,10 +17,13 @@ VARIABLE_FIELDS = [f for f in FIELDS if f.variable]
 NATIVE_READ = [f for f in FIELDS if f.native_read]
 
 
-def test_exactly_twenty_six_deprecated_variables():
-    # The eight of round 1 and the 18 DFlash2 verifier aliases (issue 15).
+def test_thirty_six_deprecated_variables():
+    # The eight of round 1, the eleven Volta block-FP8 aliases (issue 16; among them
+    # VLLM_SM70_FP8_TURBOMIND, which moved from legacy to deprecated) and the 18 DFlash2
+    # verifier aliases (issue 15), VLLM_SM70_FP8_QPN8 shared by both and counted once.
     names = {f.variable for f in FIELDS if f.kind is Kind.DEPRECATED}
-    assert len(names) == 26
+    assert len(names) == 36
+    assert "VLLM_SM70_FP8_TURBOMIND" in names and "VLLM_SM70_FP8_QPN8" in names
 
 
 @pytest.mark.parametrize("field", VARIABLE_FIELDS, ids=lambda f: f.key)
@@ -126,11 +129,11 @@ def test_deprecated_variables_warn_once_per_process_and_others_never():
         resolve(env)
     emitted = [w for w in caught if issubclass(w.category, PolicyDeprecationWarning)]
     deprecated = {f.variable for f in FIELDS if f.kind is Kind.DEPRECATED}
-    assert len(emitted) == len(deprecated) == 26
+    assert len(emitted) == len(deprecated) == 36
     for name in deprecated:
         assert sum(str(w.message).startswith(f"{name} is deprecated") for w in emitted) == 1
     # Each policy still records its own diagnostics, whatever warned before.
-    assert sum("deprecated" in m for m in first.warnings) == 26
+    assert sum("deprecated" in m for m in first.warnings) == 36
     awq = next(m for m in first.warnings if "AWQ_TURBOMIND" in m)
     assert "for dense linear layers" in awq and "kernel_config.sm70_awq.enabled" in awq
     assert "Explicit configuration takes precedence." in awq

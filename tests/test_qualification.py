@@ -122,7 +122,7 @@ def test_awq_exact_dense_roles(role, ok):
 def test_qualification_verdicts_name_every_engine_rule():
     verdicts = q.qualification_verdicts(Hardware(70), QUALIFIED)
     assert [name for name, _ in verdicts] == ["nvfp4_workload", "qpn4_workload",
-                                              "dflash2_verifier"]
+                                              "dflash2_verifier", "fp8_pp2_tp4"]
     assert verdicts[0][1] == (True, None)
     assert verdicts[1][1][1].code == "qpn4_concurrency"
     single = dataclasses.replace(QUALIFIED, spec_method="none", spec_tokens=0, max_num_seqs=1)

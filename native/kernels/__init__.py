@@ -5,6 +5,11 @@ from native.kernels.awq_dense import (
     TritonAwqLinearKernel,
     TurboMindAwqLinearKernel,
 )
+from native.kernels.fp8_sm70 import (
+    FP8_SM70_KERNELS,
+    QPN8Fp8BlockScaledMMLinearKernel,
+    TurboMindFp8LinearKernel,
+)
 from native.kernels.nvfp4_sm70 import (
     NVFP4_SM70_KERNELS,
     Qpn2NvFp4LinearKernel,
@@ -20,12 +25,15 @@ from native.kernels.turing import (
 LINEAR_KERNELS = (*NVFP4_SM70_KERNELS, *TURING_KERNELS, *AWQ_DENSE_KERNELS)
 
 __all__ = [
+    "FP8_SM70_KERNELS",
     "LINEAR_KERNELS",
+    "QPN8Fp8BlockScaledMMLinearKernel",
     "Qpn2NvFp4LinearKernel",
     "Qpn4NvFp4LinearKernel",
     "TritonAwqLinearKernel",
     "TuringQpn2NvFp4LinearKernel",
     "TuringQpn8Fp8LinearKernel",
     "TurboMindAwqLinearKernel",
+    "TurboMindFp8LinearKernel",
     "TurboMindNvFp4LinearKernel",
 ]

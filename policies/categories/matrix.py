@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policies.variables import BLOCK_FP8
 from routectl.rows import Probe, RowSpec
 from routectl.workload import EngineConfig, ModelFacts
 
@@ -27,6 +28,10 @@ MODEL_FACTS: Mapping[str, ModelFacts] = {
     "flash_next_mtp4_nvfp4": ModelFacts(("Qwen4ExpForConditionalGeneration",), "float16",
                                         2560, 24, 4, 256),
     "35b_a3b_awq": ModelFacts((_QWEN3_5,), "float16", 2048, 24, 4, 256),
+    # The two block-FP8 scopes (issue 16); the hidden size 2048 leaves 35b_a3b_fp8
+    # unqualified for the DFlash2 verifier.
+    "27b_fp8": ModelFacts((_QWEN3_5,), "float16", 5120, 24, 4, 256, BLOCK_FP8),
+    "35b_a3b_fp8": ModelFacts((_QWEN3_5,), "float16", 2048, 24, 4, 256, BLOCK_FP8),
 }
 
 NOT_APPLICABLE = "not_applicable"

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import click
 
+from routectl import checkpoints, interrupt
 from routectl.errors import InputError, RoutectlError
+from routectl.interrupt import EXIT_INTERRUPTED
+from routectl.jsonread import limits_from_environ, using_limits
 from routectl.project import Project, load_project
 
 
@@ -71,15 +74,48 @@ COMMAND_MODULES: Mapping[str, str] = {
 }
 
 
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and isinstance(ctx.find_root().obj, CliState):
+        ctx.find_root().obj.debug = True
+
+
+def debug_option() -> click.Option:
+    """`--debug` after a command name too (`routectl check --debug`), as before it."""
+    return click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True,
+                        callback=_set_debug, help="Show tracebacks of unexpected errors.")
+
+
+def with_debug_option(command: click.Command) -> click.Command:
+    """`command` (and every subcommand of a group) accepting `--debug`."""
+    if not any(isinstance(p, click.Option) and "--debug" in p.opts for p in command.params):
+        command.params.append(debug_option())
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            with_debug_option(sub)
+    return command
+
+
+class Interrupted(BaseException):  # noqa: N818 - a Ctrl-C, not an error
+    """Ctrl-C inside a command, carried past click's own handler (which would print a blank
+    line and call it "aborted") to `run`: one `error: interrupted` line, exit 130."""
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMAND_MODULES)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise Interrupted() from exc
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(cmd_name)
         if module is not None and cmd_name not in self.commands:
             importlib.import_module(f"routectl.cli.{module}")  # registers its commands
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        return None if command is None else with_debug_option(command)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -95,13 +131,36 @@ def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
         ctx.obj.debug = debug or ctx.obj.debug
 
 
+# Longer error lines are cut: whatever a message quotes, stderr gets one readable line.
+MAX_ERROR_CHARS = 2000
+
+
+def one_line(message: str) -> str:
+    """`message` as one line of at most MAX_ERROR_CHARS characters."""
+    text = " ".join(part.strip() for part in message.strip().splitlines() if part.strip())
+    if len(text) > MAX_ERROR_CHARS:
+        text = f"{text[:MAX_ERROR_CHARS]}... ({len(text):,} characters)"
+    return text
+
+
+def error(message: str) -> None:
+    click.echo(f"error: {one_line(message)}", err=True)
+
+
+def _debug_requested(argv: Sequence[str]) -> bool:
+    # Before `--`, anywhere: `--debug` is accepted before and after the command name.
+    return "--debug" in argv[:argv.index("--")] if "--" in argv else "--debug" in argv
+
+
 def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
     """Run the CLI with an explicit environment; returns the exit code."""
     argv = list(sys.argv[1:] if args is None else args)
-    debug = "--debug" in argv
+    debug = _debug_requested(argv)
     obj = CliState(environ=dict(environ), project_dir=None, debug=debug)
     try:
-        with warnings.catch_warnings():
+        limits = limits_from_environ(environ)
+        with warnings.catch_warnings(), using_limits(limits), \
+                checkpoints.enabled(checkpoints.directory_from_environ(environ)):
             # Policy warnings are printed once, as `warning:` lines, from the resolved
             # policy; Python's own rendering would duplicate them.
             warnings.simplefilter("ignore")
@@ -112,24 +171,31 @@ def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("error: aborted", err=True)
-        return 130
+        error("aborted")
+        return EXIT_INTERRUPTED
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        error(exc.format_message())
         return 2
     except InputError as exc:
-        click.echo(f"error: {exc}", err=True)
+        if debug and exc.__cause__ is not None:  # e.g. the project's own import failure
+            traceback.print_exc()
+        error(str(exc))
         return 2
-    except KeyboardInterrupt:
-        click.echo("error: interrupted", err=True)
-        return 130
+    except (KeyboardInterrupt, Interrupted):
+        error("interrupted")
+        return EXIT_INTERRUPTED
+    except RecursionError:
+        if debug:
+            traceback.print_exc()
+        error("internal error: RecursionError: maximum recursion depth exceeded (run with "
+              "--debug for the traceback)")
+        return 3
     except Exception as exc:  # noqa: BLE001 - an unexpected exception must exit 3, never 1
         if debug:
             traceback.print_exc()
         kind = "" if isinstance(exc, RoutectlError) else f"{type(exc).__name__}: "
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        click.echo(f"error: internal error: {kind}{first} (run with --debug for the traceback)",
-                   err=True)
+        error(f"internal error: {kind}{first} (run with --debug for the traceback)")
         return 3
 
 
@@ -141,5 +207,17 @@ GC_THRESHOLDS = (200_000, 30, 30)
 
 
 def main() -> None:
-    gc.set_threshold(*GC_THRESHOLDS)
-    sys.exit(run(None, os.environ))
+    """The program: the one place that reads `os.environ` (with the engine's start-up)."""
+    try:
+        gc.set_threshold(*GC_THRESHOLDS)
+        interrupt.raise_on_interrupt()  # the command's cleanup runs on Ctrl-C
+        code = run(None, os.environ)
+        interrupt.flush_streams()
+        interrupt.exit_on_interrupt()  # nothing left to clean up: Ctrl-C exits at once
+    except KeyboardInterrupt:  # between run's handlers and the switch above
+        error("interrupted")
+        code = EXIT_INTERRUPTED
+    directory = checkpoints.directory_from_environ(os.environ)
+    if directory is not None:
+        checkpoints.wait_at(directory, "shutdown")
+    sys.exit(code)

@@ -10,9 +10,17 @@ import click
 
 from routectl.cli import cli, project_option, state, warn
 from routectl.errors import InputError
+from routectl.jsonread import shorten
 from routectl.policy import ResolvedPolicy
 from routectl.project import Project
-from routectl.workload import SPEC_METHODS, EngineConfig, Hardware, ModelFacts
+from routectl.workload import (
+    KV_DTYPES,
+    SHIPPED_CAPABILITIES,
+    SPEC_METHODS,
+    EngineConfig,
+    Hardware,
+    ModelFacts,
+)
 
 # Speculative defaults of the engine double when only the method is given.
 SPEC_TOKENS = {"none": 0, "mtp": 4, "dflash": 7}
@@ -58,12 +66,28 @@ def build_model(project: Project, scope: str | None, architectures: tuple[str, .
     return dataclasses.replace(base, **given)
 
 
+class CapabilityType(click.ParamType):
+    """A compute capability NVIDIA has shipped (`SHIPPED_CAPABILITIES`), as an int."""
+
+    name = "CC"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if text.isdigit() and len(text) <= 4 and int(text) in SHIPPED_CAPABILITIES:
+            return int(text)
+        self.fail(f"{shorten(value)} is not a compute capability NVIDIA has shipped (one of "
+                  f"{', '.join(map(str, SHIPPED_CAPABILITIES))})", param, ctx)
+
+
 def workload_options(function: Any) -> Any:
     options = [
         click.option("--kernel-config", "kernel_config", default=None, metavar="JSON|@FILE",
                      help="KernelConfig as JSON text or @path to a JSON file."),
-        click.option("--capability", type=int, default=70, show_default=True,
-                     help="Compute capability (70 Volta, 75 Turing)."),
+        click.option("--capability", type=CapabilityType(), default=70, show_default=True,
+                     help="Compute capability NVIDIA shipped (70 Volta, 75 Turing, ...)."),
         click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True),
         click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True),
         click.option("--spec", type=click.Choice(SPEC_METHODS), default="none",
@@ -75,7 +99,8 @@ def workload_options(function: Any) -> Any:
         click.option("--max-num-seqs", type=click.IntRange(min=1), default=1, show_default=True),
         click.option("--budget", type=click.IntRange(min=1), default=8192, show_default=True,
                      help="max_num_batched_tokens."),
-        click.option("--kv", default="float16", show_default=True, help="KV cache dtype."),
+        click.option("--kv", type=click.Choice(KV_DTYPES), default="float16",
+                     show_default=True, help="KV cache dtype."),
         *model_options,
     ]
     for option in reversed(options):
@@ -86,6 +111,16 @@ def workload_options(function: Any) -> Any:
 def build_workload(tp: int, pp: int, spec: str, spec_tokens: int | None,
                    selector_top_k: int | None, max_num_seqs: int, budget: int,
                    kv: str, model: ModelFacts | None = None) -> EngineConfig:
+    """The engine double the options describe; speculative options without a speculative
+    method describe no engine and are a usage error."""
+    if spec == "none":
+        given = [name for name, value in (("--spec-tokens", spec_tokens),
+                                          ("--selector-top-k", selector_top_k))
+                 if value is not None]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise click.UsageError(f"{' and '.join(given)} only {verb} with a speculative "
+                                   f"method (--spec {' or --spec '.join(SPEC_METHODS[1:])})")
     return EngineConfig(
         tp=tp, pp=pp, spec_method=spec,
         spec_tokens=SPEC_TOKENS[spec] if spec_tokens is None else spec_tokens,

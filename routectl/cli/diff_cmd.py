@@ -18,10 +18,18 @@ import click
 
 from routectl.baseline import BaselineFailed, BaselineFile, baseline_at_ref, open_baseline
 from routectl.check import CheckResult, SnapshotSource, fresh_snapshots, run_check
-from routectl.cli import CheckFailed, cli, job_count, jobs_option, project_option, state
-from routectl.cli.snapshot_cmd import CATEGORY_HELP, emit_verdict, note, verdict_options
-from routectl.compare import load_expected
+from routectl.cli import cli, job_count, jobs_option, project_option, state
+from routectl.cli.snapshot_cmd import (
+    CATEGORY_HELP,
+    VerdictOptions,
+    emit_verdict,
+    finish,
+    note,
+    verdict_options,
+    warn_todo_reasons,
+)
 from routectl.errors import InputError
+from routectl.expected import document_reasons, load_expected_changes
 from routectl.project import Project
 from routectl.rows import RowSpec
 from routectl.snapshot import Snapshot, read_json
@@ -48,7 +56,7 @@ def judge_against(project: Project, names: Sequence[str], baseline: SnapshotSour
     removed = tuple(RemovedCategory(n) for n in baseline.names() if n not in listed)
     judged = replace(project, categories=(*project.categories, *removed))
     # Read once the baseline is known: an expected id may name a removed category's row.
-    expected = () if expected_file is None else load_expected(
+    expected = () if expected_file is None else load_expected_changes(
         expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir)
     result = run_check(judged, names, baseline=baseline, expected=expected, ready=fresh,
                        jobs=jobs)
@@ -65,7 +73,8 @@ def _against_ref(project: Project, ref: str, names: Sequence[str], *,
     if project.root is None:
         raise InputError(f"project {project.name} has no root folder")
     prefixes = (project.variable_prefix,) if project.variable_prefix else ()
-    with baseline_at_ref(project.root, ref, environ=environ, strip_prefixes=prefixes) as build:
+    with baseline_at_ref(project.root, ref, environ=environ, strip_prefixes=prefixes,
+                         debug=debug) as build:
         # The candidate replays here while the baseline runs in its own process.
         fresh = fresh_snapshots(project, [c for c in project.categories
                                           if not names or c.name in names], jobs=jobs)
@@ -107,9 +116,8 @@ def _against_files(project: Project, path: Path, names: Sequence[str], *,
 @project_option
 @click.pass_context
 def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None,
-                 categories: tuple[str, ...], expected_changes: Path | None,
-                 write_expected: Path | None, fmt: str, report_file: Path | None, color: str,
-                 jobs: int, project_dir: Path | None) -> None:
+                 categories: tuple[str, ...], verdict: VerdictOptions, jobs: int,
+                 project_dir: Path | None) -> None:
     """Replay the working tree's rows and compare them with a baseline: the rows the code at
     git ref REF computes, or pre-built snapshot files.
 
@@ -120,10 +128,12 @@ def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None
         raise click.UsageError("give exactly one of --baseline-ref REF and --baseline PATH")
     cli_state = state(ctx)
     project = cli_state.project(project_dir)
+    expected_changes = verdict.expected_changes
     if expected_changes is not None:
         # Unreadable or not JSON: fail before any git work or replay (ids are checked later,
         # once the baseline's categories are known).
-        read_json(expected_changes, "expected-changes file")
+        warn_todo_reasons(document_reasons(read_json(expected_changes, "expected-changes file")),
+                          expected_changes, cli_state.environ)
     if ref is not None:
         result = _against_ref(project, ref, categories, environ=cli_state.environ,
                               expected_file=expected_changes, debug=cli_state.debug,
@@ -132,7 +142,7 @@ def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None
         assert baseline_path is not None
         result = _against_files(project, baseline_path, categories,
                                 expected_file=expected_changes, jobs=job_count(jobs))
-    emit_verdict(result, project, environ=cli_state.environ, fmt=fmt, color=color,
-                 report_file=report_file, write_expected=write_expected)
-    if not result.ok:
-        raise CheckFailed()
+    command = (f"routectl diff --baseline-ref {ref}" if ref is not None
+               else f"routectl diff --baseline {baseline_path}")
+    emit_verdict(result, project, environ=cli_state.environ, options=verdict, command=command)
+    finish(result, verdict, command)

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import click
 
 from routectl.cli import CheckFailed, cli, project_option, state
-from routectl.errors import InputError
+from routectl.jsonread import shorten
 from routectl.native_ns import TorchOpsNamespace
 from routectl.probe import probe, render_text
+from routectl.project import import_module
 from routectl.snapshot import schema_violation
 
 PROBE_FORMAT = 1
+
+
+def check_module_name(name: str) -> None:
+    """`--import` takes an absolute dotted module name; anything else is a usage error."""
+    if not name.strip():
+        raise click.BadParameter("needs a module name (e.g. native.reference), got ''",
+                                 param_hint="--import")
+    if name.startswith("."):
+        raise click.BadParameter(f"takes an absolute module name, not the relative "
+                                 f"{shorten(name)}", param_hint="--import")
+    if not all(part.isidentifier() for part in name.split(".")):
+        raise click.BadParameter(f"{shorten(name)} is not a dotted module name",
+                                 param_hint="--import")
 
 
 @cli.group("native")
@@ -37,12 +50,11 @@ def probe_command(ctx: click.Context, namespace: str, imports: tuple[str, ...],
                   kernels: tuple[str, ...], fmt: str, project_dir: Path | None) -> None:
     """Report every required op as present/missing and its schema against the pin; exit 1
     when an op is missing or a pinned schema differs."""
+    for module in imports:
+        check_module_name(module)
     project = state(ctx).project(project_dir)
     for module in imports:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise InputError(f"cannot import {module}: {exc}") from None
+        import_module(module)
     results = probe(project.catalogue, TorchOpsNamespace(namespace), kernels)
     ok = all(r.ok for r in results)
     if fmt == "json":

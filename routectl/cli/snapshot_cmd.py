@@ -6,9 +6,11 @@ leaves every file as it was.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +25,25 @@ from routectl.check import (
     select_categories,
 )
 from routectl.cli import CheckFailed, cli, job_count, jobs_option, project_option, state, warn
-from routectl.compare import ExpectedEntry, load_expected, split_id
+from routectl.compare import split_id
 from routectl.errors import InputError
+from routectl.expected import (
+    TODO_REASON,
+    ExpectedChanges,
+    is_todo,
+    load_expected_changes,
+    stated_document,
+)
+from routectl.jsonread import shorten
+from routectl.markdown import render_markdown
 from routectl.policy import ResolvedPolicy
 from routectl.project import Project
 from routectl.replay import find_row, replay_row
 from routectl.report import (
     COLOR_CHOICES,
     FORMATS,
+    MAX_FIELD_CHANGES,
+    MAX_ROWS,
     build_report,
     render,
     render_json,
@@ -128,52 +141,150 @@ def _new_path(directory: Path, name: str) -> Path:
     return directory / f"{name}.json{NEW_SUFFIX}"
 
 
-def verdict_options(function: Any) -> Any:
+@dataclass(frozen=True)
+class VerdictOptions:
     """The options of every command that judges rows against a baseline (check, diff)."""
+
+    expected_changes: Path | None
+    write_expected: Path | None
+    write_expected_ids: Path | None
+    fmt: str
+    report_file: Path | None
+    summary_file: Path | None
+    color: str
+    quiet: bool
+    max_rows: int
+    max_fields: int
+
+
+def verdict_options(function: Any) -> Any:
+    """Add the verdict options; the command receives them as one `VerdictOptions` named
+    `verdict`."""
+    names = [f.name for f in fields(VerdictOptions)]
     options = [
         click.option("--expected-changes", type=click.Path(path_type=Path, dir_okay=False),
-                     default=None, help="JSON list of row ids this change is expected to move."),
+                     default=None,
+                     help="JSON file of the changes this change is expected to make: row ids, "
+                          "or stated entries (row patterns with their field changes)."),
         click.option("--write-expected", type=click.Path(path_type=Path, dir_okay=False),
                      default=None,
-                     help="Write the actual change list in expected-changes form."),
+                     help="Write the actual changes as stated entries, one per change group "
+                          "(reasons TODO), for review."),
+        click.option("--write-expected-ids", type=click.Path(path_type=Path, dir_okay=False),
+                     default=None,
+                     help="Write the actual changes as one {id, reason} entry per row."),
         click.option("--format", "fmt", type=click.Choice(FORMATS),
                      default="text", show_default=True),
         click.option("--report", "report_file",
                      type=click.Path(path_type=Path, dir_okay=False), default=None,
                      help="Also write the JSON report to this file."),
+        click.option("--summary", "summary_file",
+                     type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Append a Markdown summary to this file (e.g. "
+                          "\"$GITHUB_STEP_SUMMARY\")."),
         click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto",
                      show_default=True),
+        click.option("-q", "--quiet", is_flag=True,
+                     help="Text: only each category's verdict line and the final line."),
+        click.option("--max-rows", type=click.IntRange(min=0), default=MAX_ROWS,
+                     show_default=True,
+                     help="Text: ids shown per change group no row patterns describe "
+                          "(0 = all)."),
+        click.option("--max-fields", type=click.IntRange(min=0), default=MAX_FIELD_CHANGES,
+                     show_default=True,
+                     help="Text: field changes shown per change group (0 = all)."),
     ]
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["verdict"] = VerdictOptions(**{n: kwargs.pop(n) for n in names})
+        return function(*args, **kwargs)
+
     for option in reversed(options):
-        function = option(function)
-    return function
+        wrapper = option(wrapper)
+    return wrapper
 
 
-def read_expected(project: Project, path: Path | None) -> tuple[ExpectedEntry, ...]:
+def read_expected(project: Project, path: Path | None) -> ExpectedChanges:
     if path is None:
-        return ()
-    return load_expected(path, [c.name for c in project.categories],
-                         snapshot_dir=project.snapshot_dir)
+        return ExpectedChanges()
+    return load_expected_changes(path, [c.name for c in project.categories],
+                                 snapshot_dir=project.snapshot_dir)
+
+
+def warn_todo_reasons(reasons: Sequence[str], path: Path | None,
+                      environ: Mapping[str, str]) -> None:
+    """In CI, a reason --write-expected left for the reviewer is a review not done."""
+    todo = sum(1 for reason in reasons if is_todo(reason))
+    if todo and path is not None and is_ci(environ):
+        warn(f"{path}: {todo} expected change(s) still have a {TODO_REASON} reason: say why "
+             f"each change is intended")
+
+
+def next_step(command: str, options: VerdictOptions) -> str:
+    """The one line a failing text check ends with: what to run next."""
+    if options.expected_changes is None:
+        if options.write_expected is not None:
+            target = options.write_expected
+            return (f"next: review {target} (one entry per change group), replace each "
+                    f"TODO reason, then {command} --expected-changes {target}")
+        target = Path("route-changes.json")
+        return (f"next: {command} --write-expected {target}, review it and replace each "
+                f"TODO reason, then {command} --expected-changes {target}")
+    return (f"next: {command} --expected-changes {options.expected_changes} --write-expected "
+            f"{options.expected_changes} restates the actual changes for review; once "
+            f"reviewed, pass it again (and, for check, --update)")
+
+
+def _write_document(path: Path, document: Any, count: int, project: Project) -> None:
+    problem = schema_violation("expected-changes", document, project.snapshot_dir)
+    if problem is not None:
+        raise InputError(f"refusing to write {path}: {problem}")
+    write_json(path, document)
+    note(f"wrote {count} expected-changes {'entry' if count == 1 else 'entries'} to {path}")
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append, as `$GITHUB_STEP_SUMMARY` expects (each step adds its part)."""
+    try:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise InputError(f"cannot append to {path}: {exc.strerror or exc}") from None
+
+
+def finish(result: CheckResult, options: VerdictOptions, command: str) -> None:
+    """End a run: a failing text check's last stderr line says what to run next."""
+    if result.ok:
+        return
+    if options.fmt == "text":
+        note(next_step(command, options))
+    raise CheckFailed()
 
 
 def emit_verdict(result: CheckResult, project: Project, *, environ: Mapping[str, str],
-                 fmt: str, color: str, report_file: Path | None,
-                 write_expected: Path | None) -> None:
-    """Write the requested report files, then print the outcome in `fmt` to stdout. The
-    caller raises CheckFailed when `result.ok` is false."""
+                 options: VerdictOptions, command: str = "routectl check") -> None:
+    """Write the requested report files, then print the outcome in the chosen format to
+    stdout. `command` is the command line that judged (its first two words name it in
+    annotations and summaries). The caller ends with `finish`."""
+    name = command.split()[1]
     report = build_report(result.outcome)
-    if report_file is not None:
-        write_text(report_file, render_json(report, project.snapshot_dir))
-        note(f"wrote report {report_file}")
-    if write_expected is not None:
-        document = expected_document(result)
-        problem = schema_violation("expected-changes", document, project.snapshot_dir)
-        if problem is not None:
-            raise InputError(f"refusing to write {write_expected}: {problem}")
-        write_json(write_expected, document)
-        note(f"wrote {len(document)} expected changes to {write_expected}")
-    color_on = fmt == "text" and use_color(color, environ, sys.stdout.isatty())
-    click.echo(render(result.outcome, fmt, color=color_on, snapshot_dir=project.snapshot_dir),
+    if options.report_file is not None:
+        write_text(options.report_file, render_json(report, project.snapshot_dir))
+        note(f"wrote report {options.report_file}")
+    if options.write_expected is not None:
+        stated = stated_document(list(result.outcome.categories.values()))
+        _write_document(options.write_expected, stated, len(stated["changes"]), project)
+    if options.write_expected_ids is not None:
+        ids = expected_document(result)
+        _write_document(options.write_expected_ids, ids, len(ids), project)
+    if options.summary_file is not None:
+        append_text(options.summary_file, render_markdown(result.outcome, command=name))
+    fmt = options.fmt
+    color_on = fmt == "text" and use_color(options.color, environ, sys.stdout.isatty())
+    click.echo(render(result.outcome, fmt, command=name, color=color_on, quiet=options.quiet,
+                      max_rows=options.max_rows, max_fields=options.max_fields,
+                      snapshot_dir=project.snapshot_dir),
                nl=False, color=color_on)
 
 
@@ -221,10 +332,8 @@ def _settle_new_files(result: CheckResult, project: Project, directory: Path, *,
 @jobs_option
 @project_option
 @click.pass_context
-def check_command(ctx: click.Context, categories: tuple[str, ...],
-                  expected_changes: Path | None, write_expected: Path | None, fmt: str,
-                  report_file: Path | None, color: str, update: bool, accept_all: bool,
-                  jobs: int, project_dir: Path | None) -> None:
+def check_command(ctx: click.Context, categories: tuple[str, ...], verdict: VerdictOptions,
+                  update: bool, accept_all: bool, jobs: int, project_dir: Path | None) -> None:
     """Replay every row and compare it with the retained snapshots.
 
     Exit 0 when equal or when the differences are exactly the expected ones; 1 otherwise.
@@ -237,13 +346,13 @@ def check_command(ctx: click.Context, categories: tuple[str, ...],
                          f"(CI={environ.get('CI')!r}); run it locally")
     project = state(ctx).project(project_dir)
     directory = snapshot_dir(project)
-    expected = read_expected(project, expected_changes)
+    expected = read_expected(project, verdict.expected_changes)
+    warn_todo_reasons(expected.reasons, verdict.expected_changes, environ)
     baseline = DirectorySource(directory, snapshot_dir=project.snapshot_dir)
     result = run_check(project, categories, baseline=baseline, expected=expected,
                        jobs=job_count(jobs))
 
-    emit_verdict(result, project, environ=environ, fmt=fmt, color=color,
-                 report_file=report_file, write_expected=write_expected)
+    emit_verdict(result, project, environ=environ, options=verdict)
     if update and (result.ok or accept_all):
         _update_retained(result, project, directory)
         _settle_new_files(result, project, directory, failed=False)
@@ -252,8 +361,7 @@ def check_command(ctx: click.Context, categories: tuple[str, ...],
     if update:
         warn("retained snapshots not updated: the differences are not exactly the expected "
              "ones (list them with --expected-changes, or pass --accept-all)")
-    if not result.ok:
-        raise CheckFailed()
+    finish(result, verdict, "routectl check")
 
 
 # --- explain -------------------------------------------------------------------------------
@@ -273,10 +381,10 @@ def _resolve_row(project: Project, row_id: str, category_name: str | None
         return category, find_row(category, bare)
     holders = [(c, s) for c in project.categories for s in c.rows() if s.id == bare]
     if not holders:
-        raise InputError(f"unknown row id {bare!r}: no category has it "
+        raise InputError(f"unknown row id {shorten(bare)}: no category has it "
                          f"(routectl list --rows shows every id)")
     if len(holders) > 1:
-        raise InputError(f"row id {bare!r} is in several categories "
+        raise InputError(f"row id {shorten(bare)} is in several categories "
                          f"({', '.join(c.name for c, _ in holders)}): pass -c CATEGORY or "
                          f"qualify it as CATEGORY:{bare}")
     return holders[0]

@@ -1,0 +1,248 @@
+"""Ctrl-C and kills at known moments, in real processes.
+
+Signals are timed by checkpoints (`routectl.checkpoints`): the run, started with
+ROUTECTL_TEST_CHECKPOINTS=DIR, creates DIR/<point> on reaching a point and waits there until
+the file is removed; the test waits for the file, signals, and removes it. No sleeps decide
+when a signal lands. The process runs in its own session and SIGINT goes to its whole process
+group, as a terminal's Ctrl-C does (workers, git and the baseline run included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.toy import TEMPLATE, invoke, make_project, tree_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+ROW = "toy_model/float16/tp1/none/c1/q64"
+# How long a run may take to reach a checkpoint on a busy runner (torch imports included):
+# a bound on a wait for the file, never a delay.
+REACH_S = 240.0
+TEMP_GLOB = ".*.routectl-*-*.tmp"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_project(tmp_path_factory.mktemp("interrupts"))
+
+
+@pytest.fixture
+def project(template: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    shutil.copytree(template, root)
+    return root
+
+
+def moved(document: dict) -> None:
+    """One retained row changed, as if the code had moved it: `--update` rewrites the file."""
+    row = next(r for r in document["rows"] if r["id"] == ROW)
+    row["route"]["dispatch"][0]["plan"]["split_k"] = 99
+
+
+def environ(stops: Path, **extra: str) -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", os.defpath), "PYTHONPATH": str(ROOT),
+            "ROUTECTL_TEST_CHECKPOINTS": str(stops), "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", **extra}
+
+
+def start(project: Path, stops: Path, args: list[str], *, ignore_sigint: bool = False,
+          **extra: str) -> subprocess.Popen[str]:
+    stops.mkdir(exist_ok=True)
+
+    def prepare() -> None:
+        if ignore_sigint:  # as a shell starts a background job: inherited across exec
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    return subprocess.Popen([sys.executable, "-m", "routectl", *args], cwd=project,
+                            env=environ(stops, **extra), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=prepare)
+
+
+def reached(process: subprocess.Popen[str], stops: Path, point: str) -> Path:
+    """Wait until the run stops at `point`; the checkpoint's file."""
+    flag = stops / point
+    deadline = time.monotonic() + REACH_S
+    while not flag.exists():
+        if process.poll() is not None:
+            out, err = process.communicate()
+            raise AssertionError(f"ended ({process.returncode}) before {point}: {err}")
+        assert time.monotonic() < deadline, f"{point} not reached"
+        time.sleep(0.01)
+    return flag
+
+
+def ctrl_c(process: subprocess.Popen[str]) -> None:
+    os.killpg(process.pid, signal.SIGINT)
+
+
+def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=REACH_S)
+    return process.returncode, out, err
+
+
+def assert_interrupted(code: int, err: str) -> None:
+    assert code == 130, err
+    assert err == "error: interrupted\n", err
+
+
+def test_ctrl_c_at_startup(project: Path, tmp_path: Path) -> None:
+    before = tree_bytes(project / "snapshots")
+    process = start(project, tmp_path / "stops", ["check"])
+    reached(process, tmp_path / "stops", "startup")
+    ctrl_c(process)
+    code, out, err = finish(process)
+    assert_interrupted(code, err)
+    assert out == ""
+    assert tree_bytes(project / "snapshots") == before
+
+
+def test_ctrl_c_during_replay_stops_workers_and_writes_nothing(project: Path,
+                                                               tmp_path: Path) -> None:
+    stops = tmp_path / "stops"
+    data = json.loads((project / "snapshots" / "toy-a.json").read_text())
+    moved(data)  # so that --update would write
+    (project / "snapshots" / "toy-a.json").write_text(json.dumps(data))
+    before = tree_bytes(project / "snapshots")
+    process = start(project, stops, ["check", "--update", "--accept-all", "-j", "2"])
+    flag = reached(process, stops, "startup")
+    flag.unlink()
+    reached(process, stops, "worker")
+    reached(process, stops, "replay")
+    ctrl_c(process)
+    code, out, err = finish(process)
+    assert_interrupted(code, err)
+    assert tree_bytes(project / "snapshots") == before
+    assert not list((project / "snapshots").glob(TEMP_GLOB))
+
+
+def test_ctrl_c_at_shutdown(project: Path, tmp_path: Path) -> None:
+    stops = tmp_path / "stops"
+    process = start(project, stops, ["list"])
+    reached(process, stops, "startup").unlink()
+    reached(process, stops, "shutdown")
+    ctrl_c(process)
+    code, out, err = finish(process)
+    assert_interrupted(code, err)
+    assert out.splitlines()[0].startswith("toy-a")  # the command's output came out first
+
+
+def test_ignored_sigint_is_ignored_by_workers_too(project: Path, tmp_path: Path) -> None:
+    stops = tmp_path / "stops"
+    process = start(project, stops, ["check", "-j", "2"], ignore_sigint=True)
+    reached(process, stops, "startup").unlink()
+    worker = reached(process, stops, "worker")
+    replay = reached(process, stops, "replay")
+    ctrl_c(process)  # a background job's Ctrl-C: nobody may die of it
+    # The signal is delivered (or not) before kill returns for this process group; the
+    # worker's fate is settled once the checkpoints go and the run ends.
+    worker.unlink()
+    replay.unlink()
+    reached(process, stops, "shutdown").unlink()
+    code, out, err = finish(process)
+    assert code == 0, err
+    assert err == "" and out.splitlines()[-1].startswith("ok: 2 categories")
+
+
+def test_default_workers_die_with_ctrl_c_and_the_run_exits_130(project: Path,
+                                                               tmp_path: Path) -> None:
+    stops = tmp_path / "stops"
+    process = start(project, stops, ["check", "-j", "2"])
+    reached(process, stops, "startup").unlink()
+    reached(process, stops, "worker")
+    ctrl_c(process)
+    code, out, err = finish(process)
+    assert_interrupted(code, err)
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], env=environ(repo),
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(TEMPLATE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    git(repo, "init", "-q", "-b", "main")
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.email=t@routectl.invalid", "-c", "user.name=t", "commit", "-q",
+        "-m", "toy")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    stops = tmp_path / "stops"
+    process = start(repo, stops, ["diff", "--baseline-ref", "HEAD"], TMPDIR=str(temp))
+    reached(process, stops, "startup").unlink()
+    reached(process, stops, "baseline")
+    assert len(list(temp.iterdir())) == 1  # the worktree and the baseline run exist
+    ctrl_c(process)
+    code, out, err = finish(process)
+    assert_interrupted(code, err)
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert [line for line in listed.splitlines() if line.startswith("worktree ")] == [
+        f"worktree {repo}"]
+    assert list(temp.iterdir()) == []
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_sigkill_during_update_then_a_normal_run(project: Path, tmp_path: Path) -> None:
+    stops = tmp_path / "stops"
+    path = project / "snapshots" / "toy-a.json"
+    data = json.loads(path.read_text())
+    moved(data)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    old = path.read_bytes()
+    process = start(project, stops, ["check", "--update", "--accept-all", "-j", "1"])
+    reached(process, stops, "startup").unlink()
+    reached(process, stops, "replay").unlink()
+    reached(process, stops, "write")
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    left = list((project / "snapshots").glob(TEMP_GLOB))
+    assert [p.name.split(".routectl-")[0] for p in left] == [".toy-a.json"]
+    assert f".routectl-{process.pid}-" in left[0].name
+    assert path.read_bytes() == old  # whole: the old file, never a part of the new one
+
+    update = invoke(["check", "--update", "--accept-all"], cwd=project)
+    assert update.code == 0, update.stderr
+    assert not list((project / "snapshots").glob(TEMP_GLOB))
+    assert json.loads(path.read_text()) != data
+    assert invoke(["check"], cwd=project).code == 0
+
+
+def test_a_live_processs_temp_file_is_left_alone(project: Path) -> None:
+    # A concurrent run's temporary file (its pid alive: this test's own) must survive a write.
+    mine = project / "snapshots" / f".toy-a.json.routectl-{os.getpid()}-abc123.tmp"
+    mine.write_text("partial")
+    dead = project / "snapshots" / ".toy-b.json.routectl-999999999-abc123.tmp"
+    dead.write_text("partial")
+    path = project / "snapshots" / "toy-a.json"
+    data = json.loads(path.read_text())
+    moved(data)
+    path.write_text(json.dumps(data))
+    assert invoke(["check", "--update", "--accept-all"], cwd=project).code == 0
+    assert mine.read_text() == "partial"
+    assert not dead.exists()
+
+
+def test_git_ignores_the_temp_file_pattern(tmp_path: Path) -> None:
+    repo = tmp_path / "ignored"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    shutil.copy(ROOT / ".gitignore", repo / ".gitignore")
+    git(repo, "add", ".gitignore")
+    (repo / "snapshots").mkdir()
+    (repo / "snapshots" / ".toy-a.json.routectl-1234-0a1b2c3d4e5f.tmp").write_text("x")
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == "A  .gitignore\n"
