@@ -13,6 +13,7 @@ from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.dflash2 import gdn_admissions
 from routectl.reasons import OK, Check, reject
 from routectl.replay import replay_category, resolve_row
+from routectl.snapshot import validate_rows
 from routectl.workload import EngineConfig, Hardware
 from tests.test_dflash2_policy import ALLOW_CANDIDATE_ORDER, DENSE_ORDER, TABLE
 
@@ -179,3 +180,23 @@ def test_the_older_combined_split_rule_flips_exactly_the_head_split_edge():
     assert changed_reason == {i for i in matrix_ids("27b_dflash2_nvfp4")
                               if "/tp2/dflash/" in i}
     assert len(changed_reason) == 18
+
+
+def test_policy_rows_are_strict_in_the_snapshot_schema(rows):
+    base = {"id": "edge:gdn_k8_v24_tp2", "route": rows["edge:gdn_k8_v24_tp2"]}
+    assert validate_rows("sm70-dflash2-policy", "basis", [base]) is None
+    route = base["route"]
+    broken = [
+        {**route, "extra": 1},
+        {**route, "policy": {k: v for k, v in route["policy"].items() if k != "fp32_logits"}},
+        {**route, "policy": {**route["policy"], "fp32_logits": {"value": 1, "source": "default"}}},
+        {**route, "policy": {**route["policy"],
+                             "fp32_logits": {"value": True, "source": "typed"}}},
+        {**route, "warnings": ["VLLM_SM70_FP8_QPN8 is deprecated"]},
+        {**route, "warnings": [{"variable": "VLLM_SM70_FP8_QPN8", "kind": "legacy"}]},
+        {**route, "gdn_admission": [{**route["gdn_admission"][0], "name": "other_guard"}]},
+        {**route, "gdn_layout": {**route["gdn_layout"], "head_k_dim": 128}},
+        {**route, "qualification": {"ok": True}},
+    ]
+    for bad in broken:
+        assert validate_rows("sm70-dflash2-policy", "basis", [{**base, "route": bad}]), bad

@@ -363,3 +363,29 @@ def test_retired_names_are_known_but_typos_are_still_reported():
     assert policy.warnings[-1] == ("unknown VLLM_SM70_* variables (typos?): "
                                    "VLLM_SM70_DFLASH2_FUSED_GDN_VERIFYY")
     assert len(policy.warnings) == 3
+
+
+def test_a_computed_default_reads_an_earlier_fields_value_and_source():
+    # What the FP8 verifier bridge needs: a later field sees target_fp8_qpn8 resolved.
+    from routectl.fields import Computed
+
+    def bridged(ctx):
+        explicit = ctx["sources"]["sm70_dflash2.target_fp8_qpn8"] != "default"
+        return ctx["values"]["sm70_dflash2.target_fp8_qpn8"] if explicit else None
+
+    fields = (Field("sm70_dflash2", "target_fp8_qpn8", bool, False, "VLLM_SM70_FP8_QPN8",
+                    Kind.DEPRECATED, INT_BOOL),
+              Field("sm70_fp8", "qpn8", object, Computed("= bridged", bridged)))
+    unset = resolve_fields(fields, {}, {}, {}, emit_warnings=False)
+    assert unset.value("sm70_fp8.qpn8") is None
+    aliased = resolve_fields(fields, {}, {"VLLM_SM70_FP8_QPN8": "1"}, {}, emit_warnings=False)
+    assert aliased.value("sm70_fp8.qpn8") is True
+    fp8_first = tuple(reversed(fields))
+    with pytest.raises(KeyError):
+        resolve_fields(fp8_first, {}, {}, {}, emit_warnings=False)
+
+
+def test_the_section_resolves_before_sm70_fp8():
+    keys = [f.key for f in FIELDS]
+    assert max(i for i, k in enumerate(keys) if k.startswith("sm70_dflash2.")) < \
+        min(i for i, k in enumerate(keys) if k.startswith("sm70_fp8."))
