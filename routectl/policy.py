@@ -175,6 +175,8 @@ def variable_notices(fields: Sequence[Field], retired: Sequence[RetiredVariable]
     """(variable, kind, message) of every present variable that warns: deprecated aliases in
     table order (once per variable, naming each deprecated field it feeds), then obsolete
     and removed names."""
+    if not environ:  # most replayed rows: no overlay, nothing to scan
+        return []
     deprecated: dict[str, list[Field]] = {}
     for f in fields:
         if f.kind is Kind.DEPRECATED and f.variable and f.variable in environ:
@@ -204,7 +206,7 @@ def resolve_fields(
     # 1. Parse every known variable first, used or not: an invalid value is an input error
     #    before any warning is emitted.
     parsed: dict[tuple[str, str], Any] = {}
-    for f in fields:
+    for f in fields if environ else ():
         if f.variable and f.variable in environ:
             assert f.parser is not None, f.key
             value = _freeze(f.parser(f.variable, environ[f.variable]))
@@ -213,7 +215,7 @@ def resolve_fields(
             parsed[(f.key, f.variable)] = value
 
     typed_values: dict[str, Any] = {}
-    for f in fields:
+    for f in fields if typed else ():
         value = typed.get(f.key)
         if value is not None:
             value = _freeze(value)
@@ -269,7 +271,7 @@ def resolve_fields(
         if emit_warnings and variable not in _WARNED:
             _WARNED.add(variable)
             warnings.warn(message, PolicyDeprecationWarning, stacklevel=3)
-    if unknown_prefix:
+    if unknown_prefix and environ:
         known = {f.variable for f in fields if f.variable} | {r.variable for r in retired}
         unknown = sorted(n for n in environ if n.startswith(unknown_prefix) and n not in known)
         if unknown:

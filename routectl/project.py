@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import importlib
 import sys
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from routectl.configmodel import load_config, typed_values
 from routectl.errors import InputError
 from routectl.fields import Field, RetiredVariable
 from routectl.loaders import LayerLoader
@@ -21,6 +17,11 @@ from routectl.ops import OpSpec
 from routectl.policy import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
 from routectl.workload import EngineConfig, Hardware, ModelFacts
+
+if TYPE_CHECKING:
+    # pydantic (with routectl.configmodel) and tomllib are imported where they are used: they
+    # are most of `import routectl`, and the engine resolves a typed config only when given one.
+    from pydantic import BaseModel
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class Project:
     snapshot_dir: Path | None = None
 
     def load_config(self, value: Any = None) -> BaseModel:
+        from routectl.configmodel import load_config
+
         return load_config(self.config_model, value)
 
     def resolve(self, config: Any, environ: Mapping[str, str], hardware: Hardware,
@@ -76,6 +79,8 @@ class Project:
         if config is None:
             typed: dict[str, Any] = {}  # a default config sets no field
         else:
+            from routectl.configmodel import typed_values
+
             model = (config if isinstance(config, self.config_model)
                      else self.load_config(config))
             typed = typed_values(model, self.fields)
@@ -96,6 +101,8 @@ class Project:
 
 
 def find_project_root(start: Path) -> Path:
+    import tomllib
+
     for directory in (start, *start.parents):
         candidate = directory / "pyproject.toml"
         if candidate.is_file():
@@ -110,6 +117,8 @@ def find_project_root(start: Path) -> Path:
 
 def load_project(directory: Path | None = None) -> Project:
     """Find the project from `directory` (default: the current directory) and import it."""
+    import tomllib
+
     start = (directory or Path.cwd()).resolve()
     root = start if directory is not None else find_project_root(start)
     pyproject = root / "pyproject.toml"

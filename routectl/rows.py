@@ -9,7 +9,10 @@ from typing import Any
 
 from routectl.workload import EngineConfig
 
-ROW_ID = re.compile(r"^(edge:[a-z0-9_]+|[a-z0-9_]+/[a-z0-9_]+/tp[0-9]+/[a-z]+/c[0-9]+/q[0-9]+)$")
+# Full-match, as the schemas' patterns are: `$` alone also matches before a final newline in
+# Python (not in ECMA-262 or jsonschema-rs), so "$(?!\n)" closes every pattern.
+ROW_ID = re.compile(
+    r"^(?:(edge:[a-z0-9_]+|[a-z0-9_]+/[a-z0-9_]+/tp[0-9]+/[a-z]+/c[0-9]+/q[0-9]+))$(?!\n)")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 import os
 import re
 import secrets
@@ -19,15 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jsonschema_rs
+import orjson
+
+from routectl import jsonwrite
 from routectl.errors import InputError, RoutectlError
 from routectl.rows import ROW_ID
-from routectl.schemacheck import Checker, Unsure, compile_checker
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
 SCHEMA_VERSION = 1
-CATEGORY_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+CATEGORY_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_-]*)$(?!\n)")  # full-match: see rows.ROW_ID
 SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
 # The schemas beside this code when it runs from a source tree (a checkout, an editable
 # install or a baseline worktree): used when the project's snapshot folder has none.
@@ -69,19 +73,15 @@ def schema_path(name: str, snapshot_dir: Path | None = None) -> Path:
 class LoadedSchema:
     path: Path
     data: dict[str, Any]
-    checker: Checker | None  # fast yes/no for the valid case (None: jsonschema only)
+    fast: jsonschema_rs.Validator  # the authority: decides valid or not
 
     @functools.cached_property
     def validator(self) -> Any:
-        """jsonschema's validator: the authority, built (and its schema checked) only when an
-        answer needs it: importing jsonschema costs more than validating a valid file."""
+        """jsonschema's validator, built only to phrase an error (its messages and its
+        branch context name the field a user must fix): importing jsonschema costs more than
+        validating a valid file."""
         from jsonschema import Draft202012Validator
 
-        try:
-            Draft202012Validator.check_schema(self.data)
-        except Exception as exc:  # noqa: BLE001 - any schema defect is reported the same way
-            first = str(exc).splitlines()[0]
-            raise InputError(f"{self.path} is not a valid JSON Schema: {first}") from None
         return Draft202012Validator(self.data)
 
 
@@ -94,10 +94,12 @@ def _load_schema(path: str) -> LoadedSchema:
     if const is not None and const != SCHEMA_VERSION:
         raise InputError(f"{path} describes schema_version {const}; this routectl reads and "
                          f"writes {SCHEMA_VERSION}")
-    loaded = LoadedSchema(Path(path), data, compile_checker(data))
-    if loaded.checker is None:
-        loaded.validator  # noqa: B018 - no fast checker: jsonschema checks the schema now
-    return loaded
+    try:
+        fast = jsonschema_rs.Draft202012Validator(data)
+    except (jsonschema_rs.ValidationError, ValueError) as exc:
+        first = str(exc).splitlines()[0]
+        raise InputError(f"{path} is not a valid JSON Schema: {first}") from None
+    return LoadedSchema(Path(path), data, fast)
 
 
 def load_schema(name: str, snapshot_dir: Path | None = None) -> LoadedSchema:
@@ -141,19 +143,20 @@ def _where(path: Sequence[Any], document: Any) -> str:
 def schema_violation(name: str, document: Any, snapshot_dir: Path | None = None) -> str | None:
     """The first violation of schema `name`, phrased for one line; None when valid."""
     loaded = load_schema(name, snapshot_dir)
-    if loaded.checker is not None:
-        try:
-            if loaded.checker(document):
-                return None
-        except Unsure:
-            pass
+    try:
+        if loaded.fast.is_valid(document):
+            return None
+    except ValueError as exc:  # a value JSON cannot hold (jsonschema-rs names its type)
+        return str(exc)
     errors = sorted(loaded.validator.iter_errors(document),
                     key=lambda e: [str(p) for p in e.path])
-    if not errors:
-        return None
-    error = _branch_error(errors[0])
-    where = _where(error.absolute_path, document)
-    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+    if errors:
+        error = _branch_error(errors[0])
+        where, message = _where(error.absolute_path, document), error.message
+    else:  # jsonschema accepts what jsonschema-rs refuses: the authority's words
+        fast_error = next(iter(loaded.fast.iter_errors(document)))
+        where, message = _where(fast_error.instance_path, document), fast_error.message
+    message = message if len(message) <= 200 else message[:197] + "..."
     return f"{where}: {message}" if where else message
 
 
@@ -173,9 +176,9 @@ def format_path(parts: Iterable[Any]) -> str:
 # --- JSON text -----------------------------------------------------------------------------
 
 def dump_json(data: Any) -> str:
-    """The one serialisation of every file routectl writes: 2-space indent, sorted keys,
-    trailing newline."""
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """The text of every file routectl writes (`routectl.jsonwrite`): 2-space indent, sorted
+    keys, trailing newline, NaN refused."""
+    return jsonwrite.dumps(data)
 
 
 def _reject_constant(name: str) -> Any:
@@ -202,16 +205,18 @@ def read_json(path: Path, what: str) -> Any:
         raise InputError(f"{what} {path} is not valid JSON: {exc}") from None
 
 
-def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | None = None
-                      ) -> None:
-    """Write `text` to a temp file beside `path`, then rename it over `path`: readers see the
-    old file or the new one, never a part. The temp file is removed on any failure."""
+def write_text_atomic(path: Path, text: str | bytes, *,
+                      before_replace: BeforeReplace | None = None) -> None:
+    """Write `text` (str, written as UTF-8, or its bytes) to a temp file beside `path`, then
+    rename it over `path`: readers see the old file or the new one, never a part. The temp
+    file is removed on any failure."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         if before_replace is not None:
@@ -222,7 +227,8 @@ def write_text_atomic(path: Path, text: str, *, before_replace: BeforeReplace | 
         raise
 
 
-def write_text(path: Path, text: str, *, before_replace: BeforeReplace | None = None) -> None:
+def write_text(path: Path, text: str | bytes, *,
+               before_replace: BeforeReplace | None = None) -> None:
     """`write_text_atomic`, a failing file system being an InputError naming the file."""
     try:
         write_text_atomic(path, text, before_replace=before_replace)
@@ -231,7 +237,7 @@ def write_text(path: Path, text: str, *, before_replace: BeforeReplace | None = 
 
 
 def write_json(path: Path, data: Any, *, before_replace: BeforeReplace | None = None) -> None:
-    write_text(path, dump_json(data), before_replace=before_replace)
+    write_text(path, jsonwrite.dumps_bytes(data), before_replace=before_replace)
 
 
 # --- the snapshot model --------------------------------------------------------------------
@@ -312,9 +318,16 @@ def read_snapshot(path: Path, *, snapshot_dir: Path | None = None,
 
 
 def plain_rows(rows: Sequence[Row]) -> list[Row]:
-    """Rows as JSON will hold them (tuples become lists); non-JSON values raise."""
+    """Rows as JSON will hold them (a copy, keys sorted, tuples as lists); non-JSON values
+    raise."""
+    floats = jsonwrite.json_floats(rows)
+    if floats is not None and all(math.isfinite(f) for f in floats):
+        try:
+            # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
+            return orjson.loads(orjson.dumps(list(rows), option=orjson.OPT_SORT_KEYS))
+        except orjson.JSONEncodeError:
+            pass  # integers beyond 64 bits, deep nesting, non-string keys: json decides
     try:
-        # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
         return json.loads(json.dumps(list(rows), allow_nan=False, sort_keys=True))
     except (TypeError, ValueError) as exc:
         problem = str(exc)

@@ -221,13 +221,17 @@ def validate_report(document: Mapping[str, Any], project: Project | None = None)
     from routectl.snapshot import load_schema
 
     schema = load_schema(SCHEMA_NAME, project.snapshot_dir if project else None)
-    if schema.checker is not None and schema.checker(document):
-        return
+    try:
+        if schema.fast.is_valid(document):
+            return
+    except ValueError as exc:  # a value JSON cannot hold
+        raise InputError(f"invalid startup report: {exc}") from None
+    # jsonschema-rs decides; jsonschema phrases the error when it sees one too.
     errors = sorted(schema.validator.iter_errors(document), key=lambda e: list(e.path))
-    if errors:
-        first = errors[0]
-        where = "/".join(str(p) for p in first.path) or "(root)"
-        raise InputError(f"invalid startup report at {where}: {first.message}")
+    path, message = ((errors[0].path, errors[0].message) if errors else next(
+        (e.instance_path, e.message) for e in schema.fast.iter_errors(document)))
+    where = "/".join(str(p) for p in path) or "(root)"
+    raise InputError(f"invalid startup report at {where}: {message}")
 
 
 # --- text -----------------------------------------------------------------------------------

@@ -125,6 +125,77 @@ def test_rows_are_equal_exactly_when_their_canonical_json_is(old, new):
     assert compare_rows([a], [b]).identical == same_text
 
 
+def whole_row_changes(old: dict, new: dict) -> list[FieldChange]:
+    """The reference: DeepDiff over the whole rows (what `field_changes` returned before it
+    handed DeepDiff only the differing parts)."""
+    from deepdiff import DeepDiff
+
+    from routectl.snapshot import format_path
+
+    found = []
+    tree = DeepDiff(old, new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")
+    for report_type, levels in tree.items():
+        kind = ("added" if report_type.endswith("_added")
+                else "removed" if report_type.endswith("_removed") else "changed")
+        for level in levels:
+            parts = level.path(output_format="list")
+            key = [(0, p) if isinstance(p, int) else (1, str(p)) for p in parts]
+            found.append((key, FieldChange(format_path(parts), kind,
+                                           None if kind == "added" else level.t1,
+                                           None if kind == "removed" else level.t2)))
+    found.sort(key=lambda item: item[0])
+    return [c for _, c in found] or [FieldChange("", "changed", old, new)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_VALUES, JSON_VALUES)
+def test_field_changes_equal_deepdiff_over_whole_rows(old, new):
+    a = {"id": make_row(1)["id"], "route": {"v": old, "w": [old, 1]}}
+    b = {"id": make_row(1)["id"], "route": {"v": new, "w": [new, 1]}}
+    if not compare_rows([a], [b]).identical:
+        assert field_changes(a, b) == whole_row_changes(a, b)
+
+
+def containers(node) -> list:
+    found = [node] if isinstance(node, dict | list) else []
+    for child in (node.values() if isinstance(node, dict) else node if found else ()):
+        found.extend(containers(child))
+    return found
+
+
+EDITS = st.sampled_from(["set", "delete", "add", "append", "pop", "retype"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), EDITS, JSON_VALUES), min_size=1, max_size=4))
+def test_field_changes_equal_deepdiff_on_edited_routes(edits):
+    old = make_row(1)
+    old["route"]["dispatch"].append({"op": "mm", "plan": {"m": 8, "split_k": 4}})
+    new = copy.deepcopy(old)
+    for pick, edit, value in edits:
+        nodes = containers(new["route"])
+        node = nodes[pick % len(nodes)]
+        if isinstance(node, dict):
+            keys = sorted(node)
+            key = keys[pick % len(keys)] if keys else "k"
+            if edit == "delete" and keys:
+                del node[key]
+            elif edit == "add":
+                node[f"new{pick % 3}"] = value
+            elif edit == "retype" and isinstance(node.get(key), int | bool):
+                node[key] = float(node[key])
+            else:
+                node[key] = value
+        elif edit in ("pop", "delete") and node:
+            node.pop(pick % len(node))
+        elif edit in ("append", "add") or not node:
+            node.append(value)
+        else:
+            node[pick % len(node)] = value
+    if not compare_rows([old], [new]).identical:
+        assert field_changes(old, new) == whole_row_changes(old, new)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.sets(st.integers(0, 30)), st.sets(st.integers(0, 30)), st.sets(st.integers(0, 30)))
 def test_comparison_is_set_algebra_on_ids(old_ids, new_ids, bumped):

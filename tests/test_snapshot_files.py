@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,6 @@ from jsonschema import Draft202012Validator
 
 from routectl.errors import InputError
 from routectl.rows import ROW_ID
-from routectl.schemacheck import Unsure, compile_checker
 from routectl.snapshot import (
     SCHEMA_NAMES,
     SOURCE_SCHEMA_DIR,
@@ -30,6 +30,7 @@ from routectl.snapshot import (
     read_snapshot,
     schema,
     schema_path,
+    schema_violation,
     write_snapshot,
     write_text_atomic,
 )
@@ -98,9 +99,81 @@ def test_schemas_are_strict_every_key_required(name):
 def test_schema_row_id_patterns_are_the_code_pattern():
     snap = schema("snapshot")["$defs"]["row_id"]["pattern"]
     assert snap == ROW_ID.pattern
-    inner = ROW_ID.pattern.removeprefix("^").removesuffix("$")
-    assert schema("expected-changes")["$defs"]["listed_id"]["pattern"].endswith(inner + "$")
-    assert schema("report")["$defs"]["qualified_id"]["pattern"].endswith(inner + "$")
+    inner = FULL_MATCH.fullmatch(ROW_ID.pattern).group(1)
+    end = inner + ")$(?!\\n)"
+    assert schema("expected-changes")["$defs"]["listed_id"]["pattern"].endswith(end)
+    assert schema("report")["$defs"]["qualified_id"]["pattern"].endswith(end)
+
+
+# --- patterns: full-match, read alike by jsonschema and jsonschema-rs ------------------------
+
+# `^(?:BODY)$(?!\n)`: Python's `$` (jsonschema) also matches before a final newline, ECMA-262's
+# (jsonschema-rs) does not; the lookahead makes both refuse it. No \A, \Z or \z: they are not
+# ECMA-262.
+FULL_MATCH = re.compile(r"\^\(\?:(.*)\)\$\(\?!\\n\)")
+
+
+def _patterns(node, where=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "pattern" and isinstance(value, str):
+                yield "/".join(where), value
+            yield from _patterns(value, (*where, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _patterns(value, (*where, str(i)))
+
+
+ALL_PATTERNS = [(f"{path.name}:{where}", pattern)
+                for path in sorted((REPO / "snapshots" / "schema").glob("*.schema.json"))
+                for where, pattern in _patterns(json.loads(path.read_text()))]
+
+
+def test_every_schema_has_patterns_to_check():
+    assert len(ALL_PATTERNS) >= 8
+    assert {p.split(":")[0] for p, _ in ALL_PATTERNS} >= {
+        "snapshot.schema.json", "report.schema.json", "expected-changes.schema.json",
+        "startup-report.schema.json"}
+
+
+@pytest.mark.parametrize(("where", "pattern"), ALL_PATTERNS, ids=[w for w, _ in ALL_PATTERNS])
+def test_every_schema_pattern_is_full_match(where, pattern):
+    body = FULL_MATCH.fullmatch(pattern)
+    assert body is not None, f"{where}: {pattern!r} is not ^(?:...)$(?!\\n)"
+    for escape in ("\\A", "\\Z", "\\z"):
+        assert escape not in body.group(1), f"{where}: {escape} is not ECMA-262"
+
+
+@pytest.mark.parametrize(("where", "pattern"), ALL_PATTERNS, ids=[w for w, _ in ALL_PATTERNS])
+def test_both_validators_read_each_pattern_alike(where, pattern):
+    import jsonschema_rs
+
+    node = {"type": "string", "pattern": pattern}
+    fast, slow = jsonschema_rs.Draft202012Validator(node), Draft202012Validator(node)
+    body = FULL_MATCH.fullmatch(pattern).group(1)
+
+    @settings(max_examples=40, deadline=None, derandomize=True)
+    @given(st.from_regex(re.compile(body, re.ASCII), fullmatch=True).filter(
+        lambda s: "\n" not in s and "\r" not in s))
+    def agree(text):
+        assert fast.is_valid(text) and slow.is_valid(text), text
+        for wrong in (text + "\n", "\n" + text, text + "\n\n"):
+            assert not fast.is_valid(wrong), wrong
+            assert not slow.is_valid(wrong), wrong
+
+    agree()
+
+
+@pytest.mark.parametrize("text", ["edge:native_missing\n", "m/kv/tp1/none/c1/q1\n"])
+def test_a_row_id_with_a_trailing_newline_is_refused(project, text):
+    assert not ROW_ID.match(text)
+    data = _documents(project)
+    data["rows"][0]["id"] = text
+    assert schema_violation("snapshot", data) is not None
+    with pytest.raises(InputError, match="malformed row id"):
+        parse_snapshot(data, source="memory")
+    assert schema_violation("expected-changes", [text]) is not None
+    assert schema_violation("expected-changes", [text.rstrip()]) is None
 
 
 def test_schema_version_const_is_checked(tmp_path):
@@ -284,7 +357,7 @@ def test_parse_snapshot_accepts_what_build_produces(project):
     assert snap.to_json() == data
 
 
-# --- the compiled checker agrees with jsonschema -------------------------------------------
+# --- jsonschema-rs agrees with jsonschema ----------------------------------------------
 
 SCALARS = st.sampled_from([None, True, False, 0, 1, 1.0, -1, 2.5, "", "x", "edge:x",
                            "m/kv/tp1/none/c1/q1", "not_modelled", [], {}, ["a", "a"]])
@@ -385,26 +458,14 @@ def valid_documents(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
-def test_compiled_checker_agrees_with_jsonschema(name, valid_documents):
+def test_jsonschema_rs_agrees_with_jsonschema(name, valid_documents):
     loaded = load_schema(name)
-    assert loaded.checker is not None  # the shipped schemas stay inside the subset
-    assert loaded.checker(valid_documents[name]) is True
+    assert loaded.fast.is_valid(valid_documents[name]) is True
 
     @settings(max_examples=150, deadline=None, derandomize=True)
     @given(st.data())
     def agree(data):
         document = _mutate(valid_documents[name], data)
-        try:
-            fast = loaded.checker(document)
-        except Unsure:
-            return
-        assert fast == loaded.validator.is_valid(document), document
+        assert loaded.fast.is_valid(document) == loaded.validator.is_valid(document), document
 
     agree()
-
-
-def test_checker_refuses_schemas_outside_its_subset():
-    assert compile_checker({"type": "object", "patternProperties": {"^a": {}}}) is None
-    assert compile_checker({"$ref": "other.json#/x"}) is None
-    check = compile_checker({"enum": [1, "a"], "minimum": 0})
-    assert check(1) and check(1.0) and check("a") and not check(True) and not check(2)

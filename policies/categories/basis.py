@@ -9,3 +9,10 @@ LINEAR_BASIS = (
 )
 
 MOE_BASIS = LINEAR_BASIS.replace("weight loaders", "AWQ MoE weight loaders (every expert)")
+
+DFLASH2_POLICY_BASIS = (
+    "CPU evaluation of the DFlash2 verifier policy resolution (each row's own variables), the "
+    "whole-model verifier qualification and the GDN layer constructor's admission predicates: "
+    "proves which verifier options and GDN admissions a configuration gets. Does not prove a "
+    "kernel launch, numerics, engine-argument validity or a request-time route hit."
+)

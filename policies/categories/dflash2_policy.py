@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from native.kernels.gdn_sm70 import GdnLayout
+from policies.categories.basis import DFLASH2_POLICY_BASIS
 from policies.categories.matrix import ModelScope, matrix_rows, row_id, with_probes
 from policies.dflash2 import FIELD_NAMES, SECTION, gdn_admissions
 from policies.qualification import dflash2_verifier_qualified
@@ -23,13 +24,6 @@ from routectl.rows import Probe, RowSpec
 
 NAME = "sm70-dflash2-policy"
 CAPABILITY = 70
-BASIS = (
-    "CPU evaluation of the DFlash2 verifier policy resolution (each row's own variables), the "
-    "whole-model verifier qualification and the GDN layer constructor's admission predicates: "
-    "proves which verifier options and GDN admissions a configuration gets. Does not prove a "
-    "kernel launch, numerics, engine-argument validity or a request-time route hit."
-)
-
 # The GDN layer double: head dim 128, 16 key / 48 value heads unless an edge says otherwise.
 GDN_HEADS = {"key_heads": 16, "value_heads": 48, "head_dim": 128}
 MODELS = tuple(ModelScope(model, layer=lambda tp: GDN_HEADS)
@@ -78,7 +72,7 @@ def warning_codes(variables: Mapping[str, str]) -> list[dict[str, str]]:
 
 class Dflash2PolicyCategory:
     name = NAME
-    basis = BASIS
+    basis = DFLASH2_POLICY_BASIS
 
     def __init__(self) -> None:
         self._rows = tuple(with_probes(matrix_rows(MODELS, CAPABILITY), PROBES))
