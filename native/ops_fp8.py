@@ -9,7 +9,6 @@ Torch-free at import: fakes import torch when called.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from native.kernels import fp8_sm70 as fp
@@ -112,5 +111,3 @@ OPS: dict[str, OpSpec] = {
         plan=(), fake=_fake_strided_ptrs,
         doc="device pointer table of the per-group codes and scales"),
 }
-
-KERNELS: Mapping[str, tuple[str, ...]] = {k.name: k.required_ops for k in fp.FP8_SM70_KERNELS}

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 import native.reference  # noqa: F401  (registers the routectl:: reference ops)
 from native.awq_schemas import PREPARE_COMPACT_OP, QPN_M1_OP, REFERENCE_NAMESPACE
 from native.kernels.awq_dense import AWQ_GEMM_OP
-from native.layers import AwqLayer, Fp8Layer, Nvfp4Layer
+from native.layers import AwqLayer, BlockFp8Layer, Fp8Layer, Nvfp4Layer
 from policies import PROJECT
 from policies.variables import FIELDS, UNKNOWN_PREFIX, field
 from routectl.composite_ns import CompositeNamespace, NoImplementationError
@@ -193,6 +193,8 @@ FAMILY_CASES = {
                           None),
     "sm75-fp8-linear": (75, Fp8Layer.of("model.layers.0.mlp.down_proj", 8704, 5120), None),
     "sm70-awq-moe": (70, MOE, QPN_ON),
+    "sm70-fp8-linear": (70, BlockFp8Layer.of("model.layers.0.mlp.down_proj", 4352, 5120, tp=4),
+                        None),
 }
 
 
