@@ -414,7 +414,6 @@ def test_debug_after_the_command_gives_the_import_traceback(project: Path) -> No
 
 
 def test_just_under_the_depth_limit_is_read(project: Path) -> None:
-    (project / "kc.json").write_text('{"toy": {"fast": true}}')
     nested = "[" * 63 + "]" * 63
     path = project / "expected.json"
     path.write_text(nested)
