@@ -160,8 +160,9 @@ def test_validation_precedes_any_warning() -> None:
 
 
 def test_unknown_sm70_names_are_reported_as_typos() -> None:
-    policy = resolve({"VLLM_SM70_NVFP4_QPN22": "1", "VLLM_OTHER": "1"})
-    assert policy.warnings == ("unknown VLLM_SM70_* variables (typos?): VLLM_SM70_NVFP4_QPN22",)
+    policy = resolve({"VLLM_SM70_NVFP4_QPN22": "1", "VLLM_OTHER": "1", "VLLM_SM70_AWQ": "0"})
+    assert policy.warnings == ("unknown VLLM_SM70_* variables (typos?): VLLM_SM70_AWQ, "
+                               "VLLM_SM70_NVFP4_QPN22",)
 
 
 # --- precedence (CONTRACTS 1.2) -------------------------------------------------------------
