@@ -335,8 +335,20 @@ def valid_documents(tmp_path_factory):
                   "rows": 3, "changed": ["toy-a:edge:slow"], "added": [], "removed": [],
                   "unexpected": ["toy-a:edge:slow"], "missing": [],
                   "diffs": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
-                                                 "old": "A", "new": None}]}}}}
-    expected = ["toy-a:edge:slow", {"id": "edge:x", "reason": "why"}]
+                                                 "old": "A", "new": None}]},
+                  "unstated": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
+                                                    "old": "A", "new": None}]},
+                  "groups": [{"category": "toy-a", "kind": "changed", "label": "",
+                              "signature": [{"path": "route.kernel", "kind": "changed",
+                                             "old": "A", "new": None, "places": [1, 1]}],
+                              "rows": ["toy-a:edge:slow"], "patterns": ["toy-a:edge:slow"]}]}},
+              "missing_stated": [{"entry": 1, "rows": "toy-a:x/**", "field": None,
+                                  "why": "matches no row"}]}
+    expected = {"schema_version": 2, "changes": [
+        "toy-a:edge:slow", {"id": "edge:x", "reason": "why"},
+        {"rows": ["edge:*", "toy-a:**"], "reason": "any"},
+        {"rows": "toy-a:m/{a,b}/**", "fields": {"route.dispatch[*].plan.m": [1, None]},
+         "reason": "stated"}]}
     probe = {"format": 1, "namespace": "routectl", "imports": ["native.reference"],
              "ok": False, "kernels": [
                  {"name": "Qpn2NvFp4LinearKernel", "ok": False,
