@@ -126,8 +126,14 @@ def _split_pattern(text: str, categories: Collection[str]) -> tuple[str | None, 
 def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[str]
                   ) -> StatedEntry:
     rows = item["rows"] if isinstance(item["rows"], list) else [item["rows"]]
+    if not rows:
+        raise InputError("\"rows\" is an empty list: name the rows this entry expects")
     fields = None
     if "fields" in item:
+        for path, pair in item["fields"].items():
+            if len(pair) != 2:
+                raise InputError(f"field {path!r} states {json.dumps(pair)}: state [OLD, NEW] "
+                                 f"(null for the absent side of an added or removed field)")
         fields = tuple(StatedField(path, pair[0], pair[1])
                        for path, pair in sorted(item["fields"].items()))
     listed = item["rows"] if isinstance(item["rows"], str) else json.dumps(item["rows"])

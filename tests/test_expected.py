@@ -152,7 +152,9 @@ def test_file_forms_versions_and_rejections():
     assert stated.rows == ((None, "edge:*"), ("cat-b", "m/**")) and stated.fields is None
     for data, message in [
         ({"schema_version": 3, "changes": []}, "newer than this routectl reads (2)"),
-        (doc({"rows": "m/**", "fields": {SPLIT: [1]}, "reason": "r"}), "f.json"),
+        (doc({"rows": "m/**", "fields": {SPLIT: [1]}, "reason": "r"}),
+         "f.json: [0]: field 'route.dispatch[*].plan.split_k' states [1]: state [OLD, NEW]"),
+        (doc({"rows": [], "reason": "r"}), "f.json: [0]: \"rows\" is an empty list"),
         (doc({"rows": "m/**"}), "'reason' is a required property"),
         (doc({"rows": "cat-q:m/**", "reason": "r"}), "unknown category 'cat-q'"),
         (doc({"rows": "m/x", "reason": "r"}), "malformed row id 'm/x'"),

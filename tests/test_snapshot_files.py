@@ -74,11 +74,6 @@ def test_schemas_are_valid_self_contained_2020_12(name):
     assert schema_path(name) == REPO / "routectl" / "schemas" / f"{name}.schema.json"
 
 
-# The only keys a schema may leave out, each by a documented rule: a stated expected change
-# without `fields` expects any field change of its rows (the review issue's first form).
-OPTIONAL: dict[str, set[str]] = {"expected-changes": {"fields"}}
-
-
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
 def test_schemas_are_strict_every_key_required(name):
     loose = []
@@ -87,7 +82,7 @@ def test_schemas_are_strict_every_key_required(name):
         if isinstance(node, dict):
             props = node.get("properties")
             if node.get("type") == "object" and props and where[-1] not in FREE_FORM:
-                if set(node.get("required", ())) != set(props) - OPTIONAL.get(name, set()):
+                if set(node.get("required", ())) != set(props):
                     loose.append(("not all required", where))
                 if node.get("additionalProperties") is not False:
                     loose.append(("open", where))
@@ -416,12 +411,21 @@ def valid_documents(tmp_path_factory):
               "categories": {"toy-a": {
                   "rows": 3, "changed": ["toy-a:edge:slow"], "added": [], "removed": [],
                   "unexpected": ["toy-a:edge:slow"], "missing": [],
-                  "diffs": {"toy-a:edge:slow": [change]},
-                  "unstated": {"toy-a:edge:slow": [change]},
+                  "diffs": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
+                                                 "old": "A", "new": None}]},
+                  "unstated": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
+                                                    "old": "A", "new": None}]},
                   "groups": [{"category": "toy-a", "kind": "changed", "label": "",
-                              "signature": [{**change, "places": [1, 1]}],
-                              "rows": ["toy-a:edge:slow"], "patterns": ["edge:slow"]}]}}}
-    expected = ["toy-a:edge:slow", {"id": "edge:x", "reason": "why"}]
+                              "signature": [{"path": "route.kernel", "kind": "changed",
+                                             "old": "A", "new": None, "places": [1, 1]}],
+                              "rows": ["toy-a:edge:slow"], "patterns": ["toy-a:edge:slow"]}]}},
+              "missing_stated": [{"entry": 1, "rows": "toy-a:x/**", "field": None,
+                                  "why": "matches no row"}]}
+    expected = {"schema_version": 2, "changes": [
+        "toy-a:edge:slow", {"id": "edge:x", "reason": "why"},
+        {"rows": ["edge:*", "toy-a:**"], "reason": "any"},
+        {"rows": "toy-a:m/{a,b}/**", "fields": {"route.dispatch[*].plan.m": [1, None]},
+         "reason": "stated"}]}
     probe = {"format": 1, "namespace": "routectl", "imports": ["native.reference"],
              "ok": False, "kernels": [
                  {"name": "Qpn2NvFp4LinearKernel", "ok": False,

@@ -233,11 +233,11 @@ def verdict_options(function: Any) -> Any:
         click.option("-q", "--quiet", is_flag=True,
                      help="Text: only each category's verdict line and the final line."),
         click.option("--max-rows", type=click.IntRange(min=0), default=MAX_ROWS,
-                     show_default=True,
+                     show_default=True, metavar="N",
                      help="Text: ids shown per change group no row patterns describe "
                           "(0 = all)."),
         click.option("--max-fields", type=click.IntRange(min=0), default=MAX_FIELD_CHANGES,
-                     show_default=True,
+                     show_default=True, metavar="N",
                      help="Text: field changes shown per change group (0 = all)."),
     ]
 
