@@ -125,7 +125,7 @@ def _patterns(node, where=()):
 
 
 ALL_PATTERNS = [(f"{path.name}:{where}", pattern)
-                for path in sorted((REPO / "snapshots" / "schema").glob("*.schema.json"))
+                for path in sorted(SOURCE_SCHEMA_DIR.glob("*.schema.json"))
                 for where, pattern in _patterns(json.loads(path.read_text()))]
 
 
