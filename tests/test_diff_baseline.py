@@ -382,7 +382,8 @@ def test_concurrent_diffs_in_one_repository(repo, temp, tmp_path):
     more = write_expected(tmp_path / "more.json", [*AFFECTED, extra])
     processes = [cli_process(project, temp, "--baseline-ref", "HEAD~1", "--expected-changes",
                              str(path), "--format", "json") for path in (exact, more)]
-    outputs = [p.communicate(timeout=60) for p in processes]
+    # Only a hang guard: two diffs replay every toy row twice, minutes on a loaded runner.
+    outputs = [p.communicate(timeout=900) for p in processes]
     assert [p.returncode for p in processes] == [0, 1], outputs
     reports = [json.loads(out) for out, _ in outputs]
     assert moved(reports[0]) == {"changed": AFFECTED, "added": [], "removed": [],
