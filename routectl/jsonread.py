@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from routectl.errors import InputError
 
 MAX_BYTES_VARIABLE = "ROUTECTL_MAX_INPUT_BYTES"
@@ -232,6 +230,9 @@ def parse_json(data: bytes | str, source: str) -> Any:
         return _parse_strict(raw, source)
     if not raw.strip():
         raise InputError(f"{source} is not valid JSON: it is empty")
+    # Imported here: `import routectl` (the engine's start-up) reads no JSON.
+    import orjson
+
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
