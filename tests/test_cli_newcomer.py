@@ -37,7 +37,9 @@ def test_help_summaries_are_whole_sentences():
         "  diff      Compare the working tree's rows with another git ref's.",
         "  explain   Show why one row routes where it does.",
         "  list      List the categories, their row counts and descriptions.",
+        "  matrix    Print each category as a grid of kernels, with a legend.",
         "  native    Native operator contracts.",
+        "  report    Write the route matrices as one self-contained HTML page.",
         "  snapshot  Replay categories and write their snapshots.",
     ]
     probe = ok(invoke(["native", "--help"], cwd=ROOT)).stdout
@@ -49,7 +51,7 @@ def test_misspelled_command_category_and_row_id_suggest_the_closest(tmp_path):
     project = make_project(tmp_path)
     cases = [
         (["chekc"], "error: no such command 'chekc'; did you mean check? (commands: check, "
-                    "config, diff, explain, list, native, snapshot)"),
+                    "config, diff, explain, list, matrix, native, report, snapshot)"),
         (["native", "prob"], "error: no such command 'prob'; did you mean probe? "
                              "(commands: probe)"),
         (["list", "-c", "toy-bb"], "error: unknown category 'toy-bb'; did you mean toy-b? "
@@ -113,7 +115,9 @@ def test_explain_shows_the_family_sections_and_formats_bytes():
     every = ok(invoke(["explain", "sm70-awq-moe:edge:qpn_m1_on", "--all-policy"],
                       cwd=ROOT)).stdout.splitlines()
     assert "policy (value, source; every section):" in every
-    assert "  sm70_nvfp4.qpn2                    = false  (default)" in every
+    # Every section: the longest key (sm70_fp8.block_qpn8_volta_turbomind_prefill) sets the
+    # column.
+    assert "  sm70_nvfp4.qpn2                             = false  (default)" in every
 
 
 def test_explain_says_why_there_is_no_dispatch():

@@ -53,8 +53,8 @@ def test_config_without_model_facts_is_not_qualified():
     data = config_json("--spec", "dflash")
     assert data["workload"]["model"] is None
     assert verdict(data, "dflash2_verifier")["code"] == "architecture_not_qwen3_5"
-    assert data["policy"]["sm70_dflash2"]["fused_gdn_verify"] == {"value": False,
-                                                                  "source": "default"}
+    assert data["policy"]["values"]["sm70_dflash2.fused_gdn_verify"] == {
+        "value": False, "source": "default"}
     # A DFlash engine hashes the section even unqualified.
     assert "sm70_dflash2" in data["active_sections"]
     assert "sm70_dflash2" not in config_json("--spec", "mtp")["active_sections"]
@@ -82,7 +82,7 @@ def test_model_options_and_scope_give_the_same_facts():
 def test_explicit_options_override_the_scope(args, code):
     data = config_json("--spec", "dflash", *args)
     assert verdict(data, "dflash2_verifier")["code"] == code
-    assert data["policy"]["sm70_dflash2"]["context_pipeline"]["value"] is False
+    assert data["policy"]["values"]["sm70_dflash2.context_pipeline"]["value"] is False
 
 
 def test_unknown_model_scope_is_an_input_error():

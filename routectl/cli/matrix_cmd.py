@@ -121,7 +121,10 @@ def matrix_command(ctx: click.Context, categories: tuple[str, ...], rows_text: s
                    cols_text: str | None, field_path: str | None, color: str,
                    ref: str | None, baseline_path: Path | None, jobs: int,
                    project_dir: Path | None) -> None:
-    """Print each category as a grid of kernels by model, kv, TP, spec, c and q."""
+    """Print each category as a grid of kernels, with a legend.
+
+    Rows model x tp x spec and columns kv x c x q by default; edge probes follow as a list
+    with the reason that decided each one."""
     project = state(ctx).project(project_dir)
     built, _ = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
                         jobs=jobs, field_path=field_path, rows_text=rows_text,
@@ -145,7 +148,7 @@ def matrix_command(ctx: click.Context, categories: tuple[str, ...], rows_text: s
 def report_command(ctx: click.Context, html_file: Path, categories: tuple[str, ...],
                    field_path: str | None, ref: str | None, baseline_path: Path | None,
                    jobs: int, project_dir: Path | None) -> None:
-    """Write the route matrix of each category as one self-contained HTML file."""
+    """Write the route matrices as one self-contained HTML page."""
     if not html_file.parent.is_dir():
         raise click.UsageError(f"the folder of {html_file} does not exist")
     project = state(ctx).project(project_dir)
