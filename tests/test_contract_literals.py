@@ -492,3 +492,12 @@ def test_even_a_far_off_kernel_name_gets_the_closest_suggestion() -> None:
     # 1.3: "the closest known name suggested", however far.
     with pytest.raises(InputError, match="did you mean "):
         resolve({"VLLM_DISABLED_KERNELS": "Zq"})
+
+
+@pytest.mark.parametrize("m, cap, within", [
+    (2, 1, False), (1, 1, True), (4, 4, True), (5, 4, False), (8192, 0, True), (8192, -1, True)])
+def test_batched_decode_cap_boundaries(m: int, cap: int, within: bool) -> None:
+    # 1.2/3.5: M <= max_batched_tokens when that is > 0; <= 0 is unbounded.
+    from policies.awq_moe_admission import within_cap
+
+    assert within_cap(m, cap) is within
