@@ -21,8 +21,8 @@ DEPRECATED_VARIABLES: frozenset[str] = frozenset({
     "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE",
     "VLLM_SM70_AWQ_MLP_ENGINE",
 }) | frozenset({
-    # CONTRACTS-fp8 1.1: the eleven sm70_fp8 aliases (VLLM_SM70_FP8_TURBOMIND moved here from
-    # legacy; VLLM_SM70_FP8_QPN8 is also the DFlash2 alias of target_fp8_qpn8).
+    # CONTRACTS-fp8 1.1: the eleven sm70_fp8 aliases (VLLM_SM70_FP8_TURBOMIND moved here
+    # from legacy; VLLM_SM70_FP8_QPN8 is also the DFlash2 alias of target_fp8_qpn8).
     "VLLM_SM70_FP8_TURBOMIND",
     "VLLM_SM70_FP8_DEQUANT_FALLBACK",
     "VLLM_SM70_FP8_QPN8",
