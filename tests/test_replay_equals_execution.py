@@ -70,7 +70,7 @@ def _real_run(example: ModuleType, checkpoint: Any, kernel_config: dict) -> Real
         layer = session.load_layer(example.FAMILY, example.QWEN38_LAYER, checkpoint, namespace)
     steps: dict[int, OpObserver] = {}
     errors: dict[int, Exception] = {}
-    x, ids, weights = example.step_inputs(layer.prepared.state["layer"])
+    x, ids, weights = example.step_inputs(layer.prepared.state["layer"], torch.device("cpu"))
     for m in (1, 0):
         with OpObserver(project.catalogue, example.REFERENCE_NAMESPACE) as seen:
             try:
@@ -165,6 +165,6 @@ def test_real_reports_validate_and_agree_with_their_loads(qpn, legacy):
 
 
 def test_real_output_is_finite(qpn, example):
-    x, ids, weights = example.step_inputs(qpn.layer.prepared.state["layer"])
+    x, ids, weights = example.step_inputs(qpn.layer.prepared.state["layer"], torch.device("cpu"))
     out = qpn.layer(x, ids, weights)
     assert out.shape == (1, 2560) and bool(torch.isfinite(out).all())
