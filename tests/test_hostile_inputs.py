@@ -220,8 +220,9 @@ CASES: dict[str, Case] = {
     # --- expected changes (check, diff) -----------------------------------------------------
     "expected-deep": Case(write(expected_file, deep(5000), check_expected), 2,
                           "nested deeper than 64"),
+    # Version 2 files are objects ({"schema_version", "changes"}): the schema names the key.
     "expected-object": Case(write(expected_file, '{"id": "x"}', check_expected), 2,
-                            "is not of type 'array'"),
+                            "('id' was unexpected)"),
     "expected-huge-id": Case(write(expected_file, json.dumps([MEGA_STRING]), check_expected),
                              2, "(1,000,000 characters)"),
     "expected-unknown-category": Case(write(expected_file, json.dumps([f"nope:{ROW}"]),
@@ -361,7 +362,7 @@ CASES: dict[str, Case] = {
     "diff-no-baseline": Case(plain(["diff"]), 2, "give exactly one of"),
     "diff-not-a-repository": Case(plain(["diff", "--baseline-ref", "HEAD"]), 2,
                                   "not inside a git repository"),
-    "unknown-command": Case(plain(["chek"]), 2, "No such command"),
+    "unknown-command": Case(plain(["chek"]), 2, "no such command 'chek'; did you mean check?"),
     "debug-after-command": Case(write(retained, deep(1000), lambda p: ["check", "--debug"]), 2,
                                 "nested deeper than 64"),
 }
