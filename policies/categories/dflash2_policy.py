@@ -77,6 +77,9 @@ GUARD_PREFIX = "enable_sm70_dflash2_fused_gdn_"
 class Dflash2PolicyCategory:
     name = NAME
     basis = DFLASH2_POLICY_BASIS
+    description = ("DFlash2 verifier policy on SM70: the 18 switches, the verifier "
+                   "qualification, GDN guards")
+    policy_sections = (SECTION,)
 
     def __init__(self) -> None:
         self._rows = tuple(with_probes(matrix_rows(MODELS, CAPABILITY), PROBES))
