@@ -144,14 +144,27 @@ def plan_value(key: PlanKey, kwargs: Mapping[str, Any]) -> tuple[bool, Any]:
 def derive_plan(spec: OpSpec, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The plan of one call, by the catalogue's rules (used by replay and by observers)."""
     plan: dict[str, Any] = {}
+    # `plan_value` inlined, with each tensor's shape read once per call: on the replay path
+    # this runs for every recorded call, and a meta tensor's `.shape` builds a new Size.
+    shapes: dict[str, Any] = {}
     for key in spec.plan:
         if key.when is not None and kwargs.get(key.when) is None:
             continue
-        present, value = plan_value(key, kwargs)
-        if present:
-            plan[key.key] = value
-        elif not key.optional:
-            raise ValueError(f"{spec.name}: plan key {key.key!r} needs {key.source}")
+        kind, name, index = key.parsed
+        value = kwargs.get(name)
+        if value is None:
+            if not key.optional:
+                raise ValueError(f"{spec.name}: plan key {key.key!r} needs {key.source}")
+            continue
+        if kind == "dim":
+            shape = shapes.get(name)
+            if shape is None:
+                shape = shapes[name] = value.shape
+            plan[key.key] = int(shape[index])
+        elif kind == "arg":
+            plan[key.key] = value if not isinstance(value, bool) else bool(value)
+        else:
+            plan[key.key] = plan_value(key, kwargs)[1]
     return plan
 
 

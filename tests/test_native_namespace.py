@@ -77,3 +77,33 @@ def test_a_recorder_records_repeats_under_the_aggregation_rule():
     assert [c["plan"]["experts"] for c in recorder.calls] == [6]
     recorder.call_repeated("awq_sm70_prepare", 2, **{**args, "interleave_gated_silu": True})
     assert [c["plan"]["experts"] for c in recorder.calls] == [6, 2]
+
+
+def test_a_recorder_refuses_a_wrong_call_after_a_right_one_of_the_same_op():
+    """The recorder keeps the verdict of calls that passed its name and kind checks (per op,
+    argument names and types); a call that differs in any of those is checked in full, and
+    a refusal is never kept: the same wrong call is refused, with the same message, again."""
+    from native.catalogue import CATALOGUE
+    from native.moe_layer import AwqMoeLayer, meta_checkpoint
+    from routectl.replay import RecordingNamespace, ReplayError
+
+    layer = AwqMoeLayer.for_rank({"experts": 8, "top_k": 2, "hidden": 64,
+                                  "intermediate": 64, "group": 32}, 1)
+    qweight, scales, qzeros = meta_checkpoint(layer).w2.shared()  # type: ignore[misc]
+    args = {"kernel": qweight, "scaling_factors": scales, "zeros": qzeros, "group_size": 32,
+            "interleave_gated_silu": False}
+    wrong = [
+        ({**args, "group_size": qweight}, "argument group_size must be a scalar"),
+        ({**args, "kernel": 3}, "argument kernel must be a tensor"),
+        ({**args, "kernel": None}, "argument kernel is None"),
+        ({**args, "group": 32}, "unknown argument 'group'"),
+        ({k: v for k, v in args.items() if k != "kernel"}, "missing argument 'kernel'"),
+    ]
+    for bad, message in wrong:
+        recorder = RecordingNamespace(CATALOGUE)
+        recorder.call("awq_sm70_prepare", **args)
+        for _ in range(2):
+            with pytest.raises(ReplayError, match=message):
+                recorder.call("awq_sm70_prepare", **bad)
+        recorder.call("awq_sm70_prepare", **args)
+        assert len(recorder.calls) == 1 and recorder.calls[0]["plan"]["experts"] == 2
