@@ -49,12 +49,18 @@ def compile_bytecode(env: dict[str, str]) -> None:
     """Bytecode for the project's packages, as an installed package has it (pip compiles at
     install): a checkout run with PYTHONDONTWRITEBYTECODE would otherwise compile every
     module from source on every run, which torch, installed, never does."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "routectl", "policies", "native"],
-                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "routectl", "policies", "native"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
-def paired(repeat: int, env: dict[str, str], variants: dict[str, list[str]]
-           ) -> tuple[float, dict[str, float], dict[str, float]]:
+def paired(
+    repeat: int, env: dict[str, str], variants: dict[str, list[str]]
+) -> tuple[float, dict[str, float], dict[str, float]]:
     """Best torch import, and per variant of `routectl check` its best time and the median
     ratio of back-to-back runs: on a shared 2-core machine the torch import alone varies by
     a third from run to run, so each check is compared with an import timed right before."""
@@ -68,28 +74,50 @@ def paired(repeat: int, env: dict[str, str], variants: dict[str, list[str]]
             c = timed([sys.executable, "-m", "routectl", "check", *extra], env)
             check_times[name].append(c)
             ratios[name].append(c / t)
-    return (min(torch_times), {n: min(v) for n, v in check_times.items()},
-            {n: sorted(v)[len(v) // 2] for n, v in ratios.items()})
+    return (
+        min(torch_times),
+        {n: min(v) for n, v in check_times.items()},
+        {n: sorted(v)[len(v) // 2] for n, v in ratios.items()},
+    )
 
 
 def synthetic_rows(count: int) -> list[dict]:
     """Rows shaped like real linear routes: a verdict list, flags, bytes and five calls."""
     rows = []
     for i in range(count):
-        m_calls = [{"op": "nvfp4_qpn2_tm_dispatch_sm70_out",
-                    "plan": {"m": m, "split_k": 16, "nacc": 2, "gated": False,
-                             "prefill_min_m": 1024}} for m in (1, 8, 32, 64, 1024)]
-        rows.append({"id": f"m{i // 1000}/float16/tp{2 + i % 3}/none/c{i % 1000}/q8192",
-                     "route": {
-                         "kernel": "Qpn2NvFp4LinearKernel",
-                         "verdicts": [{"name": "Qpn2NvFp4LinearKernel", "ok": True,
-                                       "code": None, "message": None, "not_needed": False}],
-                         "capability": 70, "prepared_layout": "nvfp4_qpn2",
-                         "flags": {"shared_weight": True, "compact_scales": bool(i % 2)},
-                         "fallbacks": [], "bytes": {"tensors": {"codes": 10 * i},
-                                                    "total": 10 * i, "scratch": {}},
-                         "prepare": [], "dispatch": m_calls, "fallback": False,
-                         "status": None}})
+        m_calls = [
+            {
+                "op": "nvfp4_qpn2_tm_dispatch_sm70_out",
+                "plan": {"m": m, "split_k": 16, "nacc": 2, "gated": False, "prefill_min_m": 1024},
+            }
+            for m in (1, 8, 32, 64, 1024)
+        ]
+        rows.append(
+            {
+                "id": f"m{i // 1000}/float16/tp{2 + i % 3}/none/c{i % 1000}/q8192",
+                "route": {
+                    "kernel": "Qpn2NvFp4LinearKernel",
+                    "verdicts": [
+                        {
+                            "name": "Qpn2NvFp4LinearKernel",
+                            "ok": True,
+                            "code": None,
+                            "message": None,
+                            "not_needed": False,
+                        }
+                    ],
+                    "capability": 70,
+                    "prepared_layout": "nvfp4_qpn2",
+                    "flags": {"shared_weight": True, "compact_scales": bool(i % 2)},
+                    "fallbacks": [],
+                    "bytes": {"tensors": {"codes": 10 * i}, "total": 10 * i, "scratch": {}},
+                    "prepare": [],
+                    "dispatch": m_calls,
+                    "fallback": False,
+                    "status": None,
+                },
+            }
+        )
     rows.sort(key=lambda r: r["id"])
     return rows
 
@@ -110,16 +138,29 @@ def import_ms(repeat: int, env: dict[str, str]) -> float:
     """Median of `import routectl` as `python -X importtime` reports it (cumulative, ms)."""
     figures = []
     for _ in range(repeat):
-        err = subprocess.run([sys.executable, "-X", "importtime", "-c", "import routectl"],
-                             cwd=ROOT, env=env, check=True, capture_output=True,
-                             text=True).stderr
+        err = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import routectl"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stderr
         line = next(x for x in err.splitlines() if x.rstrip().endswith("| routectl"))
         figures.append(int(line.split("|")[1]) / 1000)
     return sorted(figures)[len(figures) // 2]
 
 
-STEPS = ("generate", "canonical rows", "validate", "write", "read", "read: validate",
-         "compare identical", "compare")
+STEPS = (
+    "generate",
+    "canonical rows",
+    "validate",
+    "write",
+    "read",
+    "read: validate",
+    "compare identical",
+    "compare",
+)
 
 
 def synthetic(count: int) -> dict[str, float]:
@@ -149,19 +190,25 @@ def synthetic(count: int) -> dict[str, float]:
     rows = step("generate", lambda: synthetic_rows(count))
     # build_snapshot(rows) in two steps: plain JSON rows, then ids and the schema.
     plain = step("canonical rows", lambda: plain_rows(rows))
-    snap = step("validate", lambda: build_snapshot("synthetic", "benchmark rows", plain,
-                                                   snapshot_dir=snapshot_dir, plain=True))
+    snap = step(
+        "validate",
+        lambda: build_snapshot(
+            "synthetic", "benchmark rows", plain, snapshot_dir=snapshot_dir, plain=True
+        ),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "synthetic.json"
         step("write", lambda: write_snapshot(path, snap, snapshot_dir=snapshot_dir))
         data = step("read", lambda: read_json(path, "snapshot"))
-        retained = step("read: validate", lambda: parse_snapshot(
-            data, source=str(path), snapshot_dir=snapshot_dir))
+        retained = step(
+            "read: validate",
+            lambda: parse_snapshot(data, source=str(path), snapshot_dir=snapshot_dir),
+        )
     fresh = copy.deepcopy(rows)
     start = time.perf_counter()
     assert not compare_and_group(retained.rows, fresh).changed
     times["compare identical"] = time.perf_counter() - start
-    for row in fresh[:: 100]:
+    for row in fresh[::100]:
         row["route"]["dispatch"][0]["plan"]["split_k"] = 8
     result = step("compare", lambda: compare_and_group(retained.rows, fresh))
     times["changed"] = len(result.changed)
@@ -178,8 +225,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", choices=("check", "import", "synthetic"), action="append",
-                        help="run only these parts (repeatable; default: all)")
+    parser.add_argument(
+        "--only",
+        choices=("check", "import", "synthetic"),
+        action="append",
+        help="run only these parts (repeatable; default: all)",
+    )
     args = parser.parse_args()
     parts = set(args.only or ("check", "import", "synthetic"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(VARIABLE_PREFIX)}
@@ -190,21 +241,34 @@ def main() -> None:
         variants = {"default": [], "--jobs 1": ["--jobs", "1"]}
         targets = {"default": 1.3, "--jobs 1": 1.5}
         torch_s, check_s, ratio = paired(args.repeat, env, variants)
-        listing = subprocess.run([sys.executable, "-m", "routectl", "list"], cwd=ROOT,
-                                 env=env, check=True, capture_output=True, text=True).stdout
+        listing = subprocess.run(
+            [sys.executable, "-m", "routectl", "list"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         rows = sum(int(line.split()[1]) for line in listing.splitlines() if line.strip())
         print(f"import torch:   {torch_s:6.2f} s (best of {args.repeat})")
         for name in variants:
-            print(f"routectl check ({name}): {check_s[name]:6.2f} s (best of {args.repeat}), "
-                  f"{rows} rows, {rows / check_s[name]:,.0f} rows/s; ratio {ratio[name]:.2f} "
-                  f"(median of {args.repeat} back-to-back pairs; target <= {targets[name]})")
-        summary.update(torch_s=round(torch_s, 3),
-                       check_s={n: round(v, 3) for n, v in check_s.items()},
-                       ratio={n: round(v, 3) for n, v in ratio.items()}, rows=rows)
+            print(
+                f"routectl check ({name}): {check_s[name]:6.2f} s (best of {args.repeat}), "
+                f"{rows} rows, {rows / check_s[name]:,.0f} rows/s; ratio {ratio[name]:.2f} "
+                f"(median of {args.repeat} back-to-back pairs; target <= {targets[name]})"
+            )
+        summary.update(
+            torch_s=round(torch_s, 3),
+            check_s={n: round(v, 3) for n, v in check_s.items()},
+            ratio={n: round(v, 3) for n, v in ratio.items()},
+            rows=rows,
+        )
     if "import" in parts:
         ms = import_ms(max(args.repeat, 5), env)
-        print(f"import routectl: {ms:.1f} ms (-X importtime, median of {max(args.repeat, 5)}; "
-              f"target <= 50 ms)")
+        print(
+            f"import routectl: {ms:.1f} ms (-X importtime, median of {max(args.repeat, 5)}; "
+            f"target <= 50 ms)"
+        )
         summary["import_routectl_ms"] = round(ms, 1)
     if "synthetic" in parts:
         times = synthetic(args.rows)
@@ -212,11 +276,16 @@ def main() -> None:
         print(f"synthetic {args.rows:,} rows: {total:.1f} s (target <= 15 s)")
         for name in STEPS:
             print(f"  {name:<15} {times[name]:6.2f} s")
-        print(f"  {int(times['changed'])} changed rows found; field diff of a changed row "
-              f"{times['field diff ms']:.2f} ms")
-        summary.update(synthetic_rows=args.rows, synthetic_s=round(total, 1),
-                       synthetic_steps={k: round(times[k], 2) for k in STEPS},
-                       field_diff_ms=round(times["field diff ms"], 3))
+        print(
+            f"  {int(times['changed'])} changed rows found; field diff of a changed row "
+            f"{times['field diff ms']:.2f} ms"
+        )
+        summary.update(
+            synthetic_rows=args.rows,
+            synthetic_s=round(total, 1),
+            synthetic_steps={k: round(times[k], 2) for k in STEPS},
+            field_diff_ms=round(times["field diff ms"], 3),
+        )
     print(json.dumps(summary))
 
 

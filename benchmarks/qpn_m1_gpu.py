@@ -58,8 +58,9 @@ CONFIGS = {
     "default": triton_qpn.DEFAULT_CONFIG,
     "unroll": triton_qpn.QpnConfig(stages=1, unroll=5),
     "unroll-p4-c16": triton_qpn.QpnConfig(w13_pairs=4, w2_columns=16, stages=1, unroll=5),
-    "unroll-s2-p4w2-c16w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=16,
-                                                 w2_warps=2, stages=2, unroll=5),
+    "unroll-s2-p4w2-c16w2": triton_qpn.QpnConfig(
+        w13_pairs=4, w13_warps=2, w2_columns=16, w2_warps=2, stages=2, unroll=5
+    ),
 }
 
 
@@ -80,8 +81,16 @@ def make_layer(seed: int, device: torch.device) -> Layer:
     meta: dict[bool, list[torch.Tensor]] = {False: [], True: []}
     words = []
     for k, n in ((W13_K, W13_N), (W2_K, W2_N)):
-        words.append(torch.randint(-(2**31), 2**31, (NUM_EXPERTS, k, n // 8), generator=gen,
-                                   device=device, dtype=torch.int64).to(torch.int32))
+        words.append(
+            torch.randint(
+                -(2**31),
+                2**31,
+                (NUM_EXPERTS, k, n // 8),
+                generator=gen,
+                device=device,
+                dtype=torch.int64,
+            ).to(torch.int32)
+        )
         groups = (NUM_EXPERTS, k // GROUP_SIZE, n)
         scales = (torch.rand(groups, generator=gen, device=device) * 0.01 + 0.001).half()
         zeros = torch.randint(0, 16, groups, generator=gen, device=device, dtype=torch.int32)
@@ -89,7 +98,8 @@ def make_layer(seed: int, device: torch.device) -> Layer:
             meta[compact].append(numerics.encode_metadata(scales, zeros, compact))
     ids = torch.randperm(NUM_EXPERTS, generator=gen, device=device)[:TOP_K]
     return Layer(
-        w13=words[0], w2=words[1],
+        w13=words[0],
+        w2=words[1],
         meta={c: (m[0], m[1]) for c, m in meta.items()},
         x=torch.randn((1, W13_K), generator=gen, device=device).half(),
         ids=ids.to(torch.int32).reshape(1, TOP_K),
@@ -147,15 +157,16 @@ def torch_path(layer: Layer, compact: bool, shifts: torch.Tensor) -> torch.Tenso
         codes = (picked.permute(0, 2, 1, 3).unsqueeze(2) >> shifts) & 0xF
         records = meta.index_select(0, ids).to(torch.int32)
         if compact:
-            scales = (records[..., 0] | (records[..., 1] << 8)).to(torch.int16).view(
-                torch.float16)
+            scales = (records[..., 0] | (records[..., 1] << 8)).to(torch.int16).view(torch.float16)
             biases = -records[..., 2].half() * scales
         else:
             scales = (records & 0xFFFF).to(torch.int16).view(torch.float16)
             biases = (records >> 16).to(torch.int16).view(torch.float16)
-        return torch.addcmul(biases.repeat_interleave(GROUP_SIZE, 1),
-                             codes.reshape(TOP_K, k, n).half(),
-                             scales.repeat_interleave(GROUP_SIZE, 1))
+        return torch.addcmul(
+            biases.repeat_interleave(GROUP_SIZE, 1),
+            codes.reshape(TOP_K, k, n).half(),
+            scales.repeat_interleave(GROUP_SIZE, 1),
+        )
 
     columns = torch.bmm(layer.x.expand(TOP_K, 1, W13_K), weights(layer.w13, s13, W13_K, W13_N))
     inter = F.silu(columns[..., 0::2]) * columns[..., 1::2]
@@ -176,44 +187,87 @@ def fp16_path(layer: Layer, banks: tuple[torch.Tensor, torch.Tensor]) -> torch.T
     return layer.out
 
 
-def triton_steps(layers: list[Layer], compact: bool, config: triton_qpn.QpnConfig,
-                 stage: str = "both") -> Callable[[], None]:
+def triton_steps(
+    layers: list[Layer], compact: bool, config: triton_qpn.QpnConfig, stage: str = "both"
+) -> Callable[[], None]:
     def steps() -> None:
         for layer in layers:
             s13, s2 = layer.meta[compact]
             if stage in ("both", "w13"):
-                triton_qpn.launch_w13(layer.inter, layer.x, layer.w13, s13, layer.ids,
-                                      compact=compact, config=config)
+                triton_qpn.launch_w13(
+                    layer.inter, layer.x, layer.w13, s13, layer.ids, compact=compact, config=config
+                )
             if stage in ("both", "w2"):
-                triton_qpn.launch_w2(layer.out, layer.inter, layer.w2, s2, layer.ids,
-                                     layer.topk, compact=compact, config=config)
+                triton_qpn.launch_w2(
+                    layer.out,
+                    layer.inter,
+                    layer.w2,
+                    s2,
+                    layer.ids,
+                    layer.topk,
+                    compact=compact,
+                    config=config,
+                )
+
     return steps
 
 
 def op_steps(layers: list[Layer], compact: bool) -> Callable[[], None]:
     def steps() -> None:
         for layer in layers:
-            QPN(layer.out, layer.inter, layer.x, layer.w13, layer.meta[compact][0], layer.w2,
-                layer.meta[compact][1], layer.ids, layer.topk)
+            QPN(
+                layer.out,
+                layer.inter,
+                layer.x,
+                layer.w13,
+                layer.meta[compact][0],
+                layer.w2,
+                layer.meta[compact][1],
+                layer.ids,
+                layer.topk,
+            )
+
     return steps
 
 
 def check_layer(layer: Layer, compact: bool) -> dict[str, object]:
     """The op's output on `layer` against the CPU reference op and the FP64 oracle."""
-    cpu = [t.cpu() for t in (layer.x, layer.w13, layer.meta[compact][0], layer.w2,
-                             layer.meta[compact][1], layer.ids, layer.topk)]
+    cpu = [
+        t.cpu()
+        for t in (
+            layer.x,
+            layer.w13,
+            layer.meta[compact][0],
+            layer.w2,
+            layer.meta[compact][1],
+            layer.ids,
+            layer.topk,
+        )
+    ]
     out = torch.empty((1, W2_N), dtype=torch.float16)
     inter = torch.empty((TOP_K, W2_K), dtype=torch.float16)
     QPN(out, inter, *cpu)
     gpu_out, gpu_inter = torch.empty_like(layer.out), torch.empty_like(layer.inter)
-    QPN(gpu_out, gpu_inter, layer.x, layer.w13, layer.meta[compact][0], layer.w2,
-        layer.meta[compact][1], layer.ids, layer.topk)
+    QPN(
+        gpu_out,
+        gpu_inter,
+        layer.x,
+        layer.w13,
+        layer.meta[compact][0],
+        layer.w2,
+        layer.meta[compact][1],
+        layer.ids,
+        layer.topk,
+    )
     oracle = oracle_qpn_m1(*cpu, intermediate=gpu_inter.cpu())
     bounds = check_bounds(gpu_out.cpu(), oracle.out)
-    return {"equal_to_cpu_op": torch.equal(out, gpu_out.cpu())
-            and torch.equal(inter, gpu_inter.cpu()),
-            "oracle_bounds_passed": bounds.passed, "max_margin": bounds.max_abs_margin,
-            "l2_margin": bounds.l2_margin, "oracle": oracle.out}
+    return {
+        "equal_to_cpu_op": torch.equal(out, gpu_out.cpu()) and torch.equal(inter, gpu_inter.cpu()),
+        "oracle_bounds_passed": bounds.passed,
+        "max_margin": bounds.max_abs_margin,
+        "l2_margin": bounds.l2_margin,
+        "oracle": oracle.out,
+    }
 
 
 @triton.jit
@@ -225,12 +279,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--replays", type=int, default=5)
-    parser.add_argument("--configs", default=",".join(CONFIGS),
-                        help=f"comma-separated launch configs of {sorted(CONFIGS)}")
+    parser.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"comma-separated launch configs of {sorted(CONFIGS)}",
+    )
     parser.add_argument("--json", type=Path, help="write the figures to this file")
-    parser.add_argument("--profile-only", action="store_true",
-                        help="run each layout's op twice on one layer and exit (for a "
-                             "profiler: ncu --clock-control none -k regex:_w python ...)")
+    parser.add_argument(
+        "--profile-only",
+        action="store_true",
+        help="run each layout's op twice on one layer and exit (for a "
+        "profiler: ncu --clock-control none -k regex:_w python ...)",
+    )
     args = parser.parse_args(argv)
     if args.profile_only:
         layer = make_layer(0, torch.device("cuda"))
@@ -244,12 +304,19 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda")
     props = torch.cuda.get_device_properties(device)
     figures: dict[str, object] = {
-        "gpu": props.name, "sms": props.multi_processor_count,
-        "torch": torch.__version__, "triton": triton.__version__,
-        "cuda": torch.version.cuda, "layers": LAYERS, "samples": args.samples,
+        "gpu": props.name,
+        "sms": props.multi_processor_count,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "layers": LAYERS,
+        "samples": args.samples,
     }
-    print(f"{props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, "
-          f"triton {triton.__version__}, CUDA {torch.version.cuda}", flush=True)
+    print(
+        f"{props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, "
+        f"triton {triton.__version__}, CUDA {torch.version.cuda}",
+        flush=True,
+    )
     layers = [make_layer(1000 + i, device) for i in range(LAYERS)]
     torch.cuda.synchronize()
 
@@ -269,32 +336,38 @@ def main(argv: list[str] | None = None) -> int:
     for compact in (True, False):
         label = "3-byte" if compact else "4-byte"
         timings[f"floor {label}"] = STEP_BYTES[compact] / bandwidth * 1e6
-        timings[f"op {label}"] = time_graph(op_steps(layers, compact), args.samples,
-                                            args.replays)
+        timings[f"op {label}"] = time_graph(op_steps(layers, compact), args.samples, args.replays)
         print(f"op {label}: {timings[f'op {label}']:.2f} us", flush=True)
         for name in args.configs.split(","):
             config = CONFIGS[name]
             for stage in ("both", "w13", "w2"):
                 key = f"triton {label} {name} {stage}"
                 try:
-                    timings[key] = time_graph(triton_steps(layers, compact, config, stage),
-                                              args.samples, args.replays)
+                    timings[key] = time_graph(
+                        triton_steps(layers, compact, config, stage), args.samples, args.replays
+                    )
                 except Exception as exc:  # a config that fails to compile is reported
                     print(f"{key}: failed: {exc}", flush=True)
                     break
-                print(f"{key}: {timings[key]:.2f} us "
-                      f"({STEP_BYTES[compact] / timings[key] / 1e3:.0f} GB/s whole step)"
-                      if stage == "both" else f"{key}: {timings[key]:.2f} us", flush=True)
+                print(
+                    f"{key}: {timings[key]:.2f} us "
+                    f"({STEP_BYTES[compact] / timings[key] / 1e3:.0f} GB/s whole step)"
+                    if stage == "both"
+                    else f"{key}: {timings[key]:.2f} us",
+                    flush=True,
+                )
 
     dummy = torch.empty(1, device=device)
 
     def empties() -> None:
         for _ in range(2 * LAYERS):
             _empty_kernel[(1,)](dummy)
+
     timings["two empty launches"] = time_graph(empties, args.samples, args.replays)
 
-    shifts = torch.tensor([4 * (i // 2 + 4 * (i % 2)) for i in range(8)], dtype=torch.int32,
-                          device=device).reshape(1, 1, 8, 1, 1)
+    shifts = torch.tensor(
+        [4 * (i // 2 + 4 * (i % 2)) for i in range(8)], dtype=torch.int32, device=device
+    ).reshape(1, 1, 8, 1, 1)
     for compact in (True, False):
         label = "3-byte" if compact else "4-byte"
         key = f"(a) torch {label}"
@@ -302,19 +375,24 @@ def main(argv: list[str] | None = None) -> int:
         def torch_steps(c: bool = compact) -> None:
             for layer in layers:
                 torch_path(layer, c, shifts)
+
         timings[key] = time_graph(torch_steps, args.samples, args.replays)
         print(f"{key}: {timings[key]:.2f} us", flush=True)
         reference = check_layer(layers[0], compact)["oracle"]
         torch_path(layers[0], compact, shifts)
         figures[f"(a) bounds {label}"] = str(check_bounds(layers[0].out.cpu(), reference))
-    fp16_banks = [(torch.randn((NUM_EXPERTS, W13_K, W13_N), device=device,
-                               dtype=torch.float16) * 0.01,
-                   torch.randn((NUM_EXPERTS, W2_K, W2_N), device=device,
-                               dtype=torch.float16) * 0.01) for _ in range(LAYERS)]
+    fp16_banks = [
+        (
+            torch.randn((NUM_EXPERTS, W13_K, W13_N), device=device, dtype=torch.float16) * 0.01,
+            torch.randn((NUM_EXPERTS, W2_K, W2_N), device=device, dtype=torch.float16) * 0.01,
+        )
+        for _ in range(LAYERS)
+    ]
 
     def fp16_steps() -> None:
         for layer, banks in zip(layers, fp16_banks, strict=True):
             fp16_path(layer, banks)
+
     timings["(b) fp16 gather+bmm"] = time_graph(fp16_steps, args.samples, args.replays)
     print(f"(b): {timings['(b) fp16 gather+bmm']:.2f} us", flush=True)
     figures["timings_us"] = timings

@@ -65,8 +65,15 @@ FAMILY = "sm70-awq-moe"
 HARDWARE = Hardware(70)
 WORKLOAD = EngineConfig(tp=4, max_num_seqs=8, max_num_batched_tokens=8192)
 # The model-level description of one Qwen3.8 MoE layer (a TP4 rank holds 160 of 640).
-QWEN38_LAYER = {"prefix": "model.layers.0.mlp.experts", "layer_id": 0, "experts": 512,
-                "top_k": 10, "hidden": 2560, "intermediate": 640, "group": 32}
+QWEN38_LAYER = {
+    "prefix": "model.layers.0.mlp.experts",
+    "layer_id": 0,
+    "experts": 512,
+    "top_k": 10,
+    "hidden": 2560,
+    "intermediate": 640,
+    "group": 32,
+}
 # (label, kernel_config): qpn_m1 requested in both; 4-byte turns compact metadata off.
 LAYOUTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("4-byte", {"sm70_awq_moe": {"qpn_m1": True, "compact_metadata": False}}),
@@ -83,17 +90,19 @@ def engine_namespace(catalogue: Catalogue) -> CompositeNamespace:
     reference = TorchOpsNamespace(REFERENCE_NAMESPACE)
     declared = [op for op in catalogue.ops if not reference.has_op(op)]
     getters = {op: FULL_BUILD_ABI_REVISION for op, spec in catalogue.ops.items() if spec.getter}
-    return CompositeNamespace(reference, declared, abi=getters,
-                              name="engine build (routectl reference ops + declared)")
+    return CompositeNamespace(
+        reference, declared, abi=getters, name="engine build (routectl reference ops + declared)"
+    )
 
 
-def step_inputs(layer: AwqMoeLayer, device: torch.device, seed: int = INPUT_SEED
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def step_inputs(
+    layer: AwqMoeLayer, device: torch.device, seed: int = INPUT_SEED
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One decode token: activations, the router's top-k expert ids and weights (drawn on
     the CPU, so both devices see the same step)."""
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn((STEP_TOKENS, layer.hidden), generator=generator).half()
-    ids = torch.randperm(layer.num_experts, generator=generator)[:layer.top_k]
+    ids = torch.randperm(layer.num_experts, generator=generator)[: layer.top_k]
     weights = torch.softmax(torch.randn((STEP_TOKENS, layer.top_k), generator=generator), -1)
     ids = ids.to(torch.int32).reshape(STEP_TOKENS, layer.top_k)
     return x.to(device), ids.to(device), weights.to(device)
@@ -104,10 +113,17 @@ def checkpoint_on(checkpoint: MoeCheckpoint, device: torch.device) -> MoeCheckpo
     its parameters)."""
     if device.type == "cpu":
         return checkpoint
-    return MoeCheckpoint(*(
-        ExpertBank.from_stacked(*(torch.stack(list(tensors)).to(device) for tensors in (
-            bank.qweight, bank.qzeros, bank.scales)))
-        for bank in (checkpoint.w13, checkpoint.w2)))
+    return MoeCheckpoint(
+        *(
+            ExpertBank.from_stacked(
+                *(
+                    torch.stack(list(tensors)).to(device)
+                    for tensors in (bank.qweight, bank.qzeros, bank.scales)
+                )
+            )
+            for bank in (checkpoint.w13, checkpoint.w2)
+        )
+    )
 
 
 def metadata_layout_of(observed: Sequence[Any]) -> str | None:
@@ -118,13 +134,18 @@ def metadata_layout_of(observed: Sequence[Any]) -> str | None:
 
 def execution_record(load_seen: OpObserver, step_seen: OpObserver, m: int) -> CallRecord:
     """What the real run did, as observed: the prepare outputs are the resident banks."""
-    return CallRecord(m, list(load_seen.calls), with_m(step_seen.calls, m),
-                      metadata_layout_of(load_seen.observed),
-                      sum(call.nbytes for call in load_seen.observed))
+    return CallRecord(
+        m,
+        list(load_seen.calls),
+        with_m(step_seen.calls, m),
+        metadata_layout_of(load_seen.observed),
+        sum(call.nbytes for call in load_seen.observed),
+    )
 
 
-def banks_match_checkpoint(layer: EngineLayer, checkpoint: MoeCheckpoint,
-                           experts: Sequence[int]) -> bool:
+def banks_match_checkpoint(
+    layer: EngineLayer, checkpoint: MoeCheckpoint, experts: Sequence[int]
+) -> bool:
     """Each routed expert's prepared words and metadata decode (independent unpacker) to the
     checkpoint's codes, zeros and scales, W13 de-interleaved."""
     banks = layer.prepared.state["banks"]
@@ -132,11 +153,17 @@ def banks_match_checkpoint(layer: EngineLayer, checkpoint: MoeCheckpoint,
     for bank in BANKS:
         words, meta = (banks.w13, banks.s13) if bank == W13 else (banks.w2, banks.s2)
         for e in experts:
-            got = unpack_prepared(PreparedExpert(words[e].cpu(), meta[e].cpu()), group,
-                                  interleaved=bank == W13 and banks.w13_interleaved).logical()
+            got = unpack_prepared(
+                PreparedExpert(words[e].cpu(), meta[e].cpu()),
+                group,
+                interleaved=bank == W13 and banks.w13_interleaved,
+            ).logical()
             want = expert_weights(checkpoint, bank, e)
-            if not (torch.equal(got.codes, want.codes) and torch.equal(got.zeros, want.zeros)
-                    and torch.equal(got.scales, want.scales)):
+            if not (
+                torch.equal(got.codes, want.codes)
+                and torch.equal(got.zeros, want.zeros)
+                and torch.equal(got.scales, want.scales)
+            ):
                 return False
     return True
 
@@ -153,32 +180,40 @@ class LayoutRun:
 
     @property
     def passed(self) -> bool:
-        return self.margins.passed and self.banks_ok and not self.replay.differences(
-            self.execution)
+        return self.margins.passed and self.banks_ok and not self.replay.differences(self.execution)
 
 
-def run_layout(project: Project, namespace: CompositeNamespace, checkpoint: MoeCheckpoint,
-               label: str, kernel_config: Mapping[str, Any], device: torch.device
-               ) -> LayoutRun:
+def run_layout(
+    project: Project,
+    namespace: CompositeNamespace,
+    checkpoint: MoeCheckpoint,
+    label: str,
+    kernel_config: Mapping[str, Any],
+    device: torch.device,
+) -> LayoutRun:
     session = start(project, kernel_config, HARDWARE, WORKLOAD)
     with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as load_seen:
-        layer = session.load_layer(FAMILY, QWEN38_LAYER, checkpoint_on(checkpoint, device),
-                                   namespace)
+        layer = session.load_layer(
+            FAMILY, QWEN38_LAYER, checkpoint_on(checkpoint, device), namespace
+        )
     moe: AwqMoeLayer = layer.prepared.state["layer"]
     x, ids, weights = step_inputs(moe, device)
     with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as step_seen:
         out = layer(x, ids, weights)
     report = session.report()
     banks = layer.prepared.state["banks"]
-    reference = oracle_qpn_m1(*(t.cpu() for t in (x, banks.w13, banks.s13, banks.w2, banks.s2,
-                                                   ids, weights)))
+    reference = oracle_qpn_m1(
+        *(t.cpu() for t in (x, banks.w13, banks.s13, banks.w2, banks.s2, ids, weights))
+    )
     return LayoutRun(
-        label=label, report=report,
+        label=label,
+        report=report,
         replay=replay_record(report.layer(layer.name), STEP_TOKENS),
         execution=execution_record(load_seen, step_seen, STEP_TOKENS),
         margins=check_bounds(out.cpu(), reference.out),
         banks_ok=banks_match_checkpoint(layer, checkpoint, [int(i) for i in ids.flatten()]),
-        out=out.cpu())
+        out=out.cpu(),
+    )
 
 
 def _yes(ok: bool) -> str:
@@ -187,11 +222,19 @@ def _yes(ok: bool) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--report-json", type=Path, metavar="FILE",
-                        help="write the JSON startup report of the default-layout (3-byte) "
-                             "startup to FILE (validated against its schema)")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="where the checkpoint, banks and step run (default: cpu)")
+    parser.add_argument(
+        "--report-json",
+        type=Path,
+        metavar="FILE",
+        help="write the JSON startup report of the default-layout (3-byte) "
+        "startup to FILE (validated against its schema)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the checkpoint, banks and step run (default: cpu)",
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -199,14 +242,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     project = PROJECT
     namespace = engine_namespace(project.catalogue)
-    checkpoint = random_moe_checkpoint(AwqMoeLayer.for_rank(QWEN38_LAYER, WORKLOAD.tp),
-                                       CHECKPOINT_SEED)
+    checkpoint = random_moe_checkpoint(
+        AwqMoeLayer.for_rank(QWEN38_LAYER, WORKLOAD.tp), CHECKPOINT_SEED
+    )
     runs: list[LayoutRun] = []
     for label, kernel_config in LAYOUTS:
         run = run_layout(project, namespace, checkpoint, label, kernel_config, device)
         runs.append(run)
-        print(f"== engine startup, {label} metadata: kernel_config "
-              f"{json.dumps(kernel_config, sort_keys=True)} ==")
+        print(
+            f"== engine startup, {label} metadata: kernel_config "
+            f"{json.dumps(kernel_config, sort_keys=True)} =="
+        )
         print(run.report.to_text(), end="")
         print(f"routed experts decode to the checkpoint {label}: {_yes(run.banks_ok)}")
         differences = run.replay.differences(run.execution)
@@ -216,8 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     identical = torch.equal(runs[0].out, runs[1].out)
     print(f"outputs 4-byte == 3-byte: {_yes(identical)}")
     for run in runs:
-        print(f"margins {run.label}: max={run.margins.max_abs_margin:.6f} "
-              f"l2={run.margins.l2_margin:.6f}")
+        print(
+            f"margins {run.label}: max={run.margins.max_abs_margin:.6f} "
+            f"l2={run.margins.l2_margin:.6f}"
+        )
     if args.report_json is not None:
         document = runs[-1].report.to_json()
         validate_report(document, project)

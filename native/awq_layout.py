@@ -54,7 +54,7 @@ def metadata_dtype(compact: bool) -> str:
 
 
 def layout_of_metadata_dtype(dtype_name: str) -> str | None:
-    """"4-byte" for int32, "3-byte" for uint8, None for any other element type."""
+    """ "4-byte" for int32, "3-byte" for uint8, None for any other element type."""
     for layout, name in _METADATA_DTYPES.items():
         if name == dtype_name:
             return layout

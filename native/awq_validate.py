@@ -47,7 +47,11 @@ def _dtype_name(t: torch.Tensor) -> str:
 
 
 def _check_tensor(
-    op: str, name: str, t: object, dtype: str, shape: tuple[int, ...] | None,
+    op: str,
+    name: str,
+    t: object,
+    dtype: str,
+    shape: tuple[int, ...] | None,
     device: torch.device,
 ) -> None:
     if not isinstance(t, torch.Tensor):
@@ -68,9 +72,17 @@ def _byte_range(t: torch.Tensor) -> tuple[int, int]:
 
 
 def check_qpn_m1(
-    out: torch.Tensor, intermediate: torch.Tensor, input: torch.Tensor, w13: torch.Tensor,
-    s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor, ids: torch.Tensor,
-    topk: torch.Tensor, *, storage: bool,
+    out: torch.Tensor,
+    intermediate: torch.Tensor,
+    input: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+    *,
+    storage: bool,
 ) -> bool:
     """Validate one QPN M1 call; returns True for 3-byte metadata, False for 4-byte.
 
@@ -79,8 +91,15 @@ def check_qpn_m1(
     """
     op = QPN_M1_OP
     args: Mapping[str, torch.Tensor] = {
-        "out": out, "intermediate": intermediate, "input": input, "w13": w13, "s13": s13,
-        "w2": w2, "s2": s2, "ids": ids, "topk": topk,
+        "out": out,
+        "intermediate": intermediate,
+        "input": input,
+        "w13": w13,
+        "s13": s13,
+        "w2": w2,
+        "s2": s2,
+        "ids": ids,
+        "topk": topk,
     }
     if not isinstance(input, torch.Tensor):
         raise ArgumentError(op, "input", "type", f"expected a Tensor, got {type(input).__name__}")
@@ -90,13 +109,17 @@ def check_qpn_m1(
     layout = layout_of_metadata_dtype(_dtype_name(s13))
     if layout is None:
         raise ArgumentError(
-            op, "s13", "dtype",
+            op,
+            "s13",
+            "dtype",
             f"expected int32 (4-byte) or uint8 (3-byte) metadata, got {_dtype_name(s13)}",
         )
     compact = layout == THREE_BYTE
     if isinstance(s2, torch.Tensor) and layout_of_metadata_dtype(_dtype_name(s2)) != layout:
         raise ArgumentError(
-            op, "s2", "layout",
+            op,
+            "s2",
+            "layout",
             f"s13 selects {layout} metadata but s2 is {_dtype_name(s2)}",
         )
     specs = qpn_m1_arguments(compact)
@@ -108,7 +131,9 @@ def check_qpn_m1(
         t = args[name]
         if has_storage(t) and t.data_ptr() % spec.alignment != 0:
             raise ArgumentError(
-                op, name, "alignment",
+                op,
+                name,
+                "alignment",
                 f"data pointer {t.data_ptr():#x} is not {spec.alignment}-byte aligned",
             )
     for out_name in QPN_M1_OUTPUTS:
@@ -126,7 +151,10 @@ def check_qpn_m1(
 
 
 def check_prepare(
-    op: str, kernel: torch.Tensor, scaling_factors: torch.Tensor, zeros: torch.Tensor,
+    op: str,
+    kernel: torch.Tensor,
+    scaling_factors: torch.Tensor,
+    zeros: torch.Tensor,
     group_size: int,
 ) -> tuple[int, int]:
     """Validate one expert's AWQ checkpoint tensors for a prepare op; returns (K, N)."""
@@ -144,7 +172,8 @@ def check_prepare(
         raise ArgumentError(op, "kernel", "shape", str(exc)) from exc
     device = kernel.device
     _check_tensor(op, "kernel", kernel, WORDS_DTYPE, qweight_shape, device)
-    _check_tensor(op, "scaling_factors", scaling_factors, CHECKPOINT_SCALES_DTYPE, scales_shape,
-                  device)
+    _check_tensor(
+        op, "scaling_factors", scaling_factors, CHECKPOINT_SCALES_DTYPE, scales_shape, device
+    )
     _check_tensor(op, "zeros", zeros, WORDS_DTYPE, qzeros_shape, device)
     return k, n

@@ -55,15 +55,22 @@ class Nvfp4Layer(_Prefixed):
     logical_widths: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, prefix: str, k: int, n: int, *, gated: bool | None = None,
-           act_dtype: str = "float16") -> Nvfp4Layer:
+    def of(
+        cls, prefix: str, k: int, n: int, *, gated: bool | None = None, act_dtype: str = "float16"
+    ) -> Nvfp4Layer:
         """The layer a checkpoint of local size (K, N) describes; gate_up_proj is gated."""
         is_gated = role_of(prefix) == "gate_up_proj" if gated is None else gated
         widths = (n // 2, n // 2) if is_gated else (n,)
-        return cls(prefix=prefix, input_size=k, output_size=n, weight_shape=(n, k // 2),
-                   scale_shape=(n, _ceil_div(k, NVFP4_GROUP)), act_dtype=act_dtype,
-                   gated=is_gated, logical_widths=widths)
-
+        return cls(
+            prefix=prefix,
+            input_size=k,
+            output_size=n,
+            weight_shape=(n, k // 2),
+            scale_shape=(n, _ceil_div(k, NVFP4_GROUP)),
+            act_dtype=act_dtype,
+            gated=is_gated,
+            logical_widths=widths,
+        )
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         """weight_packed, weight_scale and the per-tensor weight_global_scale (float32)."""
@@ -91,12 +98,18 @@ class Fp8Layer(_Prefixed):
     gated: bool = False
 
     @classmethod
-    def of(cls, prefix: str, k: int, n: int, *, act_dtype: str = "float16",
-           out_dtype: str = "float16") -> Fp8Layer:
-        return cls(prefix=prefix, input_size=k, output_size=n, weight_shape=(n, k),
-                   act_dtype=act_dtype, out_dtype=out_dtype,
-                   gated=role_of(prefix) == "gate_up_proj")
-
+    def of(
+        cls, prefix: str, k: int, n: int, *, act_dtype: str = "float16", out_dtype: str = "float16"
+    ) -> Fp8Layer:
+        return cls(
+            prefix=prefix,
+            input_size=k,
+            output_size=n,
+            weight_shape=(n, k),
+            act_dtype=act_dtype,
+            out_dtype=out_dtype,
+            gated=role_of(prefix) == "gate_up_proj",
+        )
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         return {
@@ -127,14 +140,29 @@ class AwqLayer(_Prefixed):
     gated: bool = False  # fused gate/up projection
 
     @classmethod
-    def of(cls, prefix: str, k: int, n: int, group_size: int, *,
-           act_dtype: str = "float16", has_g_idx: bool = False) -> AwqLayer:
+    def of(
+        cls,
+        prefix: str,
+        k: int,
+        n: int,
+        group_size: int,
+        *,
+        act_dtype: str = "float16",
+        has_g_idx: bool = False,
+    ) -> AwqLayer:
         groups = _ceil_div(k, group_size) if group_size > 0 else 0
-        return cls(prefix=prefix, input_size=k, output_size=n, group_size=group_size,
-                   qweight_shape=(k, n // AWQ_PACK), qzeros_shape=(groups, n // AWQ_PACK),
-                   scales_shape=(groups, n), act_dtype=act_dtype, has_g_idx=has_g_idx,
-                   gated=role_of(prefix) == "gate_up_proj")
-
+        return cls(
+            prefix=prefix,
+            input_size=k,
+            output_size=n,
+            group_size=group_size,
+            qweight_shape=(k, n // AWQ_PACK),
+            qzeros_shape=(groups, n // AWQ_PACK),
+            scales_shape=(groups, n),
+            act_dtype=act_dtype,
+            has_g_idx=has_g_idx,
+            gated=role_of(prefix) == "gate_up_proj",
+        )
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         return {
@@ -173,21 +201,40 @@ class BlockFp8Layer(_Prefixed):
     groups: int = 0
 
     @classmethod
-    def of(cls, prefix: str, k: int, n: int, *, tp: int = 1, groups: int = 0,
-           is_scale_e8m0: bool = False) -> BlockFp8Layer:
+    def of(
+        cls,
+        prefix: str,
+        k: int,
+        n: int,
+        *,
+        tp: int = 1,
+        groups: int = 0,
+        is_scale_e8m0: bool = False,
+    ) -> BlockFp8Layer:
         """The layer a checkpoint of local size (K, N) describes; gate_up_proj has two equal
         output partitions."""
         parts = (n // 2, n // 2) if role_of(prefix) == "gate_up_proj" else (n,)
         block_n, block_k = FP8_BLOCK
-        return cls(prefix=prefix, input_size=k, output_size=n, weight_shape=(n, k),
-                   scale_shape=(_ceil_div(n, block_n), _ceil_div(k, block_k)), tp=tp,
-                   partitions=parts, groups=groups, is_scale_e8m0=is_scale_e8m0)
+        return cls(
+            prefix=prefix,
+            input_size=k,
+            output_size=n,
+            weight_shape=(n, k),
+            scale_shape=(_ceil_div(n, block_n), _ceil_div(k, block_k)),
+            tp=tp,
+            partitions=parts,
+            groups=groups,
+            is_scale_e8m0=is_scale_e8m0,
+        )
 
     @property
     def gated_candidate(self) -> bool:
         """A fused gate/up projection: role gate_up_proj with two equal partitions."""
-        return (self.role == "gate_up_proj" and len(self.partitions) == 2
-                and self.partitions[0] == self.partitions[1])
+        return (
+            self.role == "gate_up_proj"
+            and len(self.partitions) == 2
+            and self.partitions[0] == self.partitions[1]
+        )
 
     @property
     def grouped(self) -> bool:

@@ -89,18 +89,22 @@ class AwqMoeLayer:
     def partition_check(self) -> Check:
         """The checkpoint can be split to this rank: every local K is whole groups."""
         if self.tp <= 0 or self.intermediate_total % self.tp:
-            return reject("misaligned_partition",
-                          f"intermediate {self.intermediate_total} does not split over TP "
-                          f"{self.tp}")
+            return reject(
+                "misaligned_partition",
+                f"intermediate {self.intermediate_total} does not split over TP {self.tp}",
+            )
         g = self.checkpoint_group
         if g <= 0:
             return reject("group_size", f"checkpoint group {g} must be positive")
         if self.hidden % g:
-            return reject("misaligned_partition",
-                          f"local W13 K {self.hidden} is not a multiple of group {g}")
+            return reject(
+                "misaligned_partition", f"local W13 K {self.hidden} is not a multiple of group {g}"
+            )
         if self.intermediate % g:
-            return reject("misaligned_partition",
-                          f"local W2 K {self.intermediate} is not a multiple of group {g}")
+            return reject(
+                "misaligned_partition",
+                f"local W2 K {self.intermediate} is not a multiple of group {g}",
+            )
         return OK
 
     def checkpoint_shapes(self, bank: str) -> tuple[tuple[int, ...], ...]:
@@ -158,8 +162,7 @@ class ExpertBank:
         """One set of tensors standing for each of `experts` experts."""
         if experts < 1:
             raise ValueError(f"a bank holds at least one expert, got {experts}")
-        return cls((qweight,) * experts, (qzeros,) * experts, (scales,) * experts,
-                   one_set=True)
+        return cls((qweight,) * experts, (qzeros,) * experts, (scales,) * experts, one_set=True)
 
     def __len__(self) -> int:
         return len(self.qweight)
@@ -189,8 +192,10 @@ def meta_checkpoint(layer: AwqMoeLayer) -> MoeCheckpoint:
     banks = []
     for bank in BANKS:
         qweight, qzeros, scales = layer.checkpoint_shapes(bank)
-        tensors = (torch.empty(qweight, dtype=torch.int32, device="meta"),
-                   torch.empty(qzeros, dtype=torch.int32, device="meta"),
-                   torch.empty(scales, dtype=torch.float16, device="meta"))
+        tensors = (
+            torch.empty(qweight, dtype=torch.int32, device="meta"),
+            torch.empty(qzeros, dtype=torch.int32, device="meta"),
+            torch.empty(scales, dtype=torch.float16, device="meta"),
+        )
         banks.append(ExpertBank.repeated(*tensors, layer.num_experts))
     return MoeCheckpoint(*banks)

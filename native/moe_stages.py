@@ -24,10 +24,14 @@ QPN_M1_CAPABILITY = 70
 
 # --- layer contracts (CONTRACTS 3.3) -----------------------------------------------------
 
+
 def _contract(code: str, what: str, checks: list[tuple[str, Any, Any]]) -> Check:
     """OK when every (name, actual, expected) agrees; else one reason naming each mismatch."""
-    wrong = [f"{name} {actual} (needs {expected})" for name, actual, expected in checks
-             if actual != expected]
+    wrong = [
+        f"{name} {actual} (needs {expected})"
+        for name, actual, expected in checks
+        if actual != expected
+    ]
     if not wrong:
         return OK
     return reject(code, f"{what} contract not met: " + ", ".join(wrong))
@@ -54,41 +58,54 @@ def grouped_contract(layer: AwqMoeLayer) -> Check:
 
 def qpn_m1_contract(layer: AwqMoeLayer, legacy_lane: bool) -> Check:
     """QPN M1: the grouped contract, checkpoint group 32 and the legacy lane built."""
-    return _contract("qpn_m1_contract", "QPN M1", [
-        *_grouped_checks(layer),
-        ("checkpoint group", layer.checkpoint_group, GROUP_SIZE),
-        ("legacy single-token lane built", legacy_lane, True),
-    ])
+    return _contract(
+        "qpn_m1_contract",
+        "QPN M1",
+        [
+            *_grouped_checks(layer),
+            ("checkpoint group", layer.checkpoint_group, GROUP_SIZE),
+            ("legacy single-token lane built", legacy_lane, True),
+        ],
+    )
 
 
 def indexed_prefill_contract(layer: AwqMoeLayer, batched: bool) -> Check:
     """Indexed prefill: batched, TP 4, E 512, prepared = checkpoint group = 32, top-k 10,
     hidden 2560, intermediate 160, W13 2560/320."""
-    return _contract("indexed_prefill_contract", "indexed prefill", [
-        ("batched GEMM", batched, True),
-        ("TP", layer.tp, QWEN38_TP),
-        ("experts", layer.num_experts, NUM_EXPERTS),
-        ("checkpoint group", layer.checkpoint_group, GROUP_SIZE),
-        ("prepared group", layer.prepared_group, GROUP_SIZE),
-        ("top-k", layer.top_k, TOP_K),
-        ("hidden", layer.hidden, HIDDEN),
-        ("intermediate", layer.intermediate, QWEN38_INTERMEDIATE),
-        ("W13 K", layer.w13_k, HIDDEN),
-        ("W13 N", layer.w13_n, W13_N),
-    ])
+    return _contract(
+        "indexed_prefill_contract",
+        "indexed prefill",
+        [
+            ("batched GEMM", batched, True),
+            ("TP", layer.tp, QWEN38_TP),
+            ("experts", layer.num_experts, NUM_EXPERTS),
+            ("checkpoint group", layer.checkpoint_group, GROUP_SIZE),
+            ("prepared group", layer.prepared_group, GROUP_SIZE),
+            ("top-k", layer.top_k, TOP_K),
+            ("hidden", layer.hidden, HIDDEN),
+            ("intermediate", layer.intermediate, QWEN38_INTERMEDIATE),
+            ("W13 K", layer.w13_k, HIDDEN),
+            ("W13 N", layer.w13_n, W13_N),
+        ],
+    )
 
 
 def compact_shape(layer: AwqMoeLayer) -> Check:
     """Compact metadata: group 32, W13 qweight (512, 2560, 40), W2 qweight (512, 160, 320)
     (a shape-only rule: no TP or top-k check)."""
-    return _contract("compact_shape", "compact metadata", [
-        ("group", layer.prepared_group, GROUP_SIZE),
-        ("W13 qweight", layer.qweight_shape("w13"), (NUM_EXPERTS, HIDDEN, W13_N // 8)),
-        ("W2 qweight", layer.qweight_shape("w2"), (NUM_EXPERTS, W2_K, HIDDEN // 8)),
-    ])
+    return _contract(
+        "compact_shape",
+        "compact metadata",
+        [
+            ("group", layer.prepared_group, GROUP_SIZE),
+            ("W13 qweight", layer.qweight_shape("w13"), (NUM_EXPERTS, HIDDEN, W13_N // 8)),
+            ("W2 qweight", layer.qweight_shape("w2"), (NUM_EXPERTS, W2_K, HIDDEN // 8)),
+        ],
+    )
 
 
 # --- stages ------------------------------------------------------------------------------
+
 
 class MoeStage:
     """A route stage: `name` (catalogue entry), `label` (verdict name within its slot),
@@ -134,8 +151,10 @@ class QpnM1(MoeStage):
     def is_supported(cls, capability: int) -> Check:
         if capability == QPN_M1_CAPABILITY:
             return OK
-        return reject("capability", "the QPN M1 op requires compute capability exactly 7.0, "
-                                    f"got capability {capability}")
+        return reject(
+            "capability",
+            f"the QPN M1 op requires compute capability exactly 7.0, got capability {capability}",
+        )
 
 
 class LegacySingleToken(MoeStage):
@@ -221,17 +240,36 @@ class PrepareCompact(MoeStage):
 
 
 # Lanes in CONTRACTS 3.4 order (the legacy lane holds QPN M1 then the monolithic op).
-LANE_STAGES: tuple[type[MoeStage], ...] = (ZeroOutput, QpnM1, LegacySingleToken,
-                                           SingleTokenDecomposed, Routed)
+LANE_STAGES: tuple[type[MoeStage], ...] = (
+    ZeroOutput,
+    QpnM1,
+    LegacySingleToken,
+    SingleTokenDecomposed,
+    Routed,
+)
 MOE_STAGE_CLASSES: tuple[type[MoeStage], ...] = (
-    ZeroOutput, QpnM1, LegacySingleToken, SingleTokenDenseW13, SingleTokenDenseW2,
-    WeightedReduce, Permute, PermuteMetadata, IndexedPrefillW13, ActiveGrouped,
-    PerExpertDispatch, DenseStage, ChunkedW2, Unpermute, SingleTokenDecomposed, Routed,
+    ZeroOutput,
+    QpnM1,
+    LegacySingleToken,
+    SingleTokenDenseW13,
+    SingleTokenDenseW2,
+    WeightedReduce,
+    Permute,
+    PermuteMetadata,
+    IndexedPrefillW13,
+    ActiveGrouped,
+    PerExpertDispatch,
+    DenseStage,
+    ChunkedW2,
+    Unpermute,
+    SingleTokenDecomposed,
+    Routed,
     PrepareCompact,
 )
 
 
 # --- dispatch ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class StagePlan:
@@ -287,8 +325,9 @@ def _identity_index(n: int, like: Any) -> Any:
 class MoeDispatcher:
     """Runs stage plans for one loaded layer through the namespace given at load time."""
 
-    def __init__(self, ns: NativeNamespace, layer: AwqMoeLayer, banks: PreparedBanks,
-                 chunk_tokens: int) -> None:
+    def __init__(
+        self, ns: NativeNamespace, layer: AwqMoeLayer, banks: PreparedBanks, chunk_tokens: int
+    ) -> None:
         self.ns = ns
         self.layer = layer
         self.banks = banks
@@ -306,11 +345,17 @@ class MoeDispatcher:
 
     def _bank_args(self, bank: str) -> dict[str, Any]:
         layer = self.layer
-        weights, scales = ((self.banks.w13, self.banks.s13) if bank == "w13"
-                           else (self.banks.w2, self.banks.s2))
+        weights, scales = (
+            (self.banks.w13, self.banks.s13) if bank == "w13" else (self.banks.w2, self.banks.s2)
+        )
         k, n = layer.dims(bank)
-        return {"weights": weights, "scales": scales, "k": k, "n": n,
-                "group_size": layer.prepared_group}
+        return {
+            "weights": weights,
+            "scales": scales,
+            "k": k,
+            "n": n,
+            "group_size": layer.prepared_group,
+        }
 
     def activation(self, gate_up: Any) -> Any:
         """SiLU(gate) * up per routed row, on the W13 layout the banks were prepared in."""
@@ -339,8 +384,18 @@ class MoeDispatcher:
         layer, b = self.layer, self.banks
         out = self._empty((1, layer.hidden), "float16", x)
         intermediate = self._empty((layer.top_k, layer.intermediate), "float16", x)
-        self.ns.call(QpnM1.op, out=out, intermediate=intermediate, input=x, w13=b.w13,
-                     s13=b.s13, w2=b.w2, s2=b.s2, ids=ids, topk=weights)
+        self.ns.call(
+            QpnM1.op,
+            out=out,
+            intermediate=intermediate,
+            input=x,
+            w13=b.w13,
+            s13=b.s13,
+            w2=b.w2,
+            s2=b.s2,
+            ids=ids,
+            topk=weights,
+        )
         return out
 
     def _legacy(self, x: Any, ids: Any, weights: Any) -> Any:
@@ -348,34 +403,73 @@ class MoeDispatcher:
         slots = layer.top_k
         out = self._empty((1, layer.hidden), "float16", x)
         self.ns.call(
-            LegacySingleToken.op, out=out, input=x, topk_weights=weights, topk_ids=ids,
-            w13=b.w13, s13=b.s13, w2=b.w2, s2=b.s2,
+            LegacySingleToken.op,
+            out=out,
+            input=x,
+            topk_weights=weights,
+            topk_ids=ids,
+            w13=b.w13,
+            s13=b.s13,
+            w2=b.w2,
+            s2=b.s2,
             intermediate=self._empty((slots, layer.intermediate), "float16", x),
             scratch=self._empty((slots, layer.hidden), "float16", x),
-            num_tokens=1, total_slots=slots, w13_k=layer.w13_k, w13_n=layer.w13_n,
-            w2_k=layer.w2_k, w2_n=layer.w2_n, group_size=layer.prepared_group,
-            hidden_logical_size=layer.hidden)
+            num_tokens=1,
+            total_slots=slots,
+            w13_k=layer.w13_k,
+            w13_n=layer.w13_n,
+            w2_k=layer.w2_k,
+            w2_n=layer.w2_n,
+            group_size=layer.prepared_group,
+            hidden_logical_size=layer.hidden,
+        )
         return out
 
     def _decomposed(self, plan: StagePlan, x: Any, ids: Any, weights: Any) -> Any:
         layer = self.layer
         slots = layer.top_k
         gate_up = self._empty((slots, layer.w13_n), "float16", x)
-        self.ns.call(SingleTokenDenseW13.op, out=gate_up, input=x, topk_ids=ids,
-                     num_tokens=1, total_slots=slots, **self._bank_args("w13"))
+        self.ns.call(
+            SingleTokenDenseW13.op,
+            out=gate_up,
+            input=x,
+            topk_ids=ids,
+            num_tokens=1,
+            total_slots=slots,
+            **self._bank_args("w13"),
+        )
         act = self.activation(gate_up)
         down = self._empty((slots, layer.hidden), "float16", x)
-        self.ns.call(SingleTokenDenseW2.op, out=down, input=act, topk_ids=ids,
-                     num_tokens=1, total_slots=slots, **self._bank_args("w2"))
+        self.ns.call(
+            SingleTokenDenseW2.op,
+            out=down,
+            input=act,
+            topk_ids=ids,
+            num_tokens=1,
+            total_slots=slots,
+            **self._bank_args("w2"),
+        )
         if plan.reduce is WeightedReduce:
             out = self._empty((1, layer.hidden), "float16", x)
-            self.ns.call(WeightedReduce.op, out=out, input=down, topk_weights=weights,
-                         num_tokens=1, total_slots=slots)
+            self.ns.call(
+                WeightedReduce.op,
+                out=out,
+                input=down,
+                topk_weights=weights,
+                num_tokens=1,
+                total_slots=slots,
+            )
             return out
         out = self._zeros((1, layer.hidden), x)
-        self.ns.call(Unpermute.op, permuted_hidden_states=down, topk_weights=weights,
-                     inv_permuted_idx=_identity_index(slots, x),
-                     expert_first_token_offset=None, topk=layer.top_k, hidden_states=out)
+        self.ns.call(
+            Unpermute.op,
+            permuted_hidden_states=down,
+            topk_weights=weights,
+            inv_permuted_idx=_identity_index(slots, x),
+            expert_first_token_offset=None,
+            topk=layer.top_k,
+            hidden_states=out,
+        )
         return out
 
     def _routed(self, plan: StagePlan, x: Any, ids: Any, weights: Any) -> Any:
@@ -391,54 +485,101 @@ class MoeDispatcher:
         common = {"num_tokens": m, "total_slots": slots}
         if plan.permute is PermuteMetadata:
             rows = self._empty((slots,), "int32", x)
-            self.ns.call(PermuteMetadata.op, topk_ids=ids, input_row_indices=rows,
-                         expert_offsets=offsets, permuted_idx=permuted_idx,
-                         inv_permuted_idx=inv_idx, num_experts=e, **common)
+            self.ns.call(
+                PermuteMetadata.op,
+                topk_ids=ids,
+                input_row_indices=rows,
+                expert_offsets=offsets,
+                permuted_idx=permuted_idx,
+                inv_permuted_idx=inv_idx,
+                num_experts=e,
+                **common,
+            )
             a = x
         else:
             rows = None
             a = self._empty((slots, layer.hidden), "float16", x)
-            self.ns.call(Permute.op, input=x, topk_ids=ids, permuted_input=a,
-                         expert_offsets=offsets, permuted_idx=permuted_idx,
-                         inv_permuted_idx=inv_idx, num_experts=e, **common)
+            self.ns.call(
+                Permute.op,
+                input=x,
+                topk_ids=ids,
+                permuted_input=a,
+                expert_offsets=offsets,
+                permuted_idx=permuted_idx,
+                inv_permuted_idx=inv_idx,
+                num_experts=e,
+                **common,
+            )
         gate_up = self._empty((slots, layer.w13_n), "float16", x)
         self._stage(plan.w13, "w13", gate_up, a, offsets, permuted_idx, rows, common)
         act = self.activation(gate_up)
         if plan.w2 is ChunkedW2:
             chunk = self.chunk_tokens
             self.ns.call(
-                ChunkedW2.op, out=out,
+                ChunkedW2.op,
+                out=out,
                 sorted_output=self._empty((min(m, chunk) * top_k, layer.hidden), "float16", x),
-                intermediate=act, expert_offsets=offsets, permuted_idx=permuted_idx,
+                intermediate=act,
+                expert_offsets=offsets,
+                permuted_idx=permuted_idx,
                 topk_weights=weights,
                 chunk_scratch=self._empty((3 * e + 1,), "int32", x),
-                num_experts=e, top_k=top_k, hidden_logical_size=layer.hidden,
-                chunk_tokens=chunk, **common, **self._bank_args("w2"))
+                num_experts=e,
+                top_k=top_k,
+                hidden_logical_size=layer.hidden,
+                chunk_tokens=chunk,
+                **common,
+                **self._bank_args("w2"),
+            )
             return out
         down = self._empty((slots, layer.hidden), "float16", x)
         self._stage(plan.w2, "w2", down, act, offsets, permuted_idx, None, common)
-        self.ns.call(Unpermute.op, permuted_hidden_states=down, topk_weights=weights,
-                     inv_permuted_idx=inv_idx, expert_first_token_offset=offsets,
-                     topk=top_k, hidden_states=out)
+        self.ns.call(
+            Unpermute.op,
+            permuted_hidden_states=down,
+            topk_weights=weights,
+            inv_permuted_idx=inv_idx,
+            expert_first_token_offset=offsets,
+            topk=top_k,
+            hidden_states=out,
+        )
         return out
 
-    def _stage(self, stage: type[MoeStage] | None, bank: str, out: Any, a: Any, offsets: Any,
-               permuted_idx: Any, rows: Any, common: dict[str, int]) -> None:
+    def _stage(
+        self,
+        stage: type[MoeStage] | None,
+        bank: str,
+        out: Any,
+        a: Any,
+        offsets: Any,
+        permuted_idx: Any,
+        rows: Any,
+        common: dict[str, int],
+    ) -> None:
         args = {"out": out, "input": a, **common, **self._bank_args(bank)}
         e = self.layer.num_experts
         if stage is IndexedPrefillW13:
-            self.ns.call(stage.op, input_row_indices=rows, expert_offsets=offsets,
-                         num_experts=e, **args)
+            self.ns.call(
+                stage.op, input_row_indices=rows, expert_offsets=offsets, num_experts=e, **args
+            )
         elif stage is ActiveGrouped:
             slots = common["total_slots"]
-            self.ns.call(stage.op, permuted_experts_id=permuted_idx,
-                         active_expert_offsets=self._empty((slots + 1,), "int32", a),
-                         active_expert_ids=self._empty((slots,), "int32", a), **args)
+            self.ns.call(
+                stage.op,
+                permuted_experts_id=permuted_idx,
+                active_expert_offsets=self._empty((slots + 1,), "int32", a),
+                active_expert_ids=self._empty((slots,), "int32", a),
+                **args,
+            )
         elif stage is PerExpertDispatch:
-            self.ns.call(stage.op, expert_offsets=offsets, num_experts=e,
-                         gated_silu=False, **args)
+            self.ns.call(stage.op, expert_offsets=offsets, num_experts=e, gated_silu=False, **args)
         elif stage is DenseStage:
-            self.ns.call(stage.op, expert_offsets=offsets,
-                         dense_expert_ids=self._empty((e,), "int32", a), num_experts=e, **args)
+            self.ns.call(
+                stage.op,
+                expert_offsets=offsets,
+                dense_expert_ids=self._empty((e,), "int32", a),
+                num_experts=e,
+                **args,
+            )
         else:
             raise ValueError(f"{stage} is not a {bank} stage")

@@ -50,8 +50,10 @@ CHUNKED_W2_OP = "awq_moe_chunked_w2_sm70_out"
 UNPERMUTE_OP = "moe_unpermute"
 
 FP16 = "float16"
-METADATA_LABELS: Mapping[str, str] = {metadata_dtype(False): FOUR_BYTE,
-                                      metadata_dtype(True): THREE_BYTE}
+METADATA_LABELS: Mapping[str, str] = {
+    metadata_dtype(False): FOUR_BYTE,
+    metadata_dtype(True): THREE_BYTE,
+}
 
 
 def _dtype(t: Any) -> str:
@@ -59,6 +61,7 @@ def _dtype(t: Any) -> str:
 
 
 # --- plan keys -----------------------------------------------------------------------------
+
 
 def _key(key: str, source: str) -> PlanKey:
     return PlanKey(key, source, optional=True)
@@ -78,6 +81,7 @@ STAGE_PLAN = (M_ARG, SLOTS, GROUP, K, N, _metadata("scales"))
 
 # --- validators (meta-safe: shapes and element types only) ---------------------------------
 
+
 def _check(condition: bool, op: str, message: str) -> None:
     if not condition:
         raise ValueError(f"{op}: {message}")
@@ -89,43 +93,93 @@ def _bank_check(op: str, weights: Any, scales: Any, k: int, n: int, group_size: 
     _check(layout is not None, op, f"metadata must be int32 or uint8, got {_dtype(scales)}")
     words, meta = prepared_shapes(k, n, group_size, layout == THREE_BYTE)
     _check(_dtype(weights) == "int32", op, f"weights must be int32, got {_dtype(weights)}")
-    _check(tuple(weights.shape[1:]) == words, op,
-           f"weights {tuple(weights.shape)} do not hold ({k}, {n}) experts")
-    _check(tuple(scales.shape[1:]) == meta and scales.shape[0] == weights.shape[0], op,
-           f"metadata {tuple(scales.shape)} does not match weights {tuple(weights.shape)} "
-           f"at group {group_size}")
+    _check(
+        tuple(weights.shape[1:]) == words,
+        op,
+        f"weights {tuple(weights.shape)} do not hold ({k}, {n}) experts",
+    )
+    _check(
+        tuple(scales.shape[1:]) == meta and scales.shape[0] == weights.shape[0],
+        op,
+        f"metadata {tuple(scales.shape)} does not match weights {tuple(weights.shape)} "
+        f"at group {group_size}",
+    )
 
 
 def _stage_validate(op: str) -> Any:
-    def validate(out: Any, input: Any, weights: Any, scales: Any, total_slots: int, k: int,
-                 n: int, group_size: int, **_: Any) -> None:
+    def validate(
+        out: Any,
+        input: Any,
+        weights: Any,
+        scales: Any,
+        total_slots: int,
+        k: int,
+        n: int,
+        group_size: int,
+        **_: Any,
+    ) -> None:
         _check(_dtype(input) == FP16 and _dtype(out) == FP16, op, "activations must be float16")
         _check(input.shape[-1] == k, op, f"input width {input.shape[-1]} is not K={k}")
-        _check(tuple(out.shape) == (total_slots, n), op,
-               f"out {tuple(out.shape)} is not ({total_slots}, {n})")
+        _check(
+            tuple(out.shape) == (total_slots, n),
+            op,
+            f"out {tuple(out.shape)} is not ({total_slots}, {n})",
+        )
         _bank_check(op, weights, scales, k, n, group_size)
 
     return validate
 
 
-def _qpn_m1_validate(out: Any, intermediate: Any, input: Any, w13: Any, s13: Any, w2: Any,
-                     s2: Any, ids: Any, topk: Any) -> None:
+def _qpn_m1_validate(
+    out: Any,
+    intermediate: Any,
+    input: Any,
+    w13: Any,
+    s13: Any,
+    w2: Any,
+    s2: Any,
+    ids: Any,
+    topk: Any,
+) -> None:
     """Exact dtype, shape and contiguity of CONTRACTS 6 (alignment and overlap need storage:
     the reference op checks them on real tensors)."""
     layout = layout_of_metadata_dtype(_dtype(s13))
     _check(layout is not None, QPN_M1_OP, f"s13 must be int32 or uint8, got {_dtype(s13)}")
-    args = {"out": out, "intermediate": intermediate, "input": input, "w13": w13, "s13": s13,
-            "w2": w2, "s2": s2, "ids": ids, "topk": topk}
+    args = {
+        "out": out,
+        "intermediate": intermediate,
+        "input": input,
+        "w13": w13,
+        "s13": s13,
+        "w2": w2,
+        "s2": s2,
+        "ids": ids,
+        "topk": topk,
+    }
     for name, spec in qpn_m1_arguments(layout == THREE_BYTE).items():
         t = args[name]
-        _check(_dtype(t) == spec.dtype and tuple(t.shape) == spec.shape and t.is_contiguous(),
-               QPN_M1_OP, f"{name} dtype/shape/contiguity mismatch: expected {spec.dtype} "
-               f"{spec.shape}, got {_dtype(t)} {tuple(t.shape)}")
+        _check(
+            _dtype(t) == spec.dtype and tuple(t.shape) == spec.shape and t.is_contiguous(),
+            QPN_M1_OP,
+            f"{name} dtype/shape/contiguity mismatch: expected {spec.dtype} "
+            f"{spec.shape}, got {_dtype(t)} {tuple(t.shape)}",
+        )
 
 
-def _legacy_validate(out: Any, input: Any, w13: Any, s13: Any, w2: Any, s2: Any,
-                     w13_k: int, w13_n: int, w2_k: int, w2_n: int, group_size: int,
-                     **_: Any) -> None:
+def _legacy_validate(
+    out: Any,
+    input: Any,
+    w13: Any,
+    s13: Any,
+    w2: Any,
+    s2: Any,
+    w13_k: int,
+    w13_n: int,
+    w2_k: int,
+    w2_n: int,
+    group_size: int,
+    **_: Any,
+) -> None:
     op = SINGLE_TOKEN_OP
     _check(_dtype(input) == FP16 and _dtype(out) == FP16, op, "activations must be float16")
     _check(tuple(input.shape) == (1, w13_k), op, f"input {tuple(input.shape)} is not one token")
@@ -134,16 +188,29 @@ def _legacy_validate(out: Any, input: Any, w13: Any, s13: Any, w2: Any, s2: Any,
     _check(_dtype(s13) == _dtype(s2), op, "s13 and s2 must share one metadata layout")
 
 
-def _chunked_validate(out: Any, weights: Any, scales: Any, k: int, n: int, group_size: int,
-                      chunk_tokens: int, num_tokens: int, **_: Any) -> None:
+def _chunked_validate(
+    out: Any,
+    weights: Any,
+    scales: Any,
+    k: int,
+    n: int,
+    group_size: int,
+    chunk_tokens: int,
+    num_tokens: int,
+    **_: Any,
+) -> None:
     op = CHUNKED_W2_OP
-    _check(0 < chunk_tokens < num_tokens, op,
-           f"chunk_tokens {chunk_tokens} must lie in (0, {num_tokens})")
+    _check(
+        0 < chunk_tokens < num_tokens,
+        op,
+        f"chunk_tokens {chunk_tokens} must lie in (0, {num_tokens})",
+    )
     _check(tuple(out.shape[:1]) == (num_tokens,), op, f"out {tuple(out.shape)} rows != M")
     _bank_check(op, weights, scales, k, n, group_size)
 
 
 # --- specs -------------------------------------------------------------------------------
+
 
 def _spec(schema: str, plan: tuple[PlanKey, ...], **kwargs: Any) -> OpSpec:
     spec = OpSpec(schema, plan=plan, **kwargs)
@@ -155,74 +222,106 @@ def _spec(schema: str, plan: tuple[PlanKey, ...], **kwargs: Any) -> OpSpec:
     return spec
 
 
-_STAGE_ARGS = ("Tensor(a!) out, Tensor input, {extra}Tensor weights, Tensor scales, "
-               "{scalars}int num_tokens, int total_slots, int k, int n, int group_size")
+_STAGE_ARGS = (
+    "Tensor(a!) out, Tensor input, {extra}Tensor weights, Tensor scales, "
+    "{scalars}int num_tokens, int total_slots, int k, int n, int group_size"
+)
 
 OPS: dict[str, OpSpec] = {
     QPN_M1_OP: _spec(
         QPN_M1_SCHEMA,
         plan=(PlanKey("m", "dim:input:0"), _key("routed_slots", "dim:ids:1"), _metadata("s13")),
-        pinned=True, validate=_qpn_m1_validate,
+        pinned=True,
+        validate=_qpn_m1_validate,
         doc="QPN M1: W13 + SiLU + W2 + weighted reduction of one token over the prepared "
-            "banks (Qwen3.8 TP4 E512 top-k 10 g32 only)"),
+        "banks (Qwen3.8 TP4 E512 top-k 10 g32 only)",
+    ),
     SINGLE_TOKEN_OP: _spec(
         f"{SINGLE_TOKEN_OP}(Tensor(a!) out, Tensor input, Tensor topk_weights, "
         "Tensor topk_ids, Tensor w13, Tensor s13, Tensor w2, Tensor s2, "
         "Tensor(b!) intermediate, Tensor(c!) scratch, int num_tokens, int total_slots, "
         "int w13_k, int w13_n, int w2_k, int w2_n, int group_size, "
         "int hidden_logical_size) -> ()",
-        plan=(M_ARG, SLOTS, GROUP, _metadata("s13")), validate=_legacy_validate,
-        doc="legacy monolithic single-token route (interleaved W13)"),
+        plan=(M_ARG, SLOTS, GROUP, _metadata("s13")),
+        validate=_legacy_validate,
+        doc="legacy monolithic single-token route (interleaved W13)",
+    ),
     SINGLE_TOKEN_DENSE_W13_OP: _spec(
         f"{SINGLE_TOKEN_DENSE_W13_OP}(Tensor(a!) out, Tensor input, Tensor topk_ids, "
         "Tensor weights, Tensor scales, int num_tokens, int total_slots, int k, int n, "
         "int group_size) -> ()",
-        plan=STAGE_PLAN, validate=_stage_validate(SINGLE_TOKEN_DENSE_W13_OP),
-        doc="decomposed single-token W13 over the routed experts"),
+        plan=STAGE_PLAN,
+        validate=_stage_validate(SINGLE_TOKEN_DENSE_W13_OP),
+        doc="decomposed single-token W13 over the routed experts",
+    ),
     SINGLE_TOKEN_DENSE_STAGE_OP: _spec(
         f"{SINGLE_TOKEN_DENSE_STAGE_OP}(Tensor(a!) out, Tensor input, Tensor topk_ids, "
         "Tensor weights, Tensor scales, int num_tokens, int total_slots, int k, int n, "
         "int group_size) -> ()",
-        plan=STAGE_PLAN, validate=_stage_validate(SINGLE_TOKEN_DENSE_STAGE_OP),
-        doc="decomposed single-token W2 over the routed experts"),
+        plan=STAGE_PLAN,
+        validate=_stage_validate(SINGLE_TOKEN_DENSE_STAGE_OP),
+        doc="decomposed single-token W2 over the routed experts",
+    ),
     WEIGHTED_REDUCE_OP: _spec(
         f"{WEIGHTED_REDUCE_OP}(Tensor(a!) out, Tensor input, Tensor topk_weights, "
         "int num_tokens, int total_slots) -> ()",
-        plan=(M_ARG, SLOTS), doc="single-token weighted reduction of the routed rows"),
+        plan=(M_ARG, SLOTS),
+        doc="single-token weighted reduction of the routed rows",
+    ),
     PERMUTE_OP: _spec(
         f"{PERMUTE_OP}(Tensor input, Tensor topk_ids, Tensor(a!) permuted_input, "
         "Tensor(b!) expert_offsets, Tensor(c!) permuted_idx, Tensor(d!) inv_permuted_idx, "
         "int num_experts, int num_tokens, int total_slots) -> ()",
-        plan=(M_ARG, SLOTS), doc="route rows by expert, materializing the permuted input"),
+        plan=(M_ARG, SLOTS),
+        doc="route rows by expert, materializing the permuted input",
+    ),
     PERMUTE_METADATA_OP: _spec(
         f"{PERMUTE_METADATA_OP}(Tensor topk_ids, Tensor(a!) input_row_indices, "
         "Tensor(b!) expert_offsets, Tensor(c!) permuted_idx, Tensor(d!) inv_permuted_idx, "
         "int num_experts, int num_tokens, int total_slots) -> ()",
-        plan=(M_ARG, SLOTS), doc="route metadata only: input row indices, no materialized copy"),
+        plan=(M_ARG, SLOTS),
+        doc="route metadata only: input row indices, no materialized copy",
+    ),
     INDEXED_W13_OP: _spec(
         f"{INDEXED_W13_OP}("
-        + _STAGE_ARGS.format(extra="Tensor input_row_indices, Tensor expert_offsets, ",
-                             scalars="int num_experts, ") + ") -> ()",
-        plan=STAGE_PLAN, validate=_stage_validate(INDEXED_W13_OP),
-        doc="indexed-A W13 prefill: reads activations through input_row_indices"),
+        + _STAGE_ARGS.format(
+            extra="Tensor input_row_indices, Tensor expert_offsets, ", scalars="int num_experts, "
+        )
+        + ") -> ()",
+        plan=STAGE_PLAN,
+        validate=_stage_validate(INDEXED_W13_OP),
+        doc="indexed-A W13 prefill: reads activations through input_row_indices",
+    ),
     ACTIVE_DENSE_STAGE_OP: _spec(
         f"{ACTIVE_DENSE_STAGE_OP}("
-        + _STAGE_ARGS.format(extra="Tensor permuted_experts_id, Tensor(b!) active_expert_offsets, "
-                                   "Tensor(c!) active_expert_ids, ", scalars="") + ") -> ()",
-        plan=STAGE_PLAN, validate=_stage_validate(ACTIVE_DENSE_STAGE_OP),
-        doc="active-expert grouped dense stage (grouped decode, active exact W2)"),
+        + _STAGE_ARGS.format(
+            extra="Tensor permuted_experts_id, Tensor(b!) active_expert_offsets, "
+            "Tensor(c!) active_expert_ids, ",
+            scalars="",
+        )
+        + ") -> ()",
+        plan=STAGE_PLAN,
+        validate=_stage_validate(ACTIVE_DENSE_STAGE_OP),
+        doc="active-expert grouped dense stage (grouped decode, active exact W2)",
+    ),
     PER_EXPERT_DISPATCH_OP: _spec(
         f"{PER_EXPERT_DISPATCH_OP}("
         + _STAGE_ARGS.format(extra="Tensor expert_offsets, ", scalars="int num_experts, ")
         + ", bool gated_silu) -> ()",
-        plan=STAGE_PLAN, validate=_stage_validate(PER_EXPERT_DISPATCH_OP),
-        doc="batched TurboMind GEMM, one dispatch per active expert"),
+        plan=STAGE_PLAN,
+        validate=_stage_validate(PER_EXPERT_DISPATCH_OP),
+        doc="batched TurboMind GEMM, one dispatch per active expert",
+    ),
     DENSE_STAGE_OP: _spec(
         f"{DENSE_STAGE_OP}("
-        + _STAGE_ARGS.format(extra="Tensor expert_offsets, Tensor dense_expert_ids, ",
-                             scalars="int num_experts, ") + ") -> ()",
-        plan=STAGE_PLAN, validate=_stage_validate(DENSE_STAGE_OP),
-        doc="CUDA-graph-safe dense stage over all experts"),
+        + _STAGE_ARGS.format(
+            extra="Tensor expert_offsets, Tensor dense_expert_ids, ", scalars="int num_experts, "
+        )
+        + ") -> ()",
+        plan=STAGE_PLAN,
+        validate=_stage_validate(DENSE_STAGE_OP),
+        doc="CUDA-graph-safe dense stage over all experts",
+    ),
     CHUNKED_W2_OP: _spec(
         f"{CHUNKED_W2_OP}(Tensor(a!) out, Tensor(b!) sorted_output, Tensor intermediate, "
         "Tensor expert_offsets, Tensor permuted_idx, Tensor topk_weights, "
@@ -231,14 +330,18 @@ OPS: dict[str, OpSpec] = {
         "int group_size, int chunk_tokens) -> ()",
         plan=(*STAGE_PLAN[:5], _key("chunk_tokens", "arg:chunk_tokens"), _metadata("scales")),
         validate=_chunked_validate,
-        doc="W2 and the weighted reduction in token chunks (indexed prefill only)"),
+        doc="W2 and the weighted reduction in token chunks (indexed prefill only)",
+    ),
     UNPERMUTE_OP: _spec(
         f"{UNPERMUTE_OP}(Tensor permuted_hidden_states, Tensor topk_weights, "
         "Tensor inv_permuted_idx, Tensor? expert_first_token_offset, int topk, "
         "Tensor(a!) hidden_states) -> ()",
-        plan=(PlanKey("m", "dim:hidden_states:0"),
-              _key("routed_slots", "dim:permuted_hidden_states:0")),
-        doc="weighted reduction of the routed rows back to token order"),
+        plan=(
+            PlanKey("m", "dim:hidden_states:0"),
+            _key("routed_slots", "dim:permuted_hidden_states:0"),
+        ),
+        doc="weighted reduction of the routed rows back to token order",
+    ),
 }
 MOE_OPS = OPS
 

@@ -30,10 +30,12 @@ from routectl.workload import EngineConfig, Hardware
 
 
 def _context(hardware: Hardware, engine: EngineConfig) -> Mapping[str, Any]:
-    return {"qualified": nvfp4_workload_qualified(engine)[0],
-            "dflash2_qualified": dflash2_verifier_qualified(hardware, engine)[0],
-            "model_quantization": engine.model.quantization if engine.model else None,
-            "capability": hardware.capability}
+    return {
+        "qualified": nvfp4_workload_qualified(engine)[0],
+        "dflash2_qualified": dflash2_verifier_qualified(hardware, engine)[0],
+        "model_quantization": engine.model.quantization if engine.model else None,
+        "capability": hardware.capability,
+    }
 
 
 PROJECT = Project(

@@ -50,11 +50,16 @@ TURBOMIND = METHOD_NAME
 MOE_WNA16 = "MoeWNA16"
 TURBOMIND_GROUPS = (32, 64, 128)
 WNA16_BITS = (4, 8)
-RESIDENT = {(W13, "weights"): "w13_weights", (W13, "metadata"): "w13_metadata",
-            ("w2", "weights"): "w2_weights", ("w2", "metadata"): "w2_metadata"}
+RESIDENT = {
+    (W13, "weights"): "w13_weights",
+    (W13, "metadata"): "w13_metadata",
+    ("w2", "weights"): "w2_weights",
+    ("w2", "metadata"): "w2_metadata",
+}
 
 
 # --- method selection (3.1) -------------------------------------------------------------------
+
 
 def _turbomind_layer(layer: AwqMoeLayer) -> Check:
     """What the TurboMind AWQ MoE method can load: 4-bit with zero points, no bias, group
@@ -65,11 +70,11 @@ def _turbomind_layer(layer: AwqMoeLayer) -> Check:
         return reject("zero_points", "requires zero points")
     if layer.bias:
         return reject("bias", "MoE bias is not supported")
-    for name, group in (("checkpoint", layer.checkpoint_group),
-                        ("prepared", layer.prepared_group)):
+    for name, group in (("checkpoint", layer.checkpoint_group), ("prepared", layer.prepared_group)):
         if group not in TURBOMIND_GROUPS:
-            return reject("group_size", f"{name} group {group} not in "
-                                        f"{', '.join(map(str, TURBOMIND_GROUPS))}")
+            return reject(
+                "group_size", f"{name} group {group} not in {', '.join(map(str, TURBOMIND_GROUPS))}"
+            )
     return layer.partition_check()
 
 
@@ -87,8 +92,9 @@ def _evaluation(check: Check, stage: str) -> Evaluation:
     return Evaluation.failed(reason, stage)
 
 
-def select_method(layer: AwqMoeLayer, policy: ResolvedPolicy, hardware: Hardware,
-                  ns: NativeNamespace) -> Selection:
+def select_method(
+    layer: AwqMoeLayer, policy: ResolvedPolicy, hardware: Hardware, ns: NativeNamespace
+) -> Selection:
     """TurboMind AWQ MoE (family gate, layer, ops) then MoeWNA16, every verdict kept."""
 
     def turbomind() -> Evaluation:
@@ -104,11 +110,16 @@ def select_method(layer: AwqMoeLayer, policy: ResolvedPolicy, hardware: Hardware
             return Evaluation.failed(missing_ops_reason("AWQ MoE", missing), "ops")
         return result
 
-    return select([(TURBOMIND, turbomind),
-                   (MOE_WNA16, lambda: _evaluation(_wna16_layer(layer), "capability"))])
+    return select(
+        [
+            (TURBOMIND, turbomind),
+            (MOE_WNA16, lambda: _evaluation(_wna16_layer(layer), "capability")),
+        ]
+    )
 
 
 # --- load-time decision ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MoePlan:
@@ -121,8 +132,9 @@ class MoePlan:
     w13_interleaved: bool = False
 
 
-def _legacy_lane(batched: bool, legacy_compact: bool, ns: NativeNamespace, layer_id: int
-                 ) -> tuple[bool, str | None]:
+def _legacy_lane(
+    batched: bool, legacy_compact: bool, ns: NativeNamespace, layer_id: int
+) -> tuple[bool, str | None]:
     """Built when batched for this layer, legacy_compact and the monolithic op is present."""
     if not batched:
         return False, f"batched GEMM is off for layer {layer_id}"
@@ -134,59 +146,84 @@ def _legacy_lane(batched: bool, legacy_compact: bool, ns: NativeNamespace, layer
     return True, None
 
 
-def decide_awq_moe(spec: Mapping[str, Any] | AwqMoeLayer, policy: ResolvedPolicy,
-                   hardware: Hardware, engine: EngineConfig, ns: NativeNamespace) -> MoePlan:
+def decide_awq_moe(
+    spec: Mapping[str, Any] | AwqMoeLayer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+) -> MoePlan:
     """Select the method and resolve every load-time route fact; raises SelectionError when
     nothing can load the layer or an explicit request cannot be served."""
     layer = spec if isinstance(spec, AwqMoeLayer) else AwqMoeLayer.for_rank(spec, engine.tp)
     cc = hardware.capability
     selection = select_method(layer, policy, hardware, ns)
     if selection.chosen is None:
-        raise SelectionError("no_moe_method", f"no AWQ MoE method can load {layer.prefix}: "
-                             f"{selection.reasons_text()}", selection.verdicts)
+        raise SelectionError(
+            "no_moe_method",
+            f"no AWQ MoE method can load {layer.prefix}: {selection.reasons_text()}",
+            selection.verdicts,
+        )
     fallbacks: list[Fallback] = []
     if selection.fallback:
         first = selection.verdicts[0]
-        fallbacks.append(Fallback("sm70_turbomind.awq_moe", True, False,
-                                  first.message or ""))
+        fallbacks.append(Fallback("sm70_turbomind.awq_moe", True, False, first.message or ""))
     if selection.chosen == MOE_WNA16:
         return MoePlan(Decision(MOE_WNA16, selection, cc, None, {}, tuple(fallbacks)), layer)
 
     s = policy.section("sm70_awq_moe")
     try:
-        batched = layer_batched(s.batched, layer.layer_id, s.layer_allowlist,
-                                s.layer_denylist)
+        batched = layer_batched(s.batched, layer.layer_id, s.layer_allowlist, s.layer_denylist)
         legacy, legacy_reason = _legacy_lane(batched, s.legacy_compact, ns, layer.layer_id)
         compact_shape_ok = st.compact_shape(layer)[0]
         compact = resolve_compact_metadata(
-            s.compact_metadata, policy.is_explicit(key("compact_metadata")),
-            ns.has_op(PREPARE_COMPACT_OP), compact_shape_ok,
-            requested_by=requested_by(policy, key("compact_metadata")))
+            s.compact_metadata,
+            policy.is_explicit(key("compact_metadata")),
+            ns.has_op(PREPARE_COMPACT_OP),
+            compact_shape_ok,
+            requested_by=requested_by(policy, key("compact_metadata")),
+        )
         if compact.fallback:
             fallbacks.append(Fallback(key("compact_metadata"), True, False, compact.fallback))
         qpn = admit_qpn_m1(
-            s.qpn_m1, policy.is_explicit(key("qpn_m1")), st.qpn_m1_contract(layer, legacy),
-            _qpn_native(cc, ns), requested_by=requested_by(policy, key("qpn_m1")))
+            s.qpn_m1,
+            policy.is_explicit(key("qpn_m1")),
+            st.qpn_m1_contract(layer, legacy),
+            _qpn_native(cc, ns),
+            requested_by=requested_by(policy, key("qpn_m1")),
+        )
         grouped_contract = st.grouped_contract(layer)
         grouped = bool(s.active_grouped_decode) and grouped_contract[0]
         indexed = admit_indexed_prefill(
-            s.indexed_prefill, policy.is_explicit(key("indexed_prefill")),
+            s.indexed_prefill,
+            policy.is_explicit(key("indexed_prefill")),
             st.indexed_prefill_contract(layer, batched),
             missing_ops(ns, (INDEXED_W13_OP, PERMUTE_METADATA_OP)),
-            requested_by=requested_by(policy, key("indexed_prefill")))
+            requested_by=requested_by(policy, key("indexed_prefill")),
+        )
         if indexed.fallback:
             fallbacks.append(Fallback(key("indexed_prefill"), True, False, indexed.fallback))
-        chunk = resolve_w2_chunk_tokens(s.w2_chunk_tokens, indexed.value,
-                                        ns.has_op(CHUNKED_W2_OP))
+        chunk = resolve_w2_chunk_tokens(s.w2_chunk_tokens, indexed.value, ns.has_op(CHUNKED_W2_OP))
     except SelectionError as exc:
         raise SelectionError(exc.code, exc.message, selection.verdicts) from None
 
     route = LoadedRoute(
-        capability=cc, batched=batched, legacy_lane=legacy, legacy_lane_reason=legacy_reason,
-        qpn_m1=qpn, grouped_decode=grouped, indexed_prefill=bool(indexed.value),
-        chunk_tokens=chunk, strict_w13=bool(s.strict_w13), exact_w2=bool(s.exact_w2),
-        active_exact_w2=bool(s.active_exact_w2), token_cap=int(s.max_batched_tokens),
-        hidden=layer.hidden, w2_n=layer.w2_n, experts=layer.num_experts)
+        capability=cc,
+        batched=batched,
+        legacy_lane=legacy,
+        legacy_lane_reason=legacy_reason,
+        qpn_m1=qpn,
+        grouped_decode=grouped,
+        indexed_prefill=bool(indexed.value),
+        chunk_tokens=chunk,
+        strict_w13=bool(s.strict_w13),
+        exact_w2=bool(s.exact_w2),
+        active_exact_w2=bool(s.active_exact_w2),
+        token_cap=int(s.max_batched_tokens),
+        hidden=layer.hidden,
+        w2_n=layer.w2_n,
+        experts=layer.num_experts,
+    )
     flags = {
         "batched": batched,
         "legacy_lane": legacy,
@@ -200,8 +237,9 @@ def decide_awq_moe(spec: Mapping[str, Any] | AwqMoeLayer, policy: ResolvedPolicy
         "prepare_op": PREPARE_COMPACT_OP if compact.value else PREPARE_OP,
         "token_cap": route.token_cap,
     }
-    decision = Decision(TURBOMIND, selection, cc, metadata_layout(bool(compact.value)), flags,
-                        tuple(fallbacks))
+    decision = Decision(
+        TURBOMIND, selection, cc, metadata_layout(bool(compact.value)), flags, tuple(fallbacks)
+    )
     return MoePlan(decision, layer, route, bool(compact.value), w13_interleaved=legacy)
 
 
@@ -214,8 +252,14 @@ def _qpn_native(capability: int, ns: NativeNamespace) -> Check:
 
 # --- preparation and dispatch ---------------------------------------------------------------
 
-def prepare_banks(ns: NativeNamespace, layer: AwqMoeLayer, checkpoint: MoeCheckpoint,
-                  compact: bool, w13_interleaved: bool) -> st.PreparedBanks:
+
+def prepare_banks(
+    ns: NativeNamespace,
+    layer: AwqMoeLayer,
+    checkpoint: MoeCheckpoint,
+    compact: bool,
+    w13_interleaved: bool,
+) -> st.PreparedBanks:
     """Prepare every expert of W13 (interleaved when the legacy lane is built) then of W2,
     one call per expert, stacked into resident (E, ...) banks."""
     op = PREPARE_COMPACT_OP if compact else PREPARE_OP
@@ -224,35 +268,40 @@ def prepare_banks(ns: NativeNamespace, layer: AwqMoeLayer, checkpoint: MoeCheckp
         source = checkpoint.bank(bank)
         experts = layer.num_experts
         if len(source) != experts:
-            raise ValueError(f"{bank} checkpoint has {len(source)} experts, the layer "
-                             f"{experts}")
-        scalars = {"group_size": layer.checkpoint_group,
-                   "interleave_gated_silu": w13_interleaved and bank == W13}
+            raise ValueError(f"{bank} checkpoint has {len(source)} experts, the layer {experts}")
+        scalars = {
+            "group_size": layer.checkpoint_group,
+            "interleave_gated_silu": w13_interleaved and bank == W13,
+        }
         shared = source.shared()
         if shared is not None:
             qweight, scales, qzeros = shared
-            words, meta = ns.call_repeated(op, experts, kernel=qweight, scaling_factors=scales,
-                                           zeros=qzeros, **scalars)
+            words, meta = ns.call_repeated(
+                op, experts, kernel=qweight, scaling_factors=scales, zeros=qzeros, **scalars
+            )
             out[bank] = _bank_of(words, meta, experts, broadcast=True)
             continue
         first: Any = None
         for e, (qweight, scales, qzeros) in enumerate(
-                zip(source.qweight, source.scales, source.qzeros, strict=True)):
-            words, meta = ns.call(op, kernel=qweight, scaling_factors=scales, zeros=qzeros,
-                                  **scalars)
+            zip(source.qweight, source.scales, source.qzeros, strict=True)
+        ):
+            words, meta = ns.call(
+                op, kernel=qweight, scaling_factors=scales, zeros=qzeros, **scalars
+            )
             if first is None:
                 first = (words, meta)
                 banks = _bank_of(words, meta, experts, broadcast=False)
             elif words.shape != first[0].shape or meta.shape != first[1].shape:
-                raise ValueError(f"{op} returned {tuple(words.shape)}/{tuple(meta.shape)} for "
-                                 f"expert {e} of {bank}, expert 0 gave "
-                                 f"{tuple(first[0].shape)}/{tuple(first[1].shape)}")
+                raise ValueError(
+                    f"{op} returned {tuple(words.shape)}/{tuple(meta.shape)} for "
+                    f"expert {e} of {bank}, expert 0 gave "
+                    f"{tuple(first[0].shape)}/{tuple(first[1].shape)}"
+                )
             if words.device.type != "meta":
                 banks[0][e].copy_(words)
                 banks[1][e].copy_(meta)
         out[bank] = banks
-    return st.PreparedBanks(out[W13][0], out[W13][1], out["w2"][0], out["w2"][1],
-                            w13_interleaved)
+    return st.PreparedBanks(out[W13][0], out[W13][1], out["w2"][0], out["w2"][1], w13_interleaved)
 
 
 def _bank_of(words: Any, meta: Any, experts: int, *, broadcast: bool) -> tuple[Any, Any]:
@@ -260,8 +309,9 @@ def _bank_of(words: Any, meta: Any, experts: int, *, broadcast: bool) -> tuple[A
     into every slot when `broadcast` (meta tensors hold no data: nothing is copied)."""
     import torch
 
-    banks = tuple(torch.empty((experts, *t.shape), dtype=t.dtype, device=t.device)
-                  for t in (words, meta))
+    banks = tuple(
+        torch.empty((experts, *t.shape), dtype=t.dtype, device=t.device) for t in (words, meta)
+    )
     if broadcast and words.device.type != "meta":
         for bank, tensor in zip(banks, (words, meta), strict=True):
             bank.copy_(tensor.unsqueeze(0).expand_as(bank))
@@ -283,9 +333,15 @@ def bank_bytes(prepared: PreparedLayer) -> dict[str, Any]:
     return {**base, "weights": weights, "metadata": metadata, **banks}
 
 
-def load_awq_moe(layer: Mapping[str, Any] | AwqMoeLayer, policy: ResolvedPolicy,
-                 hardware: Hardware, engine: EngineConfig, ns: NativeNamespace, *,
-                 tensors: MoeCheckpoint | None = None) -> PreparedLayer:
+def load_awq_moe(
+    layer: Mapping[str, Any] | AwqMoeLayer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+    *,
+    tensors: MoeCheckpoint | None = None,
+) -> PreparedLayer:
     """Decide, prepare the banks (meta checkpoint when `tensors` is None) and return the
     loaded layer. `apply(x, topk_ids, topk_weights)` runs one call of M = x.shape[0] tokens;
     `state["route"](x, topk_ids, topk_weights)` explains it without running it."""
@@ -300,8 +356,13 @@ def load_awq_moe(layer: Mapping[str, Any] | AwqMoeLayer, policy: ResolvedPolicy,
     def route(x: Any, topk_ids: Any, topk_weights: Any) -> RouteChoice:
         return select_route(CallFacts.of(x, topk_ids, topk_weights), loaded, ns)
 
-    state: dict[str, Any] = {"layer": plan.layer, "route": route, "loaded": loaded,
-                             "banks": banks, "last_route": None}
+    state: dict[str, Any] = {
+        "layer": plan.layer,
+        "route": route,
+        "loaded": loaded,
+        "banks": banks,
+        "last_route": None,
+    }
 
     def apply(x: Any, topk_ids: Any = None, topk_weights: Any = None) -> Any:
         if topk_ids is None or topk_weights is None:
@@ -312,18 +373,35 @@ def load_awq_moe(layer: Mapping[str, Any] | AwqMoeLayer, policy: ResolvedPolicy,
         state["last_route"] = choice
         return dispatcher.run(choice.plan, x, topk_ids, topk_weights)
 
-    resident = {RESIDENT[(W13, "weights")]: banks.w13, RESIDENT[(W13, "metadata")]: banks.s13,
-                RESIDENT[("w2", "weights")]: banks.w2, RESIDENT[("w2", "metadata")]: banks.s2}
+    resident = {
+        RESIDENT[(W13, "weights")]: banks.w13,
+        RESIDENT[(W13, "metadata")]: banks.s13,
+        RESIDENT[("w2", "weights")]: banks.w2,
+        RESIDENT[("w2", "metadata")]: banks.s2,
+    }
     return PreparedLayer(decision=plan.decision, resident=resident, apply=apply, state=state)
 
 
-def select_awq_moe(layer: Mapping[str, Any] | AwqMoeLayer, policy: ResolvedPolicy,
-                   hardware: Hardware, engine: EngineConfig, ns: NativeNamespace
-                   ) -> PreparedLayer:
+def select_awq_moe(
+    layer: Mapping[str, Any] | AwqMoeLayer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+) -> PreparedLayer:
     """The family's entry for `routectl.select`: the decision only, nothing prepared."""
     plan = decide_awq_moe(layer, policy, hardware, engine, ns)
     return PreparedLayer(decision=plan.decision, state={"layer": plan.layer})
 
 
-__all__ = ["MOE_WNA16", "TURBOMIND", "MoePlan", "bank_bytes", "decide_awq_moe",
-           "load_awq_moe", "prepare_banks", "select_awq_moe", "select_method"]
+__all__ = [
+    "MOE_WNA16",
+    "TURBOMIND",
+    "MoePlan",
+    "bank_bytes",
+    "decide_awq_moe",
+    "load_awq_moe",
+    "prepare_banks",
+    "select_awq_moe",
+    "select_method",
+]

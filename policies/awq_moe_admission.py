@@ -54,6 +54,7 @@ def requested_by(policy: ResolvedPolicy, field_key: str, value: Any = 1) -> str:
 
 # --- family gate (3.1) ---------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Gate:
     """The family gate's verdict with its selection stage (policy or capability)."""
@@ -69,24 +70,36 @@ def family_gate(capability: int, policy: ResolvedPolicy) -> Gate:
     use_turbomind(sm70_turbomind.awq_moe) and not sm70_awq_moe.disable."""
     values = dict(policy.values)
     if policy.value(key("disable")):
-        return Gate(False, "moe_disabled",
-                    f"disabled by {_source_text(policy, key('disable'))}; MoeWNA16 serves the "
-                    "layer", "policy")
+        return Gate(
+            False,
+            "moe_disabled",
+            f"disabled by {_source_text(policy, key('disable'))}; MoeWNA16 serves the layer",
+            "policy",
+        )
     if not use_turbomind(policy.value("sm70_turbomind.awq_moe"), values):
         backend = policy.value("sm70_turbomind.quant_backend")
         if backend == "marlin":
-            return Gate(False, "backend_override",
-                        "disabled by the legacy quantization backend override "
-                        f"({_source_text(policy, 'sm70_turbomind.quant_backend')} = marlin)",
-                        "policy")
-        return Gate(False, "turbomind_off",
-                    "TurboMind AWQ MoE provider off "
-                    f"({_source_text(policy, 'sm70_turbomind.awq_moe')})", "policy")
+            return Gate(
+                False,
+                "backend_override",
+                "disabled by the legacy quantization backend override "
+                f"({_source_text(policy, 'sm70_turbomind.quant_backend')} = marlin)",
+                "policy",
+            )
+        return Gate(
+            False,
+            "turbomind_off",
+            f"TurboMind AWQ MoE provider off ({_source_text(policy, 'sm70_turbomind.awq_moe')})",
+            "policy",
+        )
     low, high = FAMILY_CAPABILITIES
     if not low <= capability < high:
-        return Gate(False, "capability",
-                    f"requires {low} <= capability < {high} (Volta), got capability "
-                    f"{capability}", "capability")
+        return Gate(
+            False,
+            "capability",
+            f"requires {low} <= capability < {high} (Volta), got capability {capability}",
+            "capability",
+        )
     return Gate(True)
 
 
@@ -101,6 +114,7 @@ def _source_text(policy: ResolvedPolicy, field_key: str) -> str:
 
 # --- per-layer batched GEMM ---------------------------------------------------------------
 
+
 def layer_in_list(layer_id: int, entries: Sequence[str]) -> bool:
     """Whether `layer_id` is named by an entry ("7") or a range ("3-9", inclusive)."""
     for entry in entries:
@@ -110,14 +124,19 @@ def layer_in_list(layer_id: int, entries: Sequence[str]) -> bool:
     return False
 
 
-def layer_batched(batched: bool, layer_id: int, allowlist: Sequence[str],
-                  denylist: Sequence[str]) -> bool:
+def layer_batched(
+    batched: bool, layer_id: int, allowlist: Sequence[str], denylist: Sequence[str]
+) -> bool:
     """batched and (no allowlist or id in it) and id not in the denylist."""
-    return (bool(batched) and (not allowlist or layer_in_list(layer_id, allowlist))
-            and not layer_in_list(layer_id, denylist))
+    return (
+        bool(batched)
+        and (not allowlist or layer_in_list(layer_id, allowlist))
+        and not layer_in_list(layer_id, denylist)
+    )
 
 
 # --- compact metadata -----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -127,8 +146,14 @@ class Outcome:
     fallback: str | None = None
 
 
-def resolve_compact_metadata(requested: bool, explicit: bool, native_available: bool,
-                             shape_ok: bool, *, requested_by: str | None = None) -> Outcome:
+def resolve_compact_metadata(
+    requested: bool,
+    explicit: bool,
+    native_available: bool,
+    shape_ok: bool,
+    *,
+    requested_by: str | None = None,
+) -> Outcome:
     """3-byte metadata (True) or 4-byte (False); an explicit request that cannot be served
     raises, a default one falls back to 4-byte with a reason."""
     if not requested:
@@ -137,24 +162,36 @@ def resolve_compact_metadata(requested: bool, explicit: bool, native_available: 
         return Outcome(True)
     who = requested_by or f"{variable(key('compact_metadata'))}=1"
     if explicit and not native_available:
-        raise SelectionError("compact_metadata_native_missing",
-                             f"{who} requires an SM70 build with {PREPARE_COMPACT_OP}.")
+        raise SelectionError(
+            "compact_metadata_native_missing",
+            f"{who} requires an SM70 build with {PREPARE_COMPACT_OP}.",
+        )
     if explicit:
-        raise SelectionError("compact_metadata_shape",
-                             f"{who} currently requires the exact Qwen3.8 TP4 E512 native-g32 "
-                             "W13/W2 shapes.")
+        raise SelectionError(
+            "compact_metadata_shape",
+            f"{who} currently requires the exact Qwen3.8 TP4 E512 native-g32 W13/W2 shapes.",
+        )
     return Outcome(False, NO_COMPACT_OP if not native_available else UNSUPPORTED_SHAPE)
 
 
 # --- QPN M1 -------------------------------------------------------------------------------
 
-def admit_qpn_m1(requested: bool, explicit: bool, contract: Check, native: Check, *,
-                 requested_by: str | None = None) -> bool:
+
+def admit_qpn_m1(
+    requested: bool,
+    explicit: bool,
+    contract: Check,
+    native: Check,
+    *,
+    requested_by: str | None = None,
+) -> bool:
     """Load admission: requested and the QPN M1 contract and the native op (+ SM70)."""
     if not requested:
         return False
-    for (ok, reason), core, code in ((contract, QPN_M1_CONTRACT_MESSAGE, "qpn_m1_contract"),
-                                     (native, QPN_M1_NATIVE_MESSAGE, "qpn_m1_native_missing")):
+    for (ok, reason), core, code in (
+        (contract, QPN_M1_CONTRACT_MESSAGE, "qpn_m1_contract"),
+        (native, QPN_M1_NATIVE_MESSAGE, "qpn_m1_native_missing"),
+    ):
         if not ok:
             if explicit:
                 who = requested_by or f"{variable(key('qpn_m1'))}=1"
@@ -173,8 +210,11 @@ class TensorFacts:
 
     @classmethod
     def of(cls, tensor: Any) -> TensorFacts:
-        return cls(tuple(int(d) for d in tensor.shape),
-                   str(tensor.dtype).removeprefix("torch."), bool(tensor.is_contiguous()))
+        return cls(
+            tuple(int(d) for d in tensor.shape),
+            str(tensor.dtype).removeprefix("torch."),
+            bool(tensor.is_contiguous()),
+        )
 
     def describe(self) -> str:
         layout = "contiguous" if self.contiguous else "non-contiguous"
@@ -209,8 +249,7 @@ def qpn_m1_call(call: CallFacts) -> Check:
     for name, facts in (("input", call.x), ("ids", call.ids), ("topk", call.weights)):
         spec = specs[name]
         if facts.shape != spec.shape or facts.dtype != spec.dtype or not facts.contiguous:
-            wrong.append(f"{name} {facts.describe()} (needs {spec.dtype} {spec.shape} "
-                         "contiguous)")
+            wrong.append(f"{name} {facts.describe()} (needs {spec.dtype} {spec.shape} contiguous)")
     if wrong:
         return reject("call_inputs", "QPN M1 call inputs: " + ", ".join(wrong))
     return OK
@@ -218,13 +257,22 @@ def qpn_m1_call(call: CallFacts) -> Check:
 
 # --- grouped decode ---------------------------------------------------------------------------
 
+
 def within_cap(m: int, cap: int) -> bool:
     """The batched decode token cap: <= 0 is unbounded."""
     return cap <= 0 or m <= cap
 
 
-def grouped_decode_call(loaded: bool, batched: bool, m: int, top_k: int, cap: int,
-                        strict_w13: bool, exact_w2: bool, active_exact_w2: bool) -> Check:
+def grouped_decode_call(
+    loaded: bool,
+    batched: bool,
+    m: int,
+    top_k: int,
+    cap: int,
+    strict_w13: bool,
+    exact_w2: bool,
+    active_exact_w2: bool,
+) -> Check:
     """Per call: admitted at load, batched, 2 <= M <= 8, top-k 10, within the cap, and none
     of strict_w13, exact_w2, active_exact_w2. No op check: never fails a load."""
     lo, hi = GROUPED_TOKENS
@@ -238,8 +286,11 @@ def grouped_decode_call(loaded: bool, batched: bool, m: int, top_k: int, cap: in
         return reject("top_k", f"top-k {top_k} (needs {QWEN38_TOP_K})")
     if not within_cap(m, cap):
         return reject("token_cap", f"M = {m} above the batched decode cap {cap}")
-    for flag, name in ((strict_w13, "strict_w13"), (exact_w2, "exact_w2"),
-                       (active_exact_w2, "active_exact_w2")):
+    for flag, name in (
+        (strict_w13, "strict_w13"),
+        (exact_w2, "exact_w2"),
+        (active_exact_w2, "active_exact_w2"),
+    ):
         if flag:
             return reject("policy", f"disabled by {key(name)}")
     return OK
@@ -247,9 +298,15 @@ def grouped_decode_call(loaded: bool, batched: bool, m: int, top_k: int, cap: in
 
 # --- indexed prefill ------------------------------------------------------------------------
 
-def admit_indexed_prefill(requested: bool, explicit: bool, contract: Check,
-                          missing: Sequence[str], *, requested_by: str | None = None
-                          ) -> Outcome:
+
+def admit_indexed_prefill(
+    requested: bool,
+    explicit: bool,
+    contract: Check,
+    missing: Sequence[str],
+    *,
+    requested_by: str | None = None,
+) -> Outcome:
     """Load admission. Off silently on layers outside the contract (explicit or not); with
     its ops missing a default falls back to the materialized input, an explicit request
     raises."""
@@ -259,11 +316,15 @@ def admit_indexed_prefill(requested: bool, explicit: bool, contract: Check,
         names = ", ".join(missing)
         if explicit:
             who = requested_by or f"{variable(key('indexed_prefill'))}=1"
-            raise SelectionError("indexed_prefill_native_missing",
-                                 f"{who}: the explicit indexed prefill route requires native "
-                                 f"operators [{names}]")
-        return Outcome(False, f"missing native indexed prefill operators: [{names}]; using "
-                              "the materialized-input route")
+            raise SelectionError(
+                "indexed_prefill_native_missing",
+                f"{who}: the explicit indexed prefill route requires native operators [{names}]",
+            )
+        return Outcome(
+            False,
+            f"missing native indexed prefill operators: [{names}]; using "
+            "the materialized-input route",
+        )
     return Outcome(True)
 
 
@@ -276,8 +337,9 @@ def indexed_prefill_call(admitted: bool, call: CallFacts, hidden: int) -> Check:
         return reject(TOKEN_COUNT_CODE, f"M = {m} below {INDEXED_MIN_TOKENS}")
     x = call.x
     if len(x.shape) != 2 or x.shape[1] != hidden or x.dtype != "float16" or not x.contiguous:
-        return reject("call_inputs", f"input {x.describe()} (needs float16 (M, {hidden}) "
-                                     "contiguous)")
+        return reject(
+            "call_inputs", f"input {x.describe()} (needs float16 (M, {hidden}) contiguous)"
+        )
     if call.ids.shape != (m, QWEN38_TOP_K):
         return reject("top_k", f"ids {call.ids.shape} (needs ({m}, {QWEN38_TOP_K}))")
     return OK
@@ -285,15 +347,17 @@ def indexed_prefill_call(admitted: bool, call: CallFacts, hidden: int) -> Check:
 
 # --- chunked W2 -------------------------------------------------------------------------------
 
+
 def resolve_w2_chunk_tokens(value: int, indexed_admitted: bool, op_available: bool) -> int:
     """The stored chunk: the value when indexed prefill is admitted and the op is present,
     else 0; a value > 0 with indexed prefill admitted but the op missing fails the load."""
     if value <= 0 or not indexed_admitted:
         return 0
     if not op_available:
-        raise SelectionError("chunked_w2_native_missing",
-                             f"{key('w2_chunk_tokens')}={value} requires the native op "
-                             f"{CHUNKED_W2_OP}")
+        raise SelectionError(
+            "chunked_w2_native_missing",
+            f"{key('w2_chunk_tokens')}={value} requires the native op {CHUNKED_W2_OP}",
+        )
     return value
 
 
@@ -305,8 +369,9 @@ def full_scratch_bytes(m: int, top_k: int, w2_n: int) -> int:
     return m * top_k * w2_n * 2
 
 
-def chunked_w2_call(indexed_w13: bool, chunk: int, m: int, top_k: int, w2_n: int,
-                    experts: int) -> Check:
+def chunked_w2_call(
+    indexed_w13: bool, chunk: int, m: int, top_k: int, w2_n: int, experts: int
+) -> Check:
     """Per call: indexed W13, 0 < chunk < M, and the chunk scratch smaller than the full
     sorted output."""
     if chunk <= 0:
@@ -318,8 +383,7 @@ def chunked_w2_call(indexed_w13: bool, chunk: int, m: int, top_k: int, w2_n: int
     chunked = chunk_scratch_bytes(chunk, top_k, w2_n, experts)
     full = full_scratch_bytes(m, top_k, w2_n)
     if chunked >= full:
-        return reject("scratch", f"chunk scratch {chunked} B is not below the full "
-                                 f"{full} B")
+        return reject("scratch", f"chunk scratch {chunked} B is not below the full {full} B")
     return OK
 
 
@@ -327,6 +391,5 @@ def active_exact_w2_call(active_exact_w2: bool, m: int, top_k: int) -> Check:
     if not active_exact_w2:
         return reject("policy", f"{key('active_exact_w2')} is off")
     if m * top_k > ACTIVE_EXACT_W2_MAX_SLOTS:
-        return reject(TOKEN_COUNT_CODE, f"M*top_k = {m * top_k} above "
-                                     f"{ACTIVE_EXACT_W2_MAX_SLOTS}")
+        return reject(TOKEN_COUNT_CODE, f"M*top_k = {m * top_k} above {ACTIVE_EXACT_W2_MAX_SLOTS}")
     return OK

@@ -44,8 +44,9 @@ CombinedSplitRule = Callable[[EngineConfig, GdnLayout], Check]
 
 
 def local_layout_rule(engine: EngineConfig, layout: GdnLayout) -> Check:
-    return can_implement_combined_split(COMBINED_SPLIT_QUERY_ROWS, COMBINED_SPLIT_DTYPE,
-                                        *layout.local_widths(engine.tp))
+    return can_implement_combined_split(
+        COMBINED_SPLIT_QUERY_ROWS, COMBINED_SPLIT_DTYPE, *layout.local_widths(engine.tp)
+    )
 
 
 def selector_engine(engine: EngineConfig) -> bool:
@@ -53,25 +54,34 @@ def selector_engine(engine: EngineConfig) -> bool:
     return engine.spec_method == SELECTOR_METHOD and engine.selector_top_k > 0
 
 
-def guard_prerequisites(field: str, policy: ResolvedPolicy, hardware: Hardware,
-                        engine: EngineConfig) -> Check:
+def guard_prerequisites(
+    field: str, policy: ResolvedPolicy, hardware: Hardware, engine: EngineConfig
+) -> Check:
     """The three conditions every GDN guard shares, in order."""
     key = f"{SECTION}.{field}"
     if not policy.value(key):
-        return reject("policy_disabled", f"kernel_config.{key} is false "
-                      f"({policy.source(key)})")
+        return reject("policy_disabled", f"kernel_config.{key} is false ({policy.source(key)})")
     if hardware.capability != GDN_CAPABILITY:
-        return reject("capability_not_70", f"capability {hardware.capability} is not exactly "
-                      f"{GDN_CAPABILITY}")
+        return reject(
+            "capability_not_70", f"capability {hardware.capability} is not exactly {GDN_CAPABILITY}"
+        )
     if not selector_engine(engine):
-        return reject("not_dflash_selector", f"not a DFlash selector engine (speculative "
-                      f"method {engine.spec_method}, selector_top_k {engine.selector_top_k})")
+        return reject(
+            "not_dflash_selector",
+            f"not a DFlash selector engine (speculative "
+            f"method {engine.spec_method}, selector_top_k {engine.selector_top_k})",
+        )
     return OK
 
 
-def gdn_admissions(policy: ResolvedPolicy, hardware: Hardware, engine: EngineConfig,
-                   layout: GdnLayout, *, combined_rule: CombinedSplitRule = local_layout_rule
-                   ) -> list[tuple[str, Check]]:
+def gdn_admissions(
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    layout: GdnLayout,
+    *,
+    combined_rule: CombinedSplitRule = local_layout_rule,
+) -> list[tuple[str, Check]]:
     """The four GDN guards, (attribute, check), in the contract's order."""
     out: list[tuple[str, Check]] = []
     for guard, field in GDN_GUARDS:

@@ -24,8 +24,9 @@ def _linear_meta_tensors(layer: Any) -> Any:
 def _linear_inputs(layer: Any, prepared: PreparedLayer, m: int) -> tuple[Any, ...]:
     import torch
 
-    return (torch.empty((m, layer.input_size), dtype=getattr(torch, layer.act_dtype),
-                        device="meta"),)
+    return (
+        torch.empty((m, layer.input_size), dtype=getattr(torch, layer.act_dtype), device="meta"),
+    )
 
 
 def _moe_inputs(layer: Any, prepared: PreparedLayer, m: int) -> tuple[Any, ...]:
@@ -41,8 +42,9 @@ def _moe_last_call(prepared: PreparedLayer) -> Mapping[str, Any] | None:
 
 
 def _linear(load: Any) -> LayerLoader:
-    return LayerLoader(load, meta_tensors=_linear_meta_tensors, call_inputs=_linear_inputs,
-                       takes_workspace=True)
+    return LayerLoader(
+        load, meta_tensors=_linear_meta_tensors, call_inputs=_linear_inputs, takes_workspace=True
+    )
 
 
 ENGINE_LOADERS: Mapping[str, LayerLoader] = {
@@ -51,8 +53,12 @@ ENGINE_LOADERS: Mapping[str, LayerLoader] = {
     "sm75-nvfp4-linear": _linear(load_turing_nvfp4),
     "sm70-fp8-linear": _linear(load_fp8_sm70),
     "sm75-fp8-linear": _linear(load_turing_fp8),
-    "sm70-awq-moe": LayerLoader(load_awq_moe, meta_tensors=lambda layer: None,
-                                call_inputs=_moe_inputs, last_call=_moe_last_call),
+    "sm70-awq-moe": LayerLoader(
+        load_awq_moe,
+        meta_tensors=lambda layer: None,
+        call_inputs=_moe_inputs,
+        last_call=_moe_last_call,
+    ),
 }
 
 __all__ = ["ENGINE_LOADERS"]

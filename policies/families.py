@@ -38,15 +38,19 @@ class Family:
 
 FAMILIES: tuple[Family, ...] = (
     Family("sm70-nvfp4-linear", ("sm70_turbomind", "sm70_nvfp4"), lambda cc: cc == 70),
-    Family("sm70-awq-linear", ("sm70_turbomind", "sm70_awq", "sm70_awq_moe.tune_small_shapes"),
-           lambda cc: cc == 70),
+    Family(
+        "sm70-awq-linear",
+        ("sm70_turbomind", "sm70_awq", "sm70_awq_moe.tune_small_shapes"),
+        lambda cc: cc == 70,
+    ),
     Family("sm70-awq-moe", ("sm70_turbomind", "sm70_awq_moe"), lambda cc: 70 <= cc < 75),
     Family("sm70-fp8-linear", ("sm70_turbomind", "sm70_fp8"), lambda cc: 70 <= cc < 75),
     Family("sm75-linear", ("sm70_turbomind", "sm70_nvfp4", "sm70_fp8"), lambda cc: cc == 75),
     # The verifier's options are read whatever the GPU (its GDN guards check capability 70
     # themselves); upstream hashes them under the method/explicit rule alone.
-    Family("sm70-dflash2-verifier", (DFLASH2_SECTION,), lambda cc: True,
-           hashed_when=dflash2_hashed),
+    Family(
+        "sm70-dflash2-verifier", (DFLASH2_SECTION,), lambda cc: True, hashed_when=dflash2_hashed
+    ),
 )
 
 
@@ -58,8 +62,7 @@ def sections_of(family: str) -> tuple[str, ...]:
     raise KeyError(f"no family {family!r}")
 
 
-def active_sections(capability: int, engine: EngineConfig, policy: ResolvedPolicy
-                    ) -> list[str]:
+def active_sections(capability: int, engine: EngineConfig, policy: ResolvedPolicy) -> list[str]:
     """Sections of every family enabled at `capability` and hashed for this engine and
     policy, in declaration order, deduplicated."""
     out: dict[str, None] = {}

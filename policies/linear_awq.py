@@ -51,8 +51,7 @@ def _backend(policy: ResolvedPolicy) -> Check:
 def _enabled(policy: ResolvedPolicy) -> Check:
     if policy.sm70_awq.enabled:
         return OK
-    return reject("awq_turbomind_disabled",
-                  "disabled by configuration (sm70_awq.enabled is false)")
+    return reject("awq_turbomind_disabled", "disabled by configuration (sm70_awq.enabled is false)")
 
 
 def _exactly_sm70(hardware: Hardware) -> Check:
@@ -72,55 +71,82 @@ def route_admitted(policy: ResolvedPolicy, hardware: Hardware) -> Check:
 def _triton_admission(policy: ResolvedPolicy, hardware: Hardware) -> Check:
     turbomind_disabled = TURBOMIND.name in policy.disabled_kernels
     if route_admitted(policy, hardware)[0] and not turbomind_disabled:
-        return reject("turbomind_route_admitted",
-                      "the SM70 TurboMind AWQ route is admitted; Triton serves only when that "
-                      "route is not admitted or TurboMind is disabled by kernel name")
+        return reject(
+            "turbomind_route_admitted",
+            "the SM70 TurboMind AWQ route is admitted; Triton serves only when that "
+            "route is not admitted or TurboMind is disabled by kernel name",
+        )
     return OK
 
 
-def select_awq_dense(layer: AwqLayer, policy: ResolvedPolicy, hardware: Hardware,
-                     ns: NativeNamespace) -> Selection:
+def select_awq_dense(
+    layer: AwqLayer, policy: ResolvedPolicy, hardware: Hardware, ns: NativeNamespace
+) -> Selection:
     cc = hardware.capability
-    return select([
-        candidate(TURBOMIND, cc, layer, ns, pre=[
-            ("policy", lambda: _backend(policy)),
-            disabled_gate(TURBOMIND.name, policy),
-            ("policy", lambda: _enabled(policy)),
-            ("capability", lambda: _exactly_sm70(hardware)),
-        ]),
-        candidate(TRITON, cc, layer, ns, pre=[
-            ("policy", lambda: _backend(policy)),
-            disabled_gate(TRITON.name, policy),
-            ("policy", lambda: _triton_admission(policy, hardware)),
-        ]),
-    ])
+    return select(
+        [
+            candidate(
+                TURBOMIND,
+                cc,
+                layer,
+                ns,
+                pre=[
+                    ("policy", lambda: _backend(policy)),
+                    disabled_gate(TURBOMIND.name, policy),
+                    ("policy", lambda: _enabled(policy)),
+                    ("capability", lambda: _exactly_sm70(hardware)),
+                ],
+            ),
+            candidate(
+                TRITON,
+                cc,
+                layer,
+                ns,
+                pre=[
+                    ("policy", lambda: _backend(policy)),
+                    disabled_gate(TRITON.name, policy),
+                    ("policy", lambda: _triton_admission(policy, hardware)),
+                ],
+            ),
+        ]
+    )
 
 
-def awq_options(layer: AwqLayer, policy: ResolvedPolicy, engine: EngineConfig
-                ) -> awq.AwqOptions:
+def awq_options(layer: AwqLayer, policy: ResolvedPolicy, engine: EngineConfig) -> awq.AwqOptions:
     section = policy.sm70_awq
     return awq.AwqOptions(
         prefill_exact_dense=bool(section.prefill_exact_dense),
         exact_dense_role=awq_exact_dense_role_qualified(layer.role)[0],
-        fused_silu=bool(section.fused_silu), tp=engine.tp)
+        fused_silu=bool(section.fused_silu),
+        tp=engine.tp,
+    )
 
 
-def _fail_closed(layer: AwqLayer, policy: ResolvedPolicy, hardware: Hardware,
-                 selection: Selection) -> SelectionError:
+def _fail_closed(
+    layer: AwqLayer, policy: ResolvedPolicy, hardware: Hardware, selection: Selection
+) -> SelectionError:
     """On an admitted route, a TurboMind rejection other than disabled_kernels fails closed
     (code: TurboMind's reason); otherwise nothing could serve (every reason listed)."""
     first = selection.verdicts[0]
     if route_admitted(policy, hardware)[0] and first.stage not in NOT_FAIL_CLOSED_STAGES:
-        return SelectionError(first.code or "awq_fail_closed",
-                              f"{FAMILY} layer {layer.prefix} fails closed: "
-                              f"{TURBOMIND.name}: {first.message}", selection.verdicts)
+        return SelectionError(
+            first.code or "awq_fail_closed",
+            f"{FAMILY} layer {layer.prefix} fails closed: {TURBOMIND.name}: {first.message}",
+            selection.verdicts,
+        )
     return no_kernel_error(FAMILY, layer.prefix, selection)
 
 
-def load_awq_dense(layer: AwqLayer, policy: ResolvedPolicy, hardware: Hardware,
-                   engine: EngineConfig, ns: NativeNamespace, *,
-                   tensors: Mapping[str, Any] | None = None,
-                   workspace: int | None = None) -> PreparedLayer:
+def load_awq_dense(
+    layer: AwqLayer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+    *,
+    tensors: Mapping[str, Any] | None = None,
+    workspace: int | None = None,
+) -> PreparedLayer:
     """Select, decide exact-dense prefill and fused SiLU, and (with `tensors`) prepare.
     `workspace`: FP16 elements the engine can give the exact-dense prefill (None =
     unlimited); too little keeps plain TurboMind and records a fallback."""
@@ -136,10 +162,14 @@ def load_awq_dense(layer: AwqLayer, policy: ResolvedPolicy, hardware: Hardware,
         layout = awq.plan_awq(layer, awq_options(layer, policy, engine), ns, workspace)
         if layout.exact_dense_refused and layout.exact_dense_reason is not None:
             key = "sm70_awq.prefill_exact_dense"
-            fallbacks.append(Fallback(key, policy.value(key), False,
-                                      layout.exact_dense_reason.message))
-        flags = {"gated": layout.gated, "exact_dense": layout.exact_dense,
-                 "fused_gated_call": layout.fused_gated_call}
+            fallbacks.append(
+                Fallback(key, policy.value(key), False, layout.exact_dense_reason.message)
+            )
+        flags = {
+            "gated": layout.gated,
+            "exact_dense": layout.exact_dense,
+            "fused_gated_call": layout.fused_gated_call,
+        }
         state["plan"] = layout
         layout_name = awq.LAYOUT_TURBOMIND
         if tensors is not None:

@@ -33,6 +33,7 @@ def disabled_gate(name: str, policy: ResolvedPolicy) -> Gate:
         if name in policy.disabled_kernels:
             return (False, Reason("disabled_kernel", f"disabled by {DISABLED_VARIABLE}"))
         return OK
+
     return ("disabled", check)
 
 
@@ -41,9 +42,11 @@ def backend_selects_turbomind(policy: ResolvedPolicy) -> bool:
 
 
 def backend_reason(policy: ResolvedPolicy, family: str) -> Reason:
-    return Reason("backend_not_selected",
-                  f"linear_backend={policy.linear_backend} selects another backend; {family} "
-                  f"kernels serve only {' or '.join(TURBOMIND_BACKENDS)}")
+    return Reason(
+        "backend_not_selected",
+        f"linear_backend={policy.linear_backend} selects another backend; {family} "
+        f"kernels serve only {' or '.join(TURBOMIND_BACKENDS)}",
+    )
 
 
 def nvfp4_turbomind(policy: ResolvedPolicy) -> bool:
@@ -51,9 +54,14 @@ def nvfp4_turbomind(policy: ResolvedPolicy) -> bool:
     return use_turbomind(policy.value("sm70_turbomind.nvfp4"), dict(policy.values))
 
 
-def candidate(kernel: Any, capability: int, layer: Any, ns: NativeNamespace,
-              pre: Sequence[Gate] = (), post: Sequence[Gate] = ()
-              ) -> tuple[str, Callable[[], Evaluation]]:
+def candidate(
+    kernel: Any,
+    capability: int,
+    layer: Any,
+    ns: NativeNamespace,
+    pre: Sequence[Gate] = (),
+    post: Sequence[Gate] = (),
+) -> tuple[str, Callable[[], Evaluation]]:
     """One selector entry: policy-like gates, then is_supported/can_implement, then gates
     that need a capable kernel (workspace)."""
 
@@ -69,8 +77,9 @@ def candidate(kernel: Any, capability: int, layer: Any, ns: NativeNamespace,
     return (kernel.name, evaluate)
 
 
-def kernel_fallbacks(selection: Selection, fields: Mapping[str, str],
-                     policy: ResolvedPolicy) -> list[Fallback]:
+def kernel_fallbacks(
+    selection: Selection, fields: Mapping[str, str], policy: ResolvedPolicy
+) -> list[Fallback]:
     """A candidate above the chosen one whose policy field asked for it but that the build,
     the hardware or the workspace refused."""
     out: list[Fallback] = []
@@ -79,27 +88,39 @@ def kernel_fallbacks(selection: Selection, fields: Mapping[str, str],
             break
         key = fields.get(verdict.name)
         if key and not verdict.ok and verdict.stage in FALLBACK_STAGES:
-            out.append(Fallback(key, policy.value(key), False,
-                                f"{verdict.name}: {verdict.message}"))
+            out.append(
+                Fallback(key, policy.value(key), False, f"{verdict.name}: {verdict.message}")
+            )
     return out
 
 
-def no_kernel_error(family: str, prefix: str, selection: Selection,
-                    code: str = "no_kernel") -> SelectionError:
-    return SelectionError(code, f"no {family} kernel can serve {prefix}: "
-                          f"{selection.reasons_text()}", selection.verdicts)
+def no_kernel_error(
+    family: str, prefix: str, selection: Selection, code: str = "no_kernel"
+) -> SelectionError:
+    return SelectionError(
+        code,
+        f"no {family} kernel can serve {prefix}: {selection.reasons_text()}",
+        selection.verdicts,
+    )
 
 
-def unselected(capability: int, code: str, message: str,
-               selection: Selection | None = None) -> PreparedLayer:
+def unselected(
+    capability: int, code: str, message: str, selection: Selection | None = None
+) -> PreparedLayer:
     """A layer this family does not serve, without error (kernel None plus a status)."""
-    return PreparedLayer(Decision(None, selection or Selection(None, ()), capability,
-                                  status=(code, message)))
+    return PreparedLayer(
+        Decision(None, selection or Selection(None, ()), capability, status=(code, message))
+    )
 
 
 def loaded(decision: Decision, prepared: Prepared | None, **state: Any) -> PreparedLayer:
     if prepared is None:
         return PreparedLayer(decision, state=dict(state))
-    return PreparedLayer(decision, resident=dict(prepared.resident),
-                         scratch=dict(prepared.scratch), apply=prepared.apply,
-                         apply_gated=prepared.apply_gated, state=dict(state))
+    return PreparedLayer(
+        decision,
+        resident=dict(prepared.resident),
+        scratch=dict(prepared.scratch),
+        apply=prepared.apply,
+        apply_gated=prepared.apply_gated,
+        state=dict(state),
+    )

@@ -33,9 +33,13 @@ QPN8_BLOCK = fs.QPN8Fp8BlockScaledMMLinearKernel
 TURBOMIND = fs.TurboMindFp8LinearKernel
 # Upstream's CUDA block-FP8 priority list (CONTRACTS-fp8 2.1): the two SM70 kernels, then
 # five kernels that never consume the W8A16 layout (the engine's, not routectl's).
-FOREIGN = ("FlashInferFp8DeepGEMMDynamicBlockScaledKernel", "DeepGemmFp8BlockScaledMMKernel",
-           "CutlassFp8BlockScaledMMKernel", "MarlinFP8ScaledMMLinearKernel",
-           "TritonFp8BlockScaledMMKernel")
+FOREIGN = (
+    "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
+    "DeepGemmFp8BlockScaledMMKernel",
+    "CutlassFp8BlockScaledMMKernel",
+    "MarlinFP8ScaledMMLinearKernel",
+    "TritonFp8BlockScaledMMKernel",
+)
 SM70_KERNELS = (QPN8_BLOCK.name, TURBOMIND.name)
 PRIORITY: tuple[str, ...] = (*SM70_KERNELS, *FOREIGN)
 # `linear_backend` -> the kernels of the list that belong to it (others: none).
@@ -67,8 +71,11 @@ def _variable(key: str) -> str:
 def explicit_enables(policy: ResolvedPolicy) -> frozenset[str]:
     """The section's fields whose final value is true and that were typed or came from a
     present variable (CONTRACTS-fp8 1.2); an inherited qpn8_pp2_tp4 keeps source default."""
-    return frozenset(f.name for f in _SECTION_FIELDS
-                     if policy.value(f.key) is True and policy.source(f.key) != "default")
+    return frozenset(
+        f.name
+        for f in _SECTION_FIELDS
+        if policy.value(f.key) is True and policy.source(f.key) != "default"
+    )
 
 
 def force_marlin(policy: ResolvedPolicy) -> bool:
@@ -92,18 +99,24 @@ def fp8_options(policy: ResolvedPolicy, engine: EngineConfig) -> fs.Fp8Sm70Optio
     model's layers load under one policy; memoised, the pure function runs once)."""
     s = policy.section(SECTION)
     return fs.Fp8Sm70Options(
-        qpn8=bool(s.qpn8), qpn8_pp2_tp4=bool(s.qpn8_pp2_tp4),
-        qpn8_shared_gate=bool(s.qpn8_shared_gate), prescaled_decode=bool(s.prescaled_decode),
+        qpn8=bool(s.qpn8),
+        qpn8_pp2_tp4=bool(s.qpn8_pp2_tp4),
+        qpn8_shared_gate=bool(s.qpn8_shared_gate),
+        prescaled_decode=bool(s.prescaled_decode),
         prescaled_shared_gate=bool(s.prescaled_shared_gate),
         prefill_prescaled=bool(s.prefill_prescaled),
         prefill_exact_dense=bool(s.prefill_exact_dense),
         prefill_visible_dense_mm=bool(s.prefill_visible_dense_mm),
-        gated_silu=bool(s.gated_silu), prefill_fast_selector=bool(s.prefill_fast_selector),
-        grouped_bmm_decode=bool(s.grouped_bmm_decode), block_qpn8=bool(s.block_qpn8),
-        force_marlin=force_marlin(policy), explicit_enables=explicit_enables(policy),
+        gated_silu=bool(s.gated_silu),
+        prefill_fast_selector=bool(s.prefill_fast_selector),
+        grouped_bmm_decode=bool(s.grouped_bmm_decode),
+        block_qpn8=bool(s.block_qpn8),
+        force_marlin=force_marlin(policy),
+        explicit_enables=explicit_enables(policy),
         pp2_tp4_contract=fp8_pp2_tp4_contract(engine)[0],
         block_qpn8_turbomind_copy=block_qpn8_turbomind_copy(policy, engine),
-        turbomind_variable=_variable("sm70_fp8.enabled"))
+        turbomind_variable=_variable("sm70_fp8.enabled"),
+    )
 
 
 def checkpoint_admission(environ: Mapping[str, str], capability: int) -> Check:
@@ -123,19 +136,27 @@ def checkpoint_admission(environ: Mapping[str, str], capability: int) -> Check:
 
     backend = read("sm70_turbomind.quant_backend")
     turbomind = read("sm70_fp8.enabled")
-    if read("sm70_fp8.dequant_fallback") or backend == "marlin" or use_turbomind(
-            turbomind, {"sm70_turbomind.quant_backend": backend}):
+    if (
+        read("sm70_fp8.dequant_fallback")
+        or backend == "marlin"
+        or use_turbomind(turbomind, {"sm70_turbomind.quant_backend": backend})
+    ):
         return OK
-    return (False, Reason(
-        "fp8_checkpoint_refused",
-        f"FP8 checkpoint needs capability 75 on SM{capability}: "
-        f"{_variable('sm70_fp8.dequant_fallback')}=0, "
-        f"{_variable('sm70_turbomind.quant_backend')}={backend} and "
-        f"use_turbomind({_variable('sm70_fp8.enabled')}) is false"))
+    return (
+        False,
+        Reason(
+            "fp8_checkpoint_refused",
+            f"FP8 checkpoint needs capability 75 on SM{capability}: "
+            f"{_variable('sm70_fp8.dequant_fallback')}=0, "
+            f"{_variable('sm70_turbomind.quant_backend')}={backend} and "
+            f"use_turbomind({_variable('sm70_fp8.enabled')}) is false",
+        ),
+    )
 
 
-def route_outcome(layer: BlockFp8Layer, policy: ResolvedPolicy, hardware: Hardware
-                  ) -> tuple[str, str] | None:
+def route_outcome(
+    layer: BlockFp8Layer, policy: ResolvedPolicy, hardware: Hardware
+) -> tuple[str, str] | None:
     """None when the SM70 route exists; else the status of the layer (kernel null)."""
     cc = hardware.capability
     enabled = bool(policy.value("sm70_fp8.enabled"))
@@ -143,11 +164,18 @@ def route_outcome(layer: BlockFp8Layer, policy: ResolvedPolicy, hardware: Hardwa
     block = layer.static_scales and tuple(layer.block_size) == fs.FP8_BLOCK
     if on_sm70 and block and enabled:
         return None
-    if on_sm70 and policy.value("sm70_fp8.dequant_fallback") and not enabled \
-            and not force_marlin(policy):
-        return (DEQUANT_CODE, "sm70_fp8.enabled is false and sm70_fp8.dequant_fallback is "
-                              "true: weights are dequantized to FP16 at load and run as a "
-                              "plain FP16 linear")
+    if (
+        on_sm70
+        and policy.value("sm70_fp8.dequant_fallback")
+        and not enabled
+        and not force_marlin(policy)
+    ):
+        return (
+            DEQUANT_CODE,
+            "sm70_fp8.enabled is false and sm70_fp8.dequant_fallback is "
+            "true: weights are dequantized to FP16 at load and run as a "
+            "plain FP16 linear",
+        )
     if not on_sm70:
         why = f"capability {cc} is outside 70..74"
     elif not block:
@@ -156,8 +184,11 @@ def route_outcome(layer: BlockFp8Layer, policy: ResolvedPolicy, hardware: Hardwa
         why = "the legacy backend is marlin"
     else:
         why = "sm70_fp8.enabled and sm70_fp8.dequant_fallback are false"
-    return (OTHER_BACKEND_CODE, f"the SM70 TurboMind FP8 route does not apply ({why}); the "
-                                "engine's generic FP8 block-kernel selection serves the layer")
+    return (
+        OTHER_BACKEND_CODE,
+        f"the SM70 TurboMind FP8 route does not apply ({why}); the "
+        "engine's generic FP8 block-kernel selection serves the layer",
+    )
 
 
 # --- selection ---------------------------------------------------------------------------------
@@ -172,21 +203,37 @@ def _w8a16_rule(name: str) -> Check:
 
 def _disabled(name: str, policy: ResolvedPolicy) -> Check:
     if name in policy.disabled_kernels:
-        return (False, Reason("disabled_kernel", "is disabled by environment variable "
-                                                 f"({_variable('disabled_kernels')})"))
+        return (
+            False,
+            Reason(
+                "disabled_kernel",
+                f"is disabled by environment variable ({_variable('disabled_kernels')})",
+            ),
+        )
     return OK
 
 
-def select_fp8_sm70(layer: BlockFp8Layer, policy: ResolvedPolicy, options: fs.Fp8Sm70Options,
-                    hardware: Hardware, ns: NativeNamespace) -> Selection:
+def select_fp8_sm70(
+    layer: BlockFp8Layer,
+    policy: ResolvedPolicy,
+    options: fs.Fp8Sm70Options,
+    hardware: Hardware,
+    ns: NativeNamespace,
+) -> Selection:
     """The block-FP8 priority list after the `linear_backend` filter (CONTRACTS-fp8 2.1)."""
     backend = policy.linear_backend
-    names = PRIORITY if backend == "auto" else tuple(
-        n for n in PRIORITY if n in BACKEND_KERNELS.get(backend, ()))
+    names = (
+        PRIORITY
+        if backend == "auto"
+        else tuple(n for n in PRIORITY if n in BACKEND_KERNELS.get(backend, ()))
+    )
     if not names:
-        raise SelectionError("backend_not_available",
-                             f"--linear-backend={backend} was requested but no '{backend}' "
-                             "kernel exists for this layer type.", ())
+        raise SelectionError(
+            "backend_not_available",
+            f"--linear-backend={backend} was requested but no '{backend}' "
+            "kernel exists for this layer type.",
+            (),
+        )
     request = fs.W8A16Request(layer, options)
     cc = hardware.capability
     own = [n for n in names if n in SM70_KERNELS]
@@ -199,15 +246,29 @@ def select_fp8_sm70(layer: BlockFp8Layer, policy: ResolvedPolicy, options: fs.Fp
     return select(_entries(names, request, policy, cc, ns))
 
 
-def _entries(names: Sequence[str], request: fs.W8A16Request, policy: ResolvedPolicy,
-             cc: int, ns: NativeNamespace) -> list[tuple[str, Any]]:
+def _entries(
+    names: Sequence[str],
+    request: fs.W8A16Request,
+    policy: ResolvedPolicy,
+    cc: int,
+    ns: NativeNamespace,
+) -> list[tuple[str, Any]]:
     entries = []
     for name in names:
-        pre = [("policy", lambda n=name: _w8a16_rule(n)),
-               ("disabled", lambda n=name: _disabled(n, policy))]
+        pre = [
+            ("policy", lambda n=name: _w8a16_rule(n)),
+            ("disabled", lambda n=name: _disabled(n, policy)),
+        ]
         if name == QPN8_BLOCK.name:
-            entries.append(candidate(QPN8_BLOCK, cc, request, ns, pre=[
-                *pre, ("policy", lambda: QPN8_BLOCK.policy_check(request))]))
+            entries.append(
+                candidate(
+                    QPN8_BLOCK,
+                    cc,
+                    request,
+                    ns,
+                    pre=[*pre, ("policy", lambda: QPN8_BLOCK.policy_check(request))],
+                )
+            )
         elif name == TURBOMIND.name:
             entries.append(candidate(TURBOMIND, cc, request, ns, pre=pre))
         else:
@@ -222,22 +283,31 @@ def _foreign(pre: list[Any]) -> Any:
             if not ok:
                 return Evaluation.failed(reason, stage)
         raise AssertionError("a foreign kernel passed the W8A16 rule")
+
     return evaluate
 
 
 def no_kernel_error(selection: Selection) -> SelectionError:
     reasons = " ".join(f"{v.name} {v.message}." for v in selection.verdicts if not v.ok)
-    return SelectionError("no_kernel", f"{NO_KERNEL_MESSAGE} Reasons: {reasons}",
-                          selection.verdicts)
+    return SelectionError(
+        "no_kernel", f"{NO_KERNEL_MESSAGE} Reasons: {reasons}", selection.verdicts
+    )
 
 
 # --- loading ---------------------------------------------------------------------------------
 
 
-def load_fp8_sm70(layer: BlockFp8Layer, policy: ResolvedPolicy, hardware: Hardware,
-                  engine: EngineConfig, ns: NativeNamespace, *,
-                  tensors: Mapping[str, Any] | None = None, workspace: int | None = None,
-                  workspaces: fs.Fp8Workspaces | None = None) -> PreparedLayer:
+def load_fp8_sm70(
+    layer: BlockFp8Layer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+    *,
+    tensors: Mapping[str, Any] | None = None,
+    workspace: int | None = None,
+    workspaces: fs.Fp8Workspaces | None = None,
+) -> PreparedLayer:
     """Select and (with `tensors`) prepare one block-FP8 layer. `workspace`: FP16 elements
     the engine can lend the shared workspaces (None = unbounded); `workspaces`: the
     device's workspace registry when several layers share it (one per layer otherwise)."""
@@ -256,20 +326,26 @@ def load_fp8_sm70(layer: BlockFp8Layer, policy: ResolvedPolicy, hardware: Hardwa
         if selection.chosen == QPN8_BLOCK.name:
             copy = options.block_qpn8_turbomind_copy and cc in fs.VOLTA
             flags = {"qpn8": True, "gated": False, "turbomind_copy": copy}
-            decision = Decision(selection.chosen, selection, cc, fs.LAYOUT_BLOCK_QPN8, flags,
-                                tuple(fallbacks))
-            prepared = (fs.prepare_block_qpn8(layer, tensors, ns, capability=cc,
-                                              turbomind_copy=copy)
-                        if tensors is not None else None)
+            decision = Decision(
+                selection.chosen, selection, cc, fs.LAYOUT_BLOCK_QPN8, flags, tuple(fallbacks)
+            )
+            prepared = (
+                fs.prepare_block_qpn8(layer, tensors, ns, capability=cc, turbomind_copy=copy)
+                if tensors is not None
+                else None
+            )
             return loaded(decision, prepared)
         layout = fs.plan_turbomind(layer, options, ns, registry)
         fallbacks.extend(layout.fallbacks)
-        decision = Decision(selection.chosen, selection, cc, layout.name, layout.flags(),
-                            tuple(fallbacks))
+        decision = Decision(
+            selection.chosen, selection, cc, layout.name, layout.flags(), tuple(fallbacks)
+        )
         explicit_prescaled = "prescaled_decode" in options.explicit_enables
-        prepared = (fs.prepare_turbomind(layer, tensors, ns, layout, registry,
-                                         explicit_prescaled)
-                    if tensors is not None else None)
+        prepared = (
+            fs.prepare_turbomind(layer, tensors, ns, layout, registry, explicit_prescaled)
+            if tensors is not None
+            else None
+        )
         return loaded(decision, prepared, layout=layout, notes=layout.notes)
     except fs.Fp8LoadError as exc:
         raise SelectionError(exc.code, exc.message, selection.verdicts) from None

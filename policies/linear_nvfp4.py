@@ -36,8 +36,10 @@ from routectl.workload import EngineConfig, Hardware
 FAMILY = "SM70 NVFP4 weight-only"
 PRIORITY = nv.NVFP4_SM70_KERNELS
 # The policy field that requests each kernel (for fallback records).
-REQUESTED_BY = {nv.Qpn4NvFp4LinearKernel.name: "sm70_nvfp4.qpn4",
-                nv.Qpn2NvFp4LinearKernel.name: "sm70_nvfp4.qpn2"}
+REQUESTED_BY = {
+    nv.Qpn4NvFp4LinearKernel.name: "sm70_nvfp4.qpn4",
+    nv.Qpn2NvFp4LinearKernel.name: "sm70_nvfp4.qpn2",
+}
 QPN4_CORE = "QPN4 disabled or outside the qualified workload"
 QPN2_CORE = "QPN2 disabled by configuration or unqualified workload"
 
@@ -46,13 +48,18 @@ def family_entry(policy: ResolvedPolicy, hardware: Hardware) -> Check:
     """A CT NVFP4 weight-only linear reaches this family only on exactly SM70 with
     use_turbomind(sm70_turbomind.nvfp4)."""
     if hardware.capability != 70:
-        return reject("not_sm70", "the SM70 NVFP4 weight-only family needs capability "
-                      f"exactly 70, got {hardware.capability}")
+        return reject(
+            "not_sm70",
+            "the SM70 NVFP4 weight-only family needs capability "
+            f"exactly 70, got {hardware.capability}",
+        )
     if not nvfp4_turbomind(policy):
-        return reject("turbomind_nvfp4_off",
-                      "use_turbomind(sm70_turbomind.nvfp4) is false (nvfp4="
-                      f"{policy.value('sm70_turbomind.nvfp4')}, quant_backend="
-                      f"{policy.value('sm70_turbomind.quant_backend')})")
+        return reject(
+            "turbomind_nvfp4_off",
+            "use_turbomind(sm70_turbomind.nvfp4) is false (nvfp4="
+            f"{policy.value('sm70_turbomind.nvfp4')}, quant_backend="
+            f"{policy.value('sm70_turbomind.quant_backend')})",
+        )
     return OK
 
 
@@ -61,19 +68,26 @@ def batch_layouts(policy: ResolvedPolicy, hardware: Hardware) -> bool:
     return bool(policy.value("sm70_turbomind.batch_layouts")) and hardware.capability == 70
 
 
-def qpn2_options(policy: ResolvedPolicy, hardware: Hardware, engine: EngineConfig
-                 ) -> nv.Qpn2Options:
+def qpn2_options(
+    policy: ResolvedPolicy, hardware: Hardware, engine: EngineConfig
+) -> nv.Qpn2Options:
     section = policy.sm70_nvfp4
     return nv.Qpn2Options(
-        shared_weight=section.shared_weight, shared_scales=section.shared_scales,
-        prefill=section.prefill, prefill_min_m=section.prefill_min_m,
+        shared_weight=section.shared_weight,
+        shared_scales=section.shared_scales,
+        prefill=section.prefill,
+        prefill_min_m=section.prefill_min_m,
         batch_layouts=batch_layouts(policy, hardware),
-        qualified=nvfp4_workload_qualified(engine)[0])
+        qualified=nvfp4_workload_qualified(engine)[0],
+    )
 
 
 def qpn4_options(layer: Nvfp4Layer, policy: ResolvedPolicy) -> nv.Qpn4Options:
-    return nv.Qpn4Options(gated=bool(policy.sm70_nvfp4.dense_gated_silu) and layer.gated
-                          and layer.role == "gate_up_proj")
+    return nv.Qpn4Options(
+        gated=bool(policy.sm70_nvfp4.dense_gated_silu)
+        and layer.gated
+        and layer.role == "gate_up_proj"
+    )
 
 
 def _qpn4_policy(policy: ResolvedPolicy) -> Check:
@@ -82,10 +96,11 @@ def _qpn4_policy(policy: ResolvedPolicy) -> Check:
     return OK
 
 
-def _qpn4_qualification(layer: Nvfp4Layer, policy: ResolvedPolicy, engine: EngineConfig
-                        ) -> Check:
-    for ok, reason in (qpn4_workload_qualified(engine),
-                       qpn4_layer_qualified(layer, bool(policy.sm70_nvfp4.dense_gated_silu))):
+def _qpn4_qualification(layer: Nvfp4Layer, policy: ResolvedPolicy, engine: EngineConfig) -> Check:
+    for ok, reason in (
+        qpn4_workload_qualified(engine),
+        qpn4_layer_qualified(layer, bool(policy.sm70_nvfp4.dense_gated_silu)),
+    ):
         if not ok:
             assert reason is not None
             return (False, Reason(reason.code, f"{QPN4_CORE}: {reason.message}"))
@@ -95,9 +110,10 @@ def _qpn4_qualification(layer: Nvfp4Layer, policy: ResolvedPolicy, engine: Engin
 def _qpn4_workspace(layer: Nvfp4Layer, workspace: int | None) -> Check:
     needed = nv.qpn4_workspace_elements(layer)
     if workspace is not None and workspace < needed:
-        return reject("insufficient_qpn4_workspace",
-                      f"insufficient QPN4 workspace (need {needed} FP16 elements, have "
-                      f"{workspace})")
+        return reject(
+            "insufficient_qpn4_workspace",
+            f"insufficient QPN4 workspace (need {needed} FP16 elements, have {workspace})",
+        )
     return OK
 
 
@@ -107,41 +123,77 @@ def _qpn2_policy(policy: ResolvedPolicy) -> Check:
     return OK
 
 
-def select_nvfp4_sm70(layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardware,
-                      engine: EngineConfig, ns: NativeNamespace, *,
-                      workspace: int | None = None) -> Selection:
+def select_nvfp4_sm70(
+    layer: Nvfp4Layer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+    *,
+    workspace: int | None = None,
+) -> Selection:
     """Every candidate's verdict in priority order. QPN4 needs a K*N FP16 workspace: when
     the engine cannot give it, QPN4 is rejected ("insufficient QPN4 workspace") and the
     next candidate serves, exactly as a rerun without QPN4 would."""
     cc = hardware.capability
     qpn4, qpn2, turbomind = PRIORITY
-    return select([
-        candidate(qpn4, cc, layer, ns, pre=[
-            disabled_gate(qpn4.name, policy),
-            ("policy", lambda: _qpn4_policy(policy)),
-            ("qualification", lambda: _qpn4_qualification(layer, policy, engine)),
-        ], post=[("workspace", lambda: _qpn4_workspace(layer, workspace))]),
-        candidate(qpn2, cc, layer, ns, pre=[
-            disabled_gate(qpn2.name, policy),
-            ("policy", lambda: _qpn2_policy(policy)),
-            ("qualification", lambda: qpn2_role_qualified(layer.role)),
-        ]),
-        candidate(turbomind, cc, layer, ns, pre=[disabled_gate(turbomind.name, policy)]),
-    ])
+    return select(
+        [
+            candidate(
+                qpn4,
+                cc,
+                layer,
+                ns,
+                pre=[
+                    disabled_gate(qpn4.name, policy),
+                    ("policy", lambda: _qpn4_policy(policy)),
+                    ("qualification", lambda: _qpn4_qualification(layer, policy, engine)),
+                ],
+                post=[("workspace", lambda: _qpn4_workspace(layer, workspace))],
+            ),
+            candidate(
+                qpn2,
+                cc,
+                layer,
+                ns,
+                pre=[
+                    disabled_gate(qpn2.name, policy),
+                    ("policy", lambda: _qpn2_policy(policy)),
+                    ("qualification", lambda: qpn2_role_qualified(layer.role)),
+                ],
+            ),
+            candidate(turbomind, cc, layer, ns, pre=[disabled_gate(turbomind.name, policy)]),
+        ]
+    )
 
 
-def _flags(*, shared_weight: bool = False, prefill_enabled: bool = False,
-           compact_scales: bool = False, batch_prescale: bool = False,
-           gated: bool = False) -> Mapping[str, Any]:
-    return {"shared_weight": shared_weight, "prefill_enabled": prefill_enabled,
-            "compact_scales": compact_scales, "batch_prescale": batch_prescale,
-            "gated": gated}
+def _flags(
+    *,
+    shared_weight: bool = False,
+    prefill_enabled: bool = False,
+    compact_scales: bool = False,
+    batch_prescale: bool = False,
+    gated: bool = False,
+) -> Mapping[str, Any]:
+    return {
+        "shared_weight": shared_weight,
+        "prefill_enabled": prefill_enabled,
+        "compact_scales": compact_scales,
+        "batch_prescale": batch_prescale,
+        "gated": gated,
+    }
 
 
-def load_nvfp4_sm70(layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardware,
-                    engine: EngineConfig, ns: NativeNamespace, *,
-                    tensors: Mapping[str, Any] | None = None,
-                    workspace: int | None = None) -> PreparedLayer:
+def load_nvfp4_sm70(
+    layer: Nvfp4Layer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+    *,
+    tensors: Mapping[str, Any] | None = None,
+    workspace: int | None = None,
+) -> PreparedLayer:
     """Select, decide the layout and (with `tensors`) prepare one layer. Without tensors it
     only selects and never imports torch. Raises SelectionError when nothing can serve."""
     cc = hardware.capability
@@ -163,8 +215,12 @@ def load_nvfp4_sm70(layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardwar
             key = f"sm70_nvfp4.{option}"
             fallbacks.append(Fallback(key, policy.value(key), False, refused.message))
         layout = nv.LAYOUT_QPN2
-        flags = _flags(shared_weight=plan.shared_weight, prefill_enabled=plan.prefill_enabled,
-                       compact_scales=plan.compact_scales, batch_prescale=plan.batch_prescale)
+        flags = _flags(
+            shared_weight=plan.shared_weight,
+            prefill_enabled=plan.prefill_enabled,
+            compact_scales=plan.compact_scales,
+            batch_prescale=plan.batch_prescale,
+        )
         state["plan"] = plan
         if tensors is not None:
             prepared = nv.prepare_qpn2(layer, tensors, ns, plan)

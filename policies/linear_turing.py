@@ -35,32 +35,47 @@ UPSTREAM_CODE = "upstream_kernel"
 
 
 def qpn2_options(policy: ResolvedPolicy) -> tu.TuringQpn2Options:
-    return tu.TuringQpn2Options(dense_qpn2=bool(policy.sm70_nvfp4.dense_qpn2),
-                                backend_enabled=nvfp4_turbomind(policy))
+    return tu.TuringQpn2Options(
+        dense_qpn2=bool(policy.sm70_nvfp4.dense_qpn2), backend_enabled=nvfp4_turbomind(policy)
+    )
 
 
 def qpn8_options(policy: ResolvedPolicy) -> tu.TuringQpn8Options:
     return tu.TuringQpn8Options(
         enabled=bool(policy.sm70_fp8.enabled),
-        force_marlin=policy.value("sm70_turbomind.quant_backend") == "marlin")
+        force_marlin=policy.value("sm70_turbomind.quant_backend") == "marlin",
+    )
 
 
-def _select(kernel: Any, request: Any, policy: ResolvedPolicy, hardware: Hardware,
-            ns: NativeNamespace) -> Selection:
-    return select([candidate(kernel, hardware.capability, request, ns, pre=[
-        disabled_gate(kernel.name, policy),
-        ("policy", lambda: kernel.policy_check(request)),
-    ])])
+def _select(
+    kernel: Any, request: Any, policy: ResolvedPolicy, hardware: Hardware, ns: NativeNamespace
+) -> Selection:
+    return select(
+        [
+            candidate(
+                kernel,
+                hardware.capability,
+                request,
+                ns,
+                pre=[
+                    disabled_gate(kernel.name, policy),
+                    ("policy", lambda: kernel.policy_check(request)),
+                ],
+            )
+        ]
+    )
 
 
-def select_turing_nvfp4(layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardware,
-                        ns: NativeNamespace) -> Selection:
+def select_turing_nvfp4(
+    layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardware, ns: NativeNamespace
+) -> Selection:
     request = tu.TuringNvfp4Request(layer, qpn2_options(policy))
     return _select(tu.TuringQpn2NvFp4LinearKernel, request, policy, hardware, ns)
 
 
-def select_turing_fp8(layer: Fp8Layer, policy: ResolvedPolicy, hardware: Hardware,
-                      ns: NativeNamespace) -> Selection:
+def select_turing_fp8(
+    layer: Fp8Layer, policy: ResolvedPolicy, hardware: Hardware, ns: NativeNamespace
+) -> Selection:
     request = tu.TuringFp8Request(layer, qpn8_options(policy))
     return _select(tu.TuringQpn8Fp8LinearKernel, request, policy, hardware, ns)
 
@@ -72,15 +87,25 @@ def _not_this_backend(kernel: Any, policy: ResolvedPolicy, capability: int) -> P
 
 
 def _upstream(selection: Selection, capability: int) -> PreparedLayer:
-    return unselected(capability, UPSTREAM_CODE,
-                      f"no {FAMILY} kernel serves this layer; the engine's upstream kernels "
-                      f"do ({selection.reasons_text()})", selection)
+    return unselected(
+        capability,
+        UPSTREAM_CODE,
+        f"no {FAMILY} kernel serves this layer; the engine's upstream kernels "
+        f"do ({selection.reasons_text()})",
+        selection,
+    )
 
 
-def load_turing_nvfp4(layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardware,
-                      engine: EngineConfig, ns: NativeNamespace, *,
-                      tensors: Mapping[str, Any] | None = None,
-                      workspace: int | None = None) -> PreparedLayer:
+def load_turing_nvfp4(
+    layer: Nvfp4Layer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+    *,
+    tensors: Mapping[str, Any] | None = None,
+    workspace: int | None = None,
+) -> PreparedLayer:
     """TuringQpn2NvFp4LinearKernel, layout nvfp4_qpn2_dense. Its scratch is owned by each
     invocation, so `workspace` does not bound it."""
     kernel = tu.TuringQpn2NvFp4LinearKernel
@@ -90,19 +115,22 @@ def load_turing_nvfp4(layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardw
     if selection.chosen is None:
         return _upstream(selection, hardware.capability)
     _, n = packed_dims(layer)
-    flags = {"padded_n": padded(n, QPN2_TILE_N),
-             "scratch_above_m": tu.TURING_QPN2_DECODE_MAX_M}
-    decision = Decision(kernel.name, selection, hardware.capability, tu.LAYOUT_TURING_QPN2,
-                        flags)
-    prepared = (tu.prepare_turing_qpn2(layer, dict(tensors), ns) if tensors is not None
-                else None)
+    flags = {"padded_n": padded(n, QPN2_TILE_N), "scratch_above_m": tu.TURING_QPN2_DECODE_MAX_M}
+    decision = Decision(kernel.name, selection, hardware.capability, tu.LAYOUT_TURING_QPN2, flags)
+    prepared = tu.prepare_turing_qpn2(layer, dict(tensors), ns) if tensors is not None else None
     return loaded(decision, prepared)
 
 
-def load_turing_fp8(layer: Fp8Layer, policy: ResolvedPolicy, hardware: Hardware,
-                    engine: EngineConfig, ns: NativeNamespace, *,
-                    tensors: Mapping[str, Any] | None = None,
-                    workspace: int | None = None) -> PreparedLayer:
+def load_turing_fp8(
+    layer: Fp8Layer,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    ns: NativeNamespace,
+    *,
+    tensors: Mapping[str, Any] | None = None,
+    workspace: int | None = None,
+) -> PreparedLayer:
     """TuringQpn8Fp8LinearKernel, layout fp8_qpn8 (per-invocation scratch for M > 8)."""
     kernel = tu.TuringQpn8Fp8LinearKernel
     if not backend_selects_turbomind(policy):
@@ -110,8 +138,12 @@ def load_turing_fp8(layer: Fp8Layer, policy: ResolvedPolicy, hardware: Hardware,
     selection = select_turing_fp8(layer, policy, hardware, ns)
     if selection.chosen is None:
         return _upstream(selection, hardware.capability)
-    decision = Decision(kernel.name, selection, hardware.capability, tu.LAYOUT_QPN8,
-                        {"scratch_above_m": tu.QPN8_DECODE_MAX_M})
-    prepared = (tu.prepare_turing_qpn8(layer, dict(tensors), ns) if tensors is not None
-                else None)
+    decision = Decision(
+        kernel.name,
+        selection,
+        hardware.capability,
+        tu.LAYOUT_QPN8,
+        {"scratch_above_m": tu.QPN8_DECODE_MAX_M},
+    )
+    prepared = tu.prepare_turing_qpn8(layer, dict(tensors), ns) if tensors is not None else None
     return loaded(decision, prepared)

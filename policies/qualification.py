@@ -40,15 +40,18 @@ QPN4_GATE_UP_K = 5120
 def nvfp4_workload_qualified(engine: EngineConfig) -> Check:
     """DFlash with 7 speculative tokens and selector top-k 16, PP 1, no DBO, ubatch <= 1."""
     if engine.spec_method != NVFP4_SPEC_METHOD:
-        return reject("spec_method_not_dflash",
-                      f"speculative method is {engine.spec_method}, not dflash")
+        return reject(
+            "spec_method_not_dflash", f"speculative method is {engine.spec_method}, not dflash"
+        )
     if engine.spec_tokens != NVFP4_SPEC_TOKENS:
-        return reject("spec_tokens_not_7",
-                      f"{engine.spec_tokens} speculative tokens, not {NVFP4_SPEC_TOKENS}")
+        return reject(
+            "spec_tokens_not_7", f"{engine.spec_tokens} speculative tokens, not {NVFP4_SPEC_TOKENS}"
+        )
     if engine.selector_top_k != NVFP4_SELECTOR_TOP_K:
-        return reject("selector_top_k_not_16",
-                      f"draft selector_top_k is {engine.selector_top_k}, not "
-                      f"{NVFP4_SELECTOR_TOP_K}")
+        return reject(
+            "selector_top_k_not_16",
+            f"draft selector_top_k is {engine.selector_top_k}, not {NVFP4_SELECTOR_TOP_K}",
+        )
     if engine.pp != 1:
         return reject("pp_not_1", f"pipeline parallel size is {engine.pp}, not 1")
     if engine.dbo:
@@ -63,17 +66,22 @@ def dflash2_verifier_qualified(hardware: Hardware, engine: EngineConfig) -> Chec
     (architecture, float16, 5120 hidden, 24/4 heads, head dim 256), then the NVFP4 workload
     rule. An unknown fact fails its rule."""
     if hardware.capability != DFLASH2_CAPABILITY:
-        return reject("capability_not_70",
-                      f"capability {hardware.capability} is not exactly "
-                      f"{DFLASH2_CAPABILITY} (the verifier is qualified on Volta V100 only)")
+        return reject(
+            "capability_not_70",
+            f"capability {hardware.capability} is not exactly "
+            f"{DFLASH2_CAPABILITY} (the verifier is qualified on Volta V100 only)",
+        )
     model = engine.model
     if model is None or DFLASH2_ARCHITECTURE not in model.architectures:
         shown = ", ".join(model.architectures) if model and model.architectures else "unknown"
-        return reject("architecture_not_qwen3_5",
-                      f"model architectures ({shown}) do not include {DFLASH2_ARCHITECTURE}")
+        return reject(
+            "architecture_not_qwen3_5",
+            f"model architectures ({shown}) do not include {DFLASH2_ARCHITECTURE}",
+        )
     if model.dtype != DFLASH2_DTYPE:
-        return reject("dtype_not_float16",
-                      f"model dtype is {model.dtype or 'unknown'}, not {DFLASH2_DTYPE}")
+        return reject(
+            "dtype_not_float16", f"model dtype is {model.dtype or 'unknown'}, not {DFLASH2_DTYPE}"
+        )
     for fact, wanted, code, label in DFLASH2_DIMENSIONS:
         value = getattr(model, fact)
         if value != wanted:
@@ -85,18 +93,22 @@ def dflash2_verifier_qualified(hardware: Hardware, engine: EngineConfig) -> Chec
 def qpn2_role_qualified(role: str) -> Check:
     if role in QPN2_ROLES:
         return OK
-    return reject("qpn2_role_unqualified",
-                  f"projection role not yet quality-qualified for QPN2 (role {role})")
+    return reject(
+        "qpn2_role_unqualified", f"projection role not yet quality-qualified for QPN2 (role {role})"
+    )
 
 
 def qpn4_workload_qualified(engine: EngineConfig) -> Check:
     """The QPN4 C1/no-speculation limit: max_num_seqs == 1 and no speculation."""
     if engine.max_num_seqs != 1:
-        return reject("qpn4_concurrency",
-                      f"QPN4 needs max_num_seqs == 1 (max_num_seqs={engine.max_num_seqs})")
+        return reject(
+            "qpn4_concurrency", f"QPN4 needs max_num_seqs == 1 (max_num_seqs={engine.max_num_seqs})"
+        )
     if engine.spec_method != "none":
-        return reject("qpn4_speculation",
-                      f"QPN4 needs no speculation (speculative method {engine.spec_method})")
+        return reject(
+            "qpn4_speculation",
+            f"QPN4 needs no speculation (speculative method {engine.spec_method})",
+        )
     return OK
 
 
@@ -112,29 +124,36 @@ def qpn4_layer_qualified(layer: Nvfp4Layer, dense_gated_silu: bool) -> Check:
         return OK
     if layer.role == "gate_up_proj":
         if not dense_gated_silu:
-            return reject("qpn4_gate_up_needs_dense_gated_silu",
-                          "QPN4 gate_up_proj needs dense_gated_silu")
+            return reject(
+                "qpn4_gate_up_needs_dense_gated_silu", "QPN4 gate_up_proj needs dense_gated_silu"
+            )
         if k != QPN4_GATE_UP_K:
-            return reject("qpn4_gate_up_k", f"QPN4 gate_up_proj needs K == {QPN4_GATE_UP_K} "
-                          f"(K={k})")
+            return reject(
+                "qpn4_gate_up_k", f"QPN4 gate_up_proj needs K == {QPN4_GATE_UP_K} (K={k})"
+            )
         if n <= 0 or n % 64:
-            return reject("qpn4_gate_up_n",
-                          f"QPN4 gate_up_proj needs N > 0 and N % 64 == 0 (N={n})")
+            return reject(
+                "qpn4_gate_up_n", f"QPN4 gate_up_proj needs N > 0 and N % 64 == 0 (N={n})"
+            )
         widths = tuple(layer.logical_widths)
         if widths != (n // 2, n // 2):
-            return reject("qpn4_gate_up_widths",
-                          f"QPN4 gate_up_proj needs logical widths [N/2, N/2] (widths "
-                          f"{list(widths)}, N={n})")
+            return reject(
+                "qpn4_gate_up_widths",
+                f"QPN4 gate_up_proj needs logical widths [N/2, N/2] (widths {list(widths)}, N={n})",
+            )
         return OK
-    return reject("qpn4_role_unqualified",
-                  f"QPN4 qualifies only down_proj and gate_up_proj (role {layer.role})")
+    return reject(
+        "qpn4_role_unqualified",
+        f"QPN4 qualifies only down_proj and gate_up_proj (role {layer.role})",
+    )
 
 
 def awq_exact_dense_role_qualified(role: str) -> Check:
     if role in AWQ_EXACT_DENSE_ROLES:
         return OK
-    return reject("exact_dense_role_unqualified",
-                  f"role {role} is not qualified for AWQ exact-dense prefill")
+    return reject(
+        "exact_dense_role_unqualified", f"role {role} is not qualified for AWQ exact-dense prefill"
+    )
 
 
 def fp8_pp2_tp4_contract(engine: EngineConfig) -> Check:
@@ -145,20 +164,23 @@ def fp8_pp2_tp4_contract(engine: EngineConfig) -> Check:
     if engine.tp != FP8_PP2_TP4[1]:
         return reject("fp8_tp_not_4", f"PP2 x TP4 needs tensor parallel size 4 (TP={engine.tp})")
     if engine.max_num_seqs != 1:
-        return reject("fp8_pp2_tp4_concurrency",
-                      f"PP2 x TP4 needs max_num_seqs == 1 (max_num_seqs={engine.max_num_seqs})")
+        return reject(
+            "fp8_pp2_tp4_concurrency",
+            f"PP2 x TP4 needs max_num_seqs == 1 (max_num_seqs={engine.max_num_seqs})",
+        )
     if engine.dbo:
         return reject("fp8_pp2_tp4_dbo", "PP2 x TP4 needs dual batch overlap off")
     if engine.ubatch > 1:
         return reject("fp8_pp2_tp4_ubatch", f"PP2 x TP4 needs ubatch <= 1 (ubatch={engine.ubatch})")
     if engine.spec_method != "none":
-        return reject("fp8_pp2_tp4_speculation",
-                      f"PP2 x TP4 needs no speculation (speculative method {engine.spec_method})")
+        return reject(
+            "fp8_pp2_tp4_speculation",
+            f"PP2 x TP4 needs no speculation (speculative method {engine.spec_method})",
+        )
     return OK
 
 
-def qualification_verdicts(hardware: Hardware, engine: EngineConfig
-                           ) -> list[tuple[str, Check]]:
+def qualification_verdicts(hardware: Hardware, engine: EngineConfig) -> list[tuple[str, Check]]:
     """The whole-model rules an engine configuration decides (per-layer role and dimension
     rules apply at selection and are not listed here)."""
     return [

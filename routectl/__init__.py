@@ -46,14 +46,26 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'routectl' has no attribute {name!r}")
 
 
-def resolve(project: Project, config: Any, environ: Mapping[str, str], hardware: Hardware,
-            workload: EngineConfig) -> ResolvedPolicy:
+def resolve(
+    project: Project,
+    config: Any,
+    environ: Mapping[str, str],
+    hardware: Hardware,
+    workload: EngineConfig,
+) -> ResolvedPolicy:
     """Resolve the policy once. `config` is a KernelConfig, a mapping, JSON text or `@file`."""
     return project.resolve(config, environ, hardware, workload)
 
 
-def select(project: Project, family: str, layer: Any, policy: ResolvedPolicy,
-           hardware: Hardware, workload: EngineConfig, namespace: NativeNamespace) -> Decision:
+def select(
+    project: Project,
+    family: str,
+    layer: Any,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    workload: EngineConfig,
+    namespace: NativeNamespace,
+) -> Decision:
     """Which kernel serves `layer` (a plain spec): selection only, no preparation."""
     try:
         loader = project.selectors[family]
@@ -64,7 +76,19 @@ def select(project: Project, family: str, layer: Any, policy: ResolvedPolicy,
 
 
 __all__ = [
-    "Decision", "EngineConfig", "EngineSession", "Hardware", "InMemoryNamespace", "InputError",
-    "ModelFacts", "Project", "ResolvedPolicy", "SelectionError", "TorchOpsNamespace",
-    "load_project", "resolve", "select", "start",
+    "Decision",
+    "EngineConfig",
+    "EngineSession",
+    "Hardware",
+    "InMemoryNamespace",
+    "InputError",
+    "ModelFacts",
+    "Project",
+    "ResolvedPolicy",
+    "SelectionError",
+    "TorchOpsNamespace",
+    "load_project",
+    "resolve",
+    "select",
+    "start",
 ]

@@ -49,10 +49,18 @@ DEBUG_ARGS = ("-m", "routectl", "--debug", "snapshot", "--all", "--output-dir")
 TEMP_PREFIX = "routectl-baseline-"
 # Set inside git hooks (GIT_INDEX_FILE during a commit, GIT_DIR in some hooks): they would
 # point our git calls at another index or repository. Every call names its repository (-C).
-GIT_LOCATION_VARIABLES = frozenset({
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX",
-})
+GIT_LOCATION_VARIABLES = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_NAMESPACE",
+        "GIT_PREFIX",
+    }
+)
 IMPORT_FAILURES = ("ModuleNotFoundError", "ImportError")
 MAX_TAIL_CHARS = 300
 WAIT_POLL_S = 0.1
@@ -78,8 +86,10 @@ class BaselineFailed(InputError):
 
 # --- reading baseline files ----------------------------------------------------------------
 
-def migrate_document(data: Any, *, source: str, advice: str,
-                     migrations: Mapping[int, Migration] = MIGRATIONS) -> Any:
+
+def migrate_document(
+    data: Any, *, source: str, advice: str, migrations: Mapping[int, Migration] = MIGRATIONS
+) -> Any:
     """Bring an older snapshot document to SCHEMA_VERSION one step at a time, or refuse it.
     Current, newer (refused by parse_snapshot: upgrade routectl) and malformed documents
     (phrased by the schema) pass through unchanged."""
@@ -90,21 +100,30 @@ def migrate_document(data: Any, *, source: str, advice: str,
     while version < SCHEMA_VERSION:
         step = migrations.get(version)
         if step is None:
-            raise InputError(f"{source} has schema_version {start}, older than "
-                             f"{SCHEMA_VERSION}, and this routectl has no migration from "
-                             f"version {version}: {advice}")
+            raise InputError(
+                f"{source} has schema_version {start}, older than "
+                f"{SCHEMA_VERSION}, and this routectl has no migration from "
+                f"version {version}: {advice}"
+            )
         data = step(data)
         reached = data.get("schema_version") if isinstance(data, dict) else None
         if reached != version + 1:
-            raise RoutectlError(f"the migration from schema_version {version} produced "
-                                f"version {reached!r}, not {version + 1}")
+            raise RoutectlError(
+                f"the migration from schema_version {version} produced "
+                f"version {reached!r}, not {version + 1}"
+            )
         version = reached
     return data
 
 
-def read_baseline_snapshot(path: Path, *, advice: str, snapshot_dir: Path | None = None,
-                           category: str | None = None,
-                           migrations: Mapping[int, Migration] = MIGRATIONS) -> Snapshot:
+def read_baseline_snapshot(
+    path: Path,
+    *,
+    advice: str,
+    snapshot_dir: Path | None = None,
+    category: str | None = None,
+    migrations: Mapping[int, Migration] = MIGRATIONS,
+) -> Snapshot:
     """A baseline snapshot file, migrated to the current schema and validated."""
     data = read_json(path, "baseline snapshot")
     data = migrate_document(data, source=str(path), advice=advice, migrations=migrations)
@@ -122,8 +141,10 @@ class BaselineDirectory:
         self._files = retained_files(directory)
         for name, path in self._files.items():
             if not CATEGORY_NAME.match(name):
-                raise InputError(f"baseline {path} is not a <category>.json snapshot "
-                                 f"(category names match {CATEGORY_NAME.pattern})")
+                raise InputError(
+                    f"baseline {path} is not a <category>.json snapshot "
+                    f"(category names match {CATEGORY_NAME.pattern})"
+                )
 
     def names(self) -> Sequence[str]:
         return sorted(self._files)
@@ -132,8 +153,9 @@ class BaselineDirectory:
         path = self._files.get(name)
         if path is None:
             return None
-        return read_baseline_snapshot(path, advice=self._advice, snapshot_dir=self._schemas,
-                                      category=name)
+        return read_baseline_snapshot(
+            path, advice=self._advice, snapshot_dir=self._schemas, category=name
+        )
 
 
 class BaselineFile:
@@ -154,18 +176,23 @@ class BaselineFile:
         return self.snapshot if name == self.snapshot.category else None
 
 
-CACHED_ADVICE = ("rebuild the cached baseline with this routectl (routectl snapshot --all "
-                 "--output-dir DIR at the baseline commit), or use --baseline-ref")
+CACHED_ADVICE = (
+    "rebuild the cached baseline with this routectl (routectl snapshot --all "
+    "--output-dir DIR at the baseline commit), or use --baseline-ref"
+)
 
 
-def open_baseline(path: Path, *, snapshot_dir: Path | None = None
-                  ) -> BaselineDirectory | BaselineFile:
+def open_baseline(
+    path: Path, *, snapshot_dir: Path | None = None
+) -> BaselineDirectory | BaselineFile:
     """A pre-built baseline: one snapshot file, or a folder of `<category>.json` files."""
     if path.is_dir():
         source = BaselineDirectory(path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir)
         if not source.names():
-            raise InputError(f"baseline folder {path} holds no <category>.json snapshot "
-                             f"(write one with routectl snapshot --all --output-dir DIR)")
+            raise InputError(
+                f"baseline folder {path} holds no <category>.json snapshot "
+                f"(write one with routectl snapshot --all --output-dir DIR)"
+            )
         return source
     if not path.exists():
         raise InputError(f"baseline {path} does not exist")
@@ -174,19 +201,28 @@ def open_baseline(path: Path, *, snapshot_dir: Path | None = None
 
 # --- git -----------------------------------------------------------------------------------
 
+
 def git_environ(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k not in GIT_LOCATION_VARIABLES}
 
 
-def _git(repo: Path, args: Sequence[str], environ: Mapping[str, str]
-         ) -> subprocess.CompletedProcess[str]:
+def _git(
+    repo: Path, args: Sequence[str], environ: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
     executable = shutil.which("git", path=environ.get("PATH", os.defpath))
     if executable is None:
-        raise InputError("git is not on PATH: routectl diff --baseline-ref needs git "
-                         "(--baseline PATH takes pre-built snapshots instead)")
-    return subprocess.run([executable, "-C", str(repo), *args], env=git_environ(environ),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          check=False)
+        raise InputError(
+            "git is not on PATH: routectl diff --baseline-ref needs git "
+            "(--baseline PATH takes pre-built snapshots instead)"
+        )
+    return subprocess.run(
+        [executable, "-C", str(repo), *args],
+        env=git_environ(environ),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def _git_error(message: str, done: subprocess.CompletedProcess[str]) -> InputError:
@@ -200,9 +236,11 @@ def _git_error(message: str, done: subprocess.CompletedProcess[str]) -> InputErr
 def repository_root(start: Path, environ: Mapping[str, str]) -> Path:
     done = _git(start, ["rev-parse", "--show-toplevel"], environ)
     if done.returncode != 0 or not done.stdout.strip():
-        raise _git_error(f"not inside a git repository: {start} (--baseline-ref needs the "
-                         f"project's git history; --baseline PATH takes pre-built snapshots)",
-                         done)
+        raise _git_error(
+            f"not inside a git repository: {start} (--baseline-ref needs the "
+            f"project's git history; --baseline PATH takes pre-built snapshots)",
+            done,
+        )
     return Path(done.stdout.strip()).resolve()
 
 
@@ -211,26 +249,31 @@ def fetch_hint(ref: str) -> str:
     remote, slash, branch = ref.partition("/")
     wanted = branch if slash and remote == "origin" and branch else ref
     fetch = f"git fetch origin {shlex.quote(wanted)}"
-    return (f"a shallow clone (CI checkouts are) needs the ref fetched: {fetch}, or full "
-            f"history (git fetch --unshallow; actions/checkout with fetch-depth: 0)")
+    return (
+        f"a shallow clone (CI checkouts are) needs the ref fetched: {fetch}, or full "
+        f"history (git fetch --unshallow; actions/checkout with fetch-depth: 0)"
+    )
 
 
 def resolve_commit(repo: Path, ref: str, environ: Mapping[str, str]) -> str:
     """The commit `ref` names; an unknown ref is an InputError, with the hint to fetch it
     when the clone is shallow (a full clone has nothing more to fetch for it)."""
-    done = _git(repo, ["rev-parse", "--verify", "--quiet", "--end-of-options",
-                       f"{ref}^{{commit}}"], environ)
+    done = _git(
+        repo, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], environ
+    )
     commit = done.stdout.strip()
     if done.returncode == 0 and commit:
         return commit
     shallow = _git(repo, ["rev-parse", "--is-shallow-repository"], environ)
-    hint = f" (this clone is shallow): {fetch_hint(ref)}" if (
-        shallow.stdout.strip() == "true") else ""
+    hint = (
+        f" (this clone is shallow): {fetch_hint(ref)}" if (shallow.stdout.strip() == "true") else ""
+    )
     raise _git_error(f"unknown git ref {shorten(ref)} in {repo}{hint}", done)
 
 
-def check_project_at(repo: Path, commit: str, ref: str, project_path: Path,
-                     environ: Mapping[str, str]) -> None:
+def check_project_at(
+    repo: Path, commit: str, ref: str, project_path: Path, environ: Mapping[str, str]
+) -> None:
     """REF must hold a `pyproject.toml` with `[tool.routectl]` at the project's path."""
     relative = (project_path / "pyproject.toml").as_posix()
     done = _git(repo, ["cat-file", "blob", f"{commit}:{relative}"], environ)
@@ -240,22 +283,33 @@ def check_project_at(repo: Path, commit: str, ref: str, project_path: Path,
     try:
         table = tomllib.loads(done.stdout).get("tool", {}).get("routectl")
     except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{ref} has no routectl project: its {relative} is not valid TOML "
-                         f"({exc})") from None
+        raise InputError(
+            f"{ref} has no routectl project: its {relative} is not valid TOML ({exc})"
+        ) from None
     if not isinstance(table, dict):
-        raise InputError(f"{ref} has no routectl project: its {relative} has no "
-                         f"[tool.routectl] table")
+        raise InputError(
+            f"{ref} has no routectl project: its {relative} has no [tool.routectl] table"
+        )
 
 
 # --- the baseline subprocess ---------------------------------------------------------------
 
-def baseline_environ(environ: Mapping[str, str], *, strip_prefixes: Sequence[str],
-                     worktree: Path, engine_path: Path | None) -> dict[str, str]:
+
+def baseline_environ(
+    environ: Mapping[str, str],
+    *,
+    strip_prefixes: Sequence[str],
+    worktree: Path,
+    engine_path: Path | None,
+) -> dict[str, str]:
     """The caller's environment minus the policy's variables (and the test checkpoints'),
     the worktree first on PYTHONPATH (then the caller's PYTHONPATH, then `engine_path`)."""
     prefixes = tuple(p for p in strip_prefixes if p)
-    env = {k: v for k, v in environ.items() if not (prefixes and k.startswith(prefixes))
-           and k != checkpoints.VARIABLE}
+    env = {
+        k: v
+        for k, v in environ.items()
+        if not (prefixes and k.startswith(prefixes)) and k != checkpoints.VARIABLE
+    }
     paths = [str(worktree)]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
@@ -274,12 +328,14 @@ def _failure_message(ref: str, commit: str, code: int, output: str) -> str:
         last = lines[-1].removeprefix("error: ").removeprefix("internal error: ")
         last = last.removesuffix(DEBUG_HINT)
     if len(last) > MAX_TAIL_CHARS:
-        last = last[:MAX_TAIL_CHARS - 3] + "..."
+        last = last[: MAX_TAIL_CHARS - 3] + "..."
     how = f"exit {code}" if code >= 0 else f"killed by signal {-code}"
     message = f"the baseline at {ref} ({commit[:12]}) failed ({how}): {last}"
     if any(kind in line for line in lines for kind in IMPORT_FAILURES):
-        message += (f"; {ref} may need dependencies the current environment lacks (install "
-                    f"them, or build the baseline elsewhere and pass it with --baseline PATH)")
+        message += (
+            f"; {ref} may need dependencies the current environment lacks (install "
+            f"them, or build the baseline elsewhere and pass it with --baseline PATH)"
+        )
     return message
 
 
@@ -353,22 +409,40 @@ class RefBaseline:
         # Set before the call: an interrupt inside `worktree add` may leave a half-made one.
         self._worktree_added = True
         # No hooks: a throwaway tree is no checkout the user's post-checkout hook asked for.
-        done = _git(self.repository, ["-c", f"core.hooksPath={os.devnull}", "worktree", "add",
-                                      "--detach", "--quiet", str(self.worktree), self.commit],
-                    self.environ)
+        done = _git(
+            self.repository,
+            [
+                "-c",
+                f"core.hooksPath={os.devnull}",
+                "worktree",
+                "add",
+                "--detach",
+                "--quiet",
+                str(self.worktree),
+                self.commit,
+            ],
+            self.environ,
+        )
         if done.returncode != 0:
             raise _git_error(f"cannot check out {self.ref} into a temporary worktree", done)
         engine = None if (self.worktree / "routectl" / "__init__.py").is_file() else ENGINE_PATH
-        env = baseline_environ(self.environ, strip_prefixes=self.strip_prefixes,
-                               worktree=self.worktree, engine_path=engine)
+        env = baseline_environ(
+            self.environ,
+            strip_prefixes=self.strip_prefixes,
+            worktree=self.worktree,
+            engine_path=engine,
+        )
         # Output goes to a file, not a pipe: the candidate replays meanwhile and nobody
         # would drain a pipe.
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [self.python, *(DEBUG_ARGS if self.debug else SNAPSHOT_ARGS),
-                 str(self.output_dir)],
-                cwd=self.worktree / self.project_path, env=env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                [self.python, *(DEBUG_ARGS if self.debug else SNAPSHOT_ARGS), str(self.output_dir)],
+                cwd=self.worktree / self.project_path,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
 
     def wait(self) -> Path:
         """Wait for the subprocess; the folder of its snapshot files, or BaselineFailed."""
@@ -383,17 +457,22 @@ class RefBaseline:
         return self.output_dir
 
     def source(self, *, snapshot_dir: Path | None = None) -> BaselineDirectory:
-        advice = (f"{self.ref}'s routectl writes an old format; compare against a newer "
-                  f"ref, or build its snapshots with this routectl and pass them with "
-                  f"--baseline DIR")
+        advice = (
+            f"{self.ref}'s routectl writes an old format; compare against a newer "
+            f"ref, or build its snapshots with this routectl and pass them with "
+            f"--baseline DIR"
+        )
         return BaselineDirectory(self.wait(), advice=advice, snapshot_dir=snapshot_dir)
 
     def _remove_worktree(self) -> None:
         if not self._worktree_added:
             return
         # Twice forced: also a worktree left locked by an interrupted `worktree add`.
-        done = _git(self.repository, ["worktree", "remove", "--force", "--force",
-                                      str(self.worktree)], self.environ)
+        done = _git(
+            self.repository,
+            ["worktree", "remove", "--force", "--force", str(self.worktree)],
+            self.environ,
+        )
         if done.returncode != 0:
             # Never registered, or half made: remove the files, then let git drop the entry
             # (prune only runs here, so a concurrent diff's fresh entry is never raced).
@@ -423,10 +502,16 @@ def _temp_parent(environ: Mapping[str, str], temp_parent: Path | None) -> str | 
 
 
 @contextmanager
-def baseline_at_ref(project_root: Path, ref: str, *, environ: Mapping[str, str],
-                    strip_prefixes: Sequence[str] = (), temp_parent: Path | None = None,
-                    python: str | None = None, debug: bool = False
-                    ) -> Iterator[RefBaseline]:
+def baseline_at_ref(
+    project_root: Path,
+    ref: str,
+    *,
+    environ: Mapping[str, str],
+    strip_prefixes: Sequence[str] = (),
+    temp_parent: Path | None = None,
+    python: str | None = None,
+    debug: bool = False,
+) -> Iterator[RefBaseline]:
     """Check the ref (repository, commit, project), add its worktree and start the baseline
     subprocess; yields the running RefBaseline and removes everything on exit.
 
@@ -439,22 +524,30 @@ def baseline_at_ref(project_root: Path, ref: str, *, environ: Mapping[str, str],
     try:
         project_path = root.relative_to(repository)
     except ValueError:
-        raise InputError(f"the project {root} is not inside its repository {repository}"
-                         ) from None
+        raise InputError(f"the project {root} is not inside its repository {repository}") from None
     commit = resolve_commit(repository, ref, environ)
     check_project_at(repository, commit, ref, project_path, environ)
     try:
-        temp_dir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX,
-                                         dir=_temp_parent(environ, temp_parent)))
+        temp_dir = Path(
+            tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=_temp_parent(environ, temp_parent))
+        )
     except OSError as exc:
-        raise InputError(f"cannot create a temporary folder for the baseline: "
-                         f"{exc.strerror or exc}") from None
+        raise InputError(
+            f"cannot create a temporary folder for the baseline: {exc.strerror or exc}"
+        ) from None
     build: RefBaseline | None = None
     try:
-        build = RefBaseline(ref=ref, commit=commit, repository=repository,
-                            project_path=project_path, temp_dir=temp_dir, environ=environ,
-                            strip_prefixes=tuple(strip_prefixes),
-                            python=python or sys.executable, debug=debug)
+        build = RefBaseline(
+            ref=ref,
+            commit=commit,
+            repository=repository,
+            project_path=project_path,
+            temp_dir=temp_dir,
+            environ=environ,
+            strip_prefixes=tuple(strip_prefixes),
+            python=python or sys.executable,
+            debug=debug,
+        )
         build.start()
         checkpoints.reach("baseline")
         yield build

@@ -84,9 +84,13 @@ def known_rows(snapshot: Snapshot) -> dict[str, tuple[str, Row]]:
     return {r["id"]: (json.dumps(r, sort_keys=True), r) for r in snapshot.rows}
 
 
-def snapshot_from_texts(category: Any, rows: Sequence[RowText], *,
-                        snapshot_dir: Path | None = None, known: Known | None = None
-                        ) -> Snapshot:
+def snapshot_from_texts(
+    category: Any,
+    rows: Sequence[RowText],
+    *,
+    snapshot_dir: Path | None = None,
+    known: Known | None = None,
+) -> Snapshot:
     """A snapshot of replayed rows, ids checked. A row whose text equals a known (baseline)
     row's is that very row object: equal JSON, parsed once, compared by identity. The schema
     check is left to `run_check`, which validates the rows that moved (a fresh row equal to
@@ -96,16 +100,20 @@ def snapshot_from_texts(category: Any, rows: Sequence[RowText], *,
     for row_id, text in rows:
         hit = known.get(row_id)
         plain.append(hit[1] if hit is not None and hit[0] == text else json.loads(text))
-    return build_snapshot(category.name, category.basis, plain, snapshot_dir=snapshot_dir,
-                          validate=False, plain=True)
+    return build_snapshot(
+        category.name, category.basis, plain, snapshot_dir=snapshot_dir, validate=False, plain=True
+    )
 
 
-def fresh_snapshots(project: Project, categories: Sequence[Any], *, jobs: int = 1
-                    ) -> dict[str, Snapshot]:
+def fresh_snapshots(
+    project: Project, categories: Sequence[Any], *, jobs: int = 1
+) -> dict[str, Snapshot]:
     """Replay every row of `categories` (no cache; up to `jobs` processes)."""
     texts, _ = replay_texts(project, categories, jobs=jobs)
-    return {c.name: snapshot_from_texts(c, texts[c.name], snapshot_dir=project.snapshot_dir)
-            for c in categories}
+    return {
+        c.name: snapshot_from_texts(c, texts[c.name], snapshot_dir=project.snapshot_dir)
+        for c in categories
+    }
 
 
 def select_categories(project: Project, names: Sequence[str]) -> list[Any]:
@@ -132,10 +140,16 @@ class CheckResult:
         return self.outcome.categories[name].comparison
 
 
-def run_check(project: Project, names: Sequence[str] = (), *, baseline: SnapshotSource,
-              expected: Sequence[ExpectedEntry] | ExpectedChanges = (),
-              ready: Mapping[str, Snapshot] | None = None, differ: Differ = field_changes,
-              jobs: int = 1) -> CheckResult:
+def run_check(
+    project: Project,
+    names: Sequence[str] = (),
+    *,
+    baseline: SnapshotSource,
+    expected: Sequence[ExpectedEntry] | ExpectedChanges = (),
+    ready: Mapping[str, Snapshot] | None = None,
+    differ: Differ = field_changes,
+    jobs: int = 1,
+) -> CheckResult:
     """Compare fresh snapshots of the named categories (all when empty: a complete run)
     with `baseline`, group the changes and judge them against `expected` (id entries, or an
     `ExpectedChanges` with stated entries too). Up to `jobs` processes replay; the
@@ -152,26 +166,38 @@ def run_check(project: Project, names: Sequence[str] = (), *, baseline: Snapshot
 
     def read_baseline() -> tuple[dict[str, Snapshot | None], dict[str, Known]]:
         snapshots = {c.name: baseline.load(c.name) for c in selected}
-        return snapshots, {name: known_rows(snap) for name, snap in snapshots.items()
-                           if snap is not None and name not in ready}
+        return snapshots, {
+            name: known_rows(snap)
+            for name, snap in snapshots.items()
+            if snap is not None and name not in ready
+        }
 
-    texts, (loaded, known) = replay_texts(project, [c for c in selected if c.name not in ready],
-                                          jobs=jobs, meanwhile=read_baseline)
-    snapshots = {c.name: ready[c.name] if c.name in ready else snapshot_from_texts(
-        c, texts[c.name], snapshot_dir=project.snapshot_dir, known=known.get(c.name))
-        for c in selected}
+    texts, (loaded, known) = replay_texts(
+        project, [c for c in selected if c.name not in ready], jobs=jobs, meanwhile=read_baseline
+    )
+    snapshots = {
+        c.name: ready[c.name]
+        if c.name in ready
+        else snapshot_from_texts(
+            c, texts[c.name], snapshot_dir=project.snapshot_dir, known=known.get(c.name)
+        )
+        for c in selected
+    }
     stale = tuple(sorted(set(baseline.names()) - set(listed))) if complete else ()
     comparisons = {
-        name: compare_rows(retained.rows if (retained := loaded[name]) is not None else None,
-                           snapshots[name].rows, differ=differ)
+        name: compare_rows(
+            retained.rows if (retained := loaded[name]) is not None else None,
+            snapshots[name].rows,
+            differ=differ,
+        )
         for name in snapshots
     }
     for name, snap in snapshots.items():
         if not snap.validated:
             moved = set(comparisons[name].added) | set(comparisons[name].changed)
-            problem = validate_rows(name, snap.basis,
-                                    [r for r in snap.rows if r["id"] in moved],
-                                    project.snapshot_dir)
+            problem = validate_rows(
+                name, snap.basis, [r for r in snap.rows if r["id"] in moved], project.snapshot_dir
+            )
             if problem is not None:
                 raise SnapshotError(f"category {name} produced an invalid snapshot: {problem}")
 
@@ -184,8 +210,9 @@ def run_check(project: Project, names: Sequence[str] = (), *, baseline: Snapshot
             declared[name] = {r.id for r in project.category(name).rows()}
         return declared[name]
 
-    changes = expected if isinstance(expected, ExpectedChanges) else ExpectedChanges(
-        tuple(expected))
+    changes = (
+        expected if isinstance(expected, ExpectedChanges) else ExpectedChanges(tuple(expected))
+    )
     attribution = attribute(changes.ids, list(snapshots), known_ids, listed)
     stated = resolve_stated(changes.stated, list(snapshots), known_ids, listed)
     verdicts = {}
@@ -193,17 +220,24 @@ def run_check(project: Project, names: Sequence[str] = (), *, baseline: Snapshot
     for name, comparison in comparisons.items():
         base = loaded[name]
         groups = group_changes(
-            name, comparison,
+            name,
+            comparison,
             {r["id"]: r for r in snapshots[name].rows if r["id"] in comparison.added},
-            {} if base is None else {r["id"]: r for r in base.rows
-                                     if r["id"] in comparison.removed})
-        verdicts[name], hits = judge_category(name, comparison, attribution.by_category[name],
-                                              stated.by_category[name], groups)
+            {}
+            if base is None
+            else {r["id"]: r for r in base.rows if r["id"] in comparison.removed},
+        )
+        verdicts[name], hits = judge_category(
+            name, comparison, attribution.by_category[name], stated.by_category[name], groups
+        )
         covered |= hits
-    outcome = CheckOutcome(verdicts, stale=stale, unattributed=attribution.unattributed,
-                           complete=complete,
-                           missing_stated=(*stated.missing,
-                                           *unmatched_fields(stated.judged, covered)))
+    outcome = CheckOutcome(
+        verdicts,
+        stale=stale,
+        unattributed=attribution.unattributed,
+        complete=complete,
+        missing_stated=(*stated.missing, *unmatched_fields(stated.judged, covered)),
+    )
     return CheckResult(outcome, snapshots, loaded)
 
 

@@ -53,13 +53,21 @@ def field_changes(old: Row, new: Row) -> list[FieldChange]:
     for prefix, a, b in _differing_parts(old, new, []):
         tree = DeepDiff(a, b, threshold_to_diff_deeper=0, verbose_level=2, view="tree")
         for report_type, levels in tree.items():
-            kind = ("added" if report_type.endswith("_added")
-                    else "removed" if report_type.endswith("_removed") else "changed")
+            kind = (
+                "added"
+                if report_type.endswith("_added")
+                else "removed"
+                if report_type.endswith("_removed")
+                else "changed"
+            )
             for level in levels:
                 parts = [*prefix, *level.path(output_format="list")]
-                change = FieldChange(format_path(parts), kind,
-                                     None if kind == "added" else level.t1,
-                                     None if kind == "removed" else level.t2)
+                change = FieldChange(
+                    format_path(parts),
+                    kind,
+                    None if kind == "added" else level.t1,
+                    None if kind == "removed" else level.t2,
+                )
                 found.append((_path_key(parts), change))
     found.sort(key=lambda item: item[0])
     changes = [c for _, c in found]
@@ -80,8 +88,12 @@ def _differing_parts(a: Any, b: Any, prefix: list[Any]) -> Iterator[tuple[list[A
             if not _same(value, b[key]):
                 yield from _differing_parts(value, b[key], [*prefix, key])
         return
-    if (type(a) is list and type(b) is list and len(a) == len(b)
-            and any(type(x) in _CONTAINERS for x in (*a, *b))):
+    if (
+        type(a) is list
+        and type(b) is list
+        and len(a) == len(b)
+        and any(type(x) in _CONTAINERS for x in (*a, *b))
+    ):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             if not _same(x, y):
                 yield from _differing_parts(x, y, [*prefix, i])
@@ -135,8 +147,9 @@ class Comparison:
         return not (self.added or self.removed or self.changed) and self.baseline_present
 
 
-def compare_rows(baseline: Sequence[Row] | None, fresh: Sequence[Row], *,
-                 differ: Differ = field_changes) -> Comparison:
+def compare_rows(
+    baseline: Sequence[Row] | None, fresh: Sequence[Row], *, differ: Differ = field_changes
+) -> Comparison:
     """Compare by id; `baseline` None means there is no baseline file (every row is added).
     `differ` runs once per changed row and never for equal rows."""
     old = {r["id"]: r for r in baseline or ()}
@@ -157,6 +170,7 @@ def compare_rows(baseline: Sequence[Row] | None, fresh: Sequence[Row], *,
 
 # --- expected changes ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ExpectedEntry:
     listed: str  # as written in the file
@@ -176,17 +190,22 @@ def split_id(text: str, categories: Collection[str]) -> tuple[str | None, str]:
         return prefix, rest
     known = ", ".join(sorted(categories)) or "none"
     if colon and prefix != "edge" and ROW_ID.match(rest):
-        raise InputError(f"unknown category {shorten(prefix)} in {shorten(text)}"
-                         f"{did_you_mean(prefix, categories)} (known: {known})")
+        raise InputError(
+            f"unknown category {shorten(prefix)} in {shorten(text)}"
+            f"{did_you_mean(prefix, categories)} (known: {known})"
+        )
     if not ROW_ID.match(text):
-        raise InputError(f"malformed row id {shorten(text)} (a row id is "
-                         f"model/kv/tpN/spec/cN/qN or edge:name, optionally qualified by a "
-                         f"category: {known})")
+        raise InputError(
+            f"malformed row id {shorten(text)} (a row id is "
+            f"model/kv/tpN/spec/cN/qN or edge:name, optionally qualified by a "
+            f"category: {known})"
+        )
     return None, text
 
 
-def parse_expected(data: Any, categories: Collection[str], *, source: str,
-                   snapshot_dir: Path | None = None) -> tuple[ExpectedEntry, ...]:
+def parse_expected(
+    data: Any, categories: Collection[str], *, source: str, snapshot_dir: Path | None = None
+) -> tuple[ExpectedEntry, ...]:
     """Validate an expected-changes document: schema, well-formed ids, no duplicates."""
     for index, item in enumerate(data if isinstance(data, list) else ()):
         listed = item.get("id") if isinstance(item, dict) else item
@@ -213,10 +232,15 @@ def parse_expected(data: Any, categories: Collection[str], *, source: str,
     return tuple(entries)
 
 
-def load_expected(path: Path, categories: Collection[str], *,
-                  snapshot_dir: Path | None = None) -> tuple[ExpectedEntry, ...]:
-    return parse_expected(read_json(path, "expected-changes file"), categories,
-                          source=str(path), snapshot_dir=snapshot_dir)
+def load_expected(
+    path: Path, categories: Collection[str], *, snapshot_dir: Path | None = None
+) -> tuple[ExpectedEntry, ...]:
+    return parse_expected(
+        read_json(path, "expected-changes file"),
+        categories,
+        source=str(path),
+        snapshot_dir=snapshot_dir,
+    )
 
 
 @dataclass(frozen=True)
@@ -227,9 +251,12 @@ class Attribution:
     unattributed: tuple[str, ...]  # bare ids naming no row, with several categories judged
 
 
-def attribute(entries: Sequence[ExpectedEntry], judged: Sequence[str],
-              known_ids: Callable[[str], Collection[str]], categories: Sequence[str]
-              ) -> Attribution:
+def attribute(
+    entries: Sequence[ExpectedEntry],
+    judged: Sequence[str],
+    known_ids: Callable[[str], Collection[str]],
+    categories: Sequence[str],
+) -> Attribution:
     """Assign each entry to its category. A qualified entry of a category outside `judged`
     is not judged (filtered run). A bare id belongs to the one category holding it
     (`known_ids(name)`: fresh and baseline ids of a judged category, declared ids of any
@@ -243,9 +270,11 @@ def attribute(entries: Sequence[ExpectedEntry], judged: Sequence[str],
         else:
             holders = [c for c in categories if entry.row_id in known_ids(c)]
             if len(holders) > 1:
-                raise InputError(f"expected id {shorten(entry.listed)} is a row of several "
-                                 f"categories ({', '.join(holders)}): qualify it as "
-                                 f"CATEGORY:{entry.row_id}")
+                raise InputError(
+                    f"expected id {shorten(entry.listed)} is a row of several "
+                    f"categories ({', '.join(holders)}): qualify it as "
+                    f"CATEGORY:{entry.row_id}"
+                )
             if holders:
                 target = holders[0]
             elif len(judged) == 1:
@@ -256,13 +285,16 @@ def attribute(entries: Sequence[ExpectedEntry], judged: Sequence[str],
         if target not in by_category:
             continue
         if entry.row_id in by_category[target]:
-            raise InputError(f"expected id {shorten(entry.listed)} repeats "
-                             f"{shorten(by_category[target][entry.row_id].listed)}")
+            raise InputError(
+                f"expected id {shorten(entry.listed)} repeats "
+                f"{shorten(by_category[target][entry.row_id].listed)}"
+            )
         by_category[target][entry.row_id] = entry
     return Attribution(by_category, tuple(sorted(unattributed)))
 
 
 # --- verdict -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MissingItem:
@@ -278,8 +310,9 @@ class MissingItem:
         return {"entry": self.entry, "rows": self.rows, "field": self.field, "why": self.why}
 
     def text(self) -> str:
-        what = f"field {self.field} of entry [{self.entry}]" if self.field else \
-            f"entry [{self.entry}]"
+        what = (
+            f"field {self.field} of entry [{self.entry}]" if self.field else f"entry [{self.entry}]"
+        )
         return f"{what} (rows {self.rows}): {self.why}"
 
 
@@ -328,8 +361,12 @@ class CheckOutcome:
 
     @property
     def ok(self) -> bool:
-        return (all(v.ok for v in self.categories.values()) and not self.stale
-                and not self.unattributed and not self.missing_stated)
+        return (
+            all(v.ok for v in self.categories.values())
+            and not self.stale
+            and not self.unattributed
+            and not self.missing_stated
+        )
 
     @property
     def rows(self) -> int:

@@ -19,8 +19,10 @@ class NoImplementationError(RuntimeError):
     caller can still derive the plan the call would have run."""
 
     def __init__(self, op: str, arguments: Mapping[str, Any]) -> None:
-        super().__init__(f"no reference implementation for {op} (declared only: this "
-                         "process has no implementation of it)")
+        super().__init__(
+            f"no reference implementation for {op} (declared only: this "
+            "process has no implementation of it)"
+        )
         self.op = op
         self.arguments = dict(arguments)
 
@@ -31,8 +33,14 @@ class CompositeNamespace:
     `abi` gives the revisions of declared version getters (a declared getter without one
     raises when read: a build's revision is a fact the caller must state)."""
 
-    def __init__(self, implemented: NativeNamespace, declared: Iterable[str], *,
-                 abi: Mapping[str, int] | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        implemented: NativeNamespace,
+        declared: Iterable[str],
+        *,
+        abi: Mapping[str, int] | None = None,
+        name: str | None = None,
+    ) -> None:
         self._implemented = implemented
         self._declared = frozenset(declared)
         self._abi = dict(abi or {})

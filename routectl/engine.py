@@ -68,8 +68,10 @@ class EngineLayer:
     def __call__(self, x: Any, *args: Any) -> Any:
         apply = self.prepared.apply
         if apply is None:
-            raise NotDispatchedError(f"{self.name}: {self.kernel or 'no kernel'} serves this "
-                                     "layer; routectl dispatches none of its calls")
+            raise NotDispatchedError(
+                f"{self.name}: {self.kernel or 'no kernel'} serves this "
+                "layer; routectl dispatches none of its calls"
+            )
         return apply(x, *args)
 
 
@@ -85,8 +87,9 @@ def _shown(value: Any) -> str:
 class EngineSession:
     """The policy resolved once for one engine process, and the layers loaded under it."""
 
-    def __init__(self, project: Project, policy: ResolvedPolicy, hardware: Hardware,
-                 workload: EngineConfig) -> None:
+    def __init__(
+        self, project: Project, policy: ResolvedPolicy, hardware: Hardware, workload: EngineConfig
+    ) -> None:
         self._project = project
         self._policy = policy
         self._hardware = hardware
@@ -118,8 +121,16 @@ class EngineSession:
     def families(self) -> tuple[str, ...]:
         return tuple(sorted(self._project.loaders))
 
-    def load_layer(self, family: str, layer: Any, tensors: Any, namespace: NativeNamespace,
-                   *, name: str | None = None, workspace: int | None = None) -> EngineLayer:
+    def load_layer(
+        self,
+        family: str,
+        layer: Any,
+        tensors: Any,
+        namespace: NativeNamespace,
+        *,
+        name: str | None = None,
+        workspace: int | None = None,
+    ) -> EngineLayer:
         """Select the layer's kernel and prepare `tensors` (the family's checkpoint tensors;
         None: meta tensors) through `namespace`. `workspace`: FP16 elements the engine can
         lend the layer (families that take one). Raises SelectionError when nothing can
@@ -134,8 +145,9 @@ class EngineSession:
             tensors = loader.meta_tensors(layer)
         kwargs = loader.load_kwargs(family, tensors, workspace)
         try:
-            prepared = loader.load(layer, self._policy, self._hardware, self._workload,
-                                   namespace, **kwargs)
+            prepared = loader.load(
+                layer, self._policy, self._hardware, self._workload, namespace, **kwargs
+            )
         except SelectionError as exc:
             log.error("%s [%s]: %s: %s", label, family, exc.code, exc.message)
             raise
@@ -143,11 +155,11 @@ class EngineSession:
         self._layers.append(loaded)
         decision = prepared.decision
         if decision.kernel is None and decision.status is not None:
-            log.info("%s [%s]: not served by this family (%s)", label, family,
-                     decision.status[1])
+            log.info("%s [%s]: not served by this family (%s)", label, family, decision.status[1])
         else:
-            log.info("%s [%s]: %s, prepared layout %s", label, family, decision.kernel,
-                     decision.layout)
+            log.info(
+                "%s [%s]: %s, prepared layout %s", label, family, decision.kernel, decision.layout
+            )
         for fallback in decision.fallbacks:
             self._log_fallback(label, family, fallback)
         return loaded
@@ -157,27 +169,38 @@ class EngineSession:
         if key in self._logged_fallbacks:
             return
         self._logged_fallbacks.add(key)
-        log.warning("%s [%s]: %s falls back from %s to %s: %s", label, family, fallback.field,
-                    _shown(fallback.requested), _shown(fallback.effective), fallback.reason)
+        log.warning(
+            "%s [%s]: %s falls back from %s to %s: %s",
+            label,
+            family,
+            fallback.field,
+            _shown(fallback.requested),
+            _shown(fallback.effective),
+            fallback.reason,
+        )
 
     def report(self) -> StartupReport:
         """The startup report of every layer loaded so far (replayed on meta tensors)."""
-        return build_report(self._project, self._policy, self._hardware, self._workload,
-                            self._layers)
+        return build_report(
+            self._project, self._policy, self._hardware, self._workload, self._layers
+        )
 
 
-def _resolve(project: Project, kernel_config: Any, environ: Mapping[str, str],
-             hardware: Hardware, workload: EngineConfig) -> ResolvedPolicy:
+def _resolve(
+    project: Project,
+    kernel_config: Any,
+    environ: Mapping[str, str],
+    hardware: Hardware,
+    workload: EngineConfig,
+) -> ResolvedPolicy:
     """Resolve once, emitting the warnings of deprecated, obsolete and removed variables
     (once per process) to the logger instead of the warnings machinery; other resolution
     notes (unknown variables) are logged on every start."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PolicyDeprecationWarning)
-        policy = project.resolve(kernel_config, environ, hardware, workload,
-                                 emit_warnings=True)
+        policy = project.resolve(kernel_config, environ, hardware, workload, emit_warnings=True)
     emitted = [str(w.message) for w in caught]
-    once = {message for _, _, message in variable_notices(project.fields, project.retired,
-                                                             environ)}
+    once = {message for _, _, message in variable_notices(project.fields, project.retired, environ)}
     for message in emitted:
         log.warning("%s", message)
     for message in policy.warnings:
@@ -186,8 +209,14 @@ def _resolve(project: Project, kernel_config: Any, environ: Mapping[str, str],
     return policy
 
 
-def start(project: Project, kernel_config: Any, hardware: Hardware, workload: EngineConfig,
-          *, environ: Mapping[str, str] | None = None) -> EngineSession:
+def start(
+    project: Project,
+    kernel_config: Any,
+    hardware: Hardware,
+    workload: EngineConfig,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> EngineSession:
     """Resolve the policy once and open the engine's session.
 
     `kernel_config`: a KernelConfig, a mapping, JSON text, `@file` or None (the engine's
@@ -195,10 +224,11 @@ def start(project: Project, kernel_config: Any, hardware: Hardware, workload: En
     process environment (a copy: nothing is written back)."""
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
     policy = _resolve(project, kernel_config, env, hardware, workload)
-    log.info("policy %s resolved for capability %d",
-             policy.compute_hash(project.active_sections(hardware.capability, workload,
-                                                         policy))[:12],
-             hardware.capability)
+    log.info(
+        "policy %s resolved for capability %d",
+        policy.compute_hash(project.active_sections(hardware.capability, workload, policy))[:12],
+        hardware.capability,
+    )
     return EngineSession(project, policy, hardware, workload)
 
 

@@ -64,8 +64,10 @@ class StatedField:
         return canonical(self.old), canonical(self.new)
 
     def covers(self, change: FieldChange) -> bool:
-        return (self.values() == (canonical(change.old), canonical(change.new))
-                and self.regex.fullmatch(change.path) is not None)
+        return (
+            self.values() == (canonical(change.old), canonical(change.new))
+            and self.regex.fullmatch(change.path) is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,10 @@ class ExpectedChanges:
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        return (*(e.reason for e in self.ids if e.reason is not None),
-                *(e.reason for e in self.stated))
+        return (
+            *(e.reason for e in self.ids if e.reason is not None),
+            *(e.reason for e in self.stated),
+        )
 
 
 def is_todo(reason: str) -> bool:
@@ -101,8 +105,15 @@ def document_reasons(data: Any) -> list[str]:
     """The reasons of an expected-changes document of either version, read without judging
     its ids (for the TODO warning, before the categories are known)."""
     items = data.get("changes") if isinstance(data, dict) else data
-    return [item["reason"] for item in items if isinstance(item, dict)
-            and isinstance(item.get("reason"), str)] if isinstance(items, list) else []
+    return (
+        [
+            item["reason"]
+            for item in items
+            if isinstance(item, dict) and isinstance(item.get("reason"), str)
+        ]
+        if isinstance(items, list)
+        else []
+    )
 
 
 def _split_pattern(text: str, categories: Collection[str]) -> tuple[str | None, str]:
@@ -113,8 +124,7 @@ def _split_pattern(text: str, categories: Collection[str]) -> tuple[str | None, 
         category, pattern = prefix, rest
     elif colon and prefix != "edge" and not is_glob(prefix):
         known = ", ".join(sorted(categories)) or "none"
-        raise InputError(f"unknown category {prefix!r} in row pattern {text!r} "
-                         f"(known: {known})")
+        raise InputError(f"unknown category {prefix!r} in row pattern {text!r} (known: {known})")
     else:
         category, pattern = None, text
     if not is_glob(pattern):
@@ -123,42 +133,59 @@ def _split_pattern(text: str, categories: Collection[str]) -> tuple[str | None, 
     return category, pattern
 
 
-def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[str]
-                  ) -> StatedEntry:
+def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[str]) -> StatedEntry:
     rows = item["rows"] if isinstance(item["rows"], list) else [item["rows"]]
     if not rows:
-        raise InputError("\"rows\" is an empty list: name the rows this entry expects")
+        raise InputError('"rows" is an empty list: name the rows this entry expects')
     fields = None
     if "fields" in item:
         for path, pair in item["fields"].items():
             if len(pair) != 2:
-                raise InputError(f"field {path!r} states {json.dumps(pair)}: state [OLD, NEW] "
-                                 f"(null for the absent side of an added or removed field)")
-        fields = tuple(StatedField(path, pair[0], pair[1])
-                       for path, pair in sorted(item["fields"].items()))
+                raise InputError(
+                    f"field {path!r} states {json.dumps(pair)}: state [OLD, NEW] "
+                    f"(null for the absent side of an added or removed field)"
+                )
+        fields = tuple(
+            StatedField(path, pair[0], pair[1]) for path, pair in sorted(item["fields"].items())
+        )
     listed = item["rows"] if isinstance(item["rows"], str) else json.dumps(item["rows"])
-    return StatedEntry(index, listed, tuple(_split_pattern(r, categories) for r in rows),
-                       fields, item["reason"])
+    return StatedEntry(
+        index, listed, tuple(_split_pattern(r, categories) for r in rows), fields, item["reason"]
+    )
 
 
-def parse_document(data: Any, categories: Collection[str], *, source: str,
-                   snapshot_dir: Path | None = None) -> ExpectedChanges:
+def parse_document(
+    data: Any, categories: Collection[str], *, source: str, snapshot_dir: Path | None = None
+) -> ExpectedChanges:
     """Validate an expected-changes document of either version."""
-    if isinstance(data, dict) and isinstance(data.get("schema_version"), int) and \
-            data["schema_version"] > EXPECTED_VERSION:
-        raise InputError(f"{source}: expected-changes schema_version {data['schema_version']} "
-                         f"is newer than this routectl reads ({EXPECTED_VERSION}): upgrade "
-                         f"routectl")
+    if (
+        isinstance(data, dict)
+        and isinstance(data.get("schema_version"), int)
+        and data["schema_version"] > EXPECTED_VERSION
+    ):
+        raise InputError(
+            f"{source}: expected-changes schema_version {data['schema_version']} "
+            f"is newer than this routectl reads ({EXPECTED_VERSION}): upgrade "
+            f"routectl"
+        )
     problem = schema_violation("expected-changes", data, snapshot_dir)
     items = data.get("changes") if isinstance(data, dict) else data
     if problem is not None or not isinstance(items, list):
         if isinstance(items, list):
             # The id entries' own messages read better than the schema's.
-            parse_expected([i for i in items if not (isinstance(i, dict) and "rows" in i)],
-                           categories, source=source, snapshot_dir=snapshot_dir)
+            parse_expected(
+                [i for i in items if not (isinstance(i, dict) and "rows" in i)],
+                categories,
+                source=source,
+                snapshot_dir=snapshot_dir,
+            )
         raise InputError(f"{source}: {problem}")
-    ids = parse_expected([i for i in items if not (isinstance(i, dict) and "rows" in i)],
-                         categories, source=source, snapshot_dir=snapshot_dir)
+    ids = parse_expected(
+        [i for i in items if not (isinstance(i, dict) and "rows" in i)],
+        categories,
+        source=source,
+        snapshot_dir=snapshot_dir,
+    )
     stated = []
     for index, item in enumerate(items):
         if isinstance(item, dict) and "rows" in item:
@@ -169,13 +196,19 @@ def parse_document(data: Any, categories: Collection[str], *, source: str,
     return ExpectedChanges(ids, tuple(stated))
 
 
-def load_expected_changes(path: Path, categories: Collection[str], *,
-                          snapshot_dir: Path | None = None) -> ExpectedChanges:
-    return parse_document(read_json(path, "expected-changes file"), categories,
-                          source=str(path), snapshot_dir=snapshot_dir)
+def load_expected_changes(
+    path: Path, categories: Collection[str], *, snapshot_dir: Path | None = None
+) -> ExpectedChanges:
+    return parse_document(
+        read_json(path, "expected-changes file"),
+        categories,
+        source=str(path),
+        snapshot_dir=snapshot_dir,
+    )
 
 
 # --- matching ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class StatedMatch:
@@ -192,9 +225,12 @@ class StatedResolution:
     missing: tuple[MissingItem, ...]  # patterns that match no row
 
 
-def resolve_stated(entries: Sequence[StatedEntry], judged: Sequence[str],
-                   known_ids: Callable[[str], Collection[str]], categories: Sequence[str]
-                   ) -> StatedResolution:
+def resolve_stated(
+    entries: Sequence[StatedEntry],
+    judged: Sequence[str],
+    known_ids: Callable[[str], Collection[str]],
+    categories: Sequence[str],
+) -> StatedResolution:
     """Each pattern to its category, as `compare.attribute` does for ids: a qualified one to
     its own; a bare one to the one category with a matching row (several: InputError; none:
     the single judged category, else it matches no row)."""
@@ -210,10 +246,12 @@ def resolve_stated(entries: Sequence[StatedEntry], judged: Sequence[str],
             else:
                 targets = [c for c in categories if any(map(match, known_ids(c)))]
                 if len(targets) > 1:
-                    raise InputError(f"row pattern {pattern!r} of expected entry "
-                                     f"[{entry.index}] matches rows of several categories "
-                                     f"({', '.join(targets)}): qualify it as "
-                                     f"CATEGORY:{pattern}")
+                    raise InputError(
+                        f"row pattern {pattern!r} of expected entry "
+                        f"[{entry.index}] matches rows of several categories "
+                        f"({', '.join(targets)}): qualify it as "
+                        f"CATEGORY:{pattern}"
+                    )
                 if not targets and len(judged) == 1:
                     targets = [judged[0]]
             if not targets:
@@ -225,17 +263,23 @@ def resolve_stated(entries: Sequence[StatedEntry], judged: Sequence[str],
             in_scope = True
             found = {i for i in known_ids(targets[0]) if match(i)}
             if not found:
-                missing.append(MissingItem(entry.index, qualified(targets[0], pattern), None,
-                                           "matches no row"))
+                missing.append(
+                    MissingItem(entry.index, qualified(targets[0], pattern), None, "matches no row")
+                )
             rows[targets[0]].setdefault(entry.index, set()).update(found)
         if in_scope:
             judged_entries.append(entry)
     by_index = {e.index: e for e in entries}
     return StatedResolution(
-        {name: tuple(StatedMatch(by_index[i], frozenset(found))
-                     for i, found in sorted(matched.items()))
-         for name, matched in rows.items()},
-        tuple(judged_entries), tuple(missing))
+        {
+            name: tuple(
+                StatedMatch(by_index[i], frozenset(found)) for i, found in sorted(matched.items())
+            )
+            for name, matched in rows.items()
+        },
+        tuple(judged_entries),
+        tuple(missing),
+    )
 
 
 def _check_conflicts(name: str, matches: Sequence[StatedMatch]) -> None:
@@ -254,12 +298,17 @@ def _check_conflicts(name: str, matches: Sequence[StatedMatch]) -> None:
                         f"expected entries [{earlier[1]}] and [{match.entry.index}] state "
                         f"different changes of {stated.path} for row "
                         f"{qualified(name, row_id)}: [{', '.join(earlier[0])}] and "
-                        f"[{', '.join(values)}]; keep one")
+                        f"[{', '.join(values)}]; keep one"
+                    )
 
 
-def judge_category(name: str, comparison: Comparison, listed: Mapping[str, ExpectedEntry],
-                   stated: Sequence[StatedMatch], groups: tuple[ChangeGroup, ...] = ()
-                   ) -> tuple[CategoryVerdict, set[tuple[int, int]]]:
+def judge_category(
+    name: str,
+    comparison: Comparison,
+    listed: Mapping[str, ExpectedEntry],
+    stated: Sequence[StatedMatch],
+    groups: tuple[ChangeGroup, ...] = (),
+) -> tuple[CategoryVerdict, set[tuple[int, int]]]:
     """The verdict of one category under id entries (`listed`, by row id) and stated
     matches; also the (entry index, field index) pairs of stated fields that covered a
     change here."""
@@ -277,8 +326,13 @@ def judge_category(name: str, comparison: Comparison, listed: Mapping[str, Expec
         changes = comparison.changed.get(row_id, ())
         uncovered = []
         for change in changes:
-            hits = [(e.index, n) for e in entries if e.fields is not None
-                    for n, f in enumerate(e.fields) if f.covers(change)]
+            hits = [
+                (e.index, n)
+                for e in entries
+                if e.fields is not None
+                for n, f in enumerate(e.fields)
+                if f.covers(change)
+            ]
             covered.update(hits)
             if not hits:
                 uncovered.append(change)
@@ -296,30 +350,45 @@ def judge_category(name: str, comparison: Comparison, listed: Mapping[str, Expec
         found.extend(e.reason for e in by_row.get(row_id, ()))
         reasons[row_id] = tuple(dict.fromkeys(r for r in found if r))
     verdict = CategoryVerdict(
-        name=name, rows=len(comparison.fresh_ids), comparison=comparison,
-        expected=dict(listed), unexpected=tuple(sorted(unexpected)), missing=missing,
+        name=name,
+        rows=len(comparison.fresh_ids),
+        comparison=comparison,
+        expected=dict(listed),
+        unexpected=tuple(sorted(unexpected)),
+        missing=missing,
         unknown=tuple(m for m in missing if m not in known),
-        unexpected_fields=unexpected_fields, reasons=reasons, groups=groups)
+        unexpected_fields=unexpected_fields,
+        reasons=reasons,
+        groups=groups,
+    )
     return verdict, covered
 
 
-def unmatched_fields(entries: Sequence[StatedEntry], covered: Collection[tuple[int, int]]
-                     ) -> tuple[MissingItem, ...]:
+def unmatched_fields(
+    entries: Sequence[StatedEntry], covered: Collection[tuple[int, int]]
+) -> tuple[MissingItem, ...]:
     """The stated fields of judged entries that covered no change in any category."""
     out = []
     for entry in entries:
         for n, stated in enumerate(entry.fields or ()):
             if (entry.index, n) not in covered:
-                out.append(MissingItem(
-                    entry.index, entry.listed, stated.path,
-                    f"stated [{', '.join(stated.values())}] but no matched row changed it so"))
+                out.append(
+                    MissingItem(
+                        entry.index,
+                        entry.listed,
+                        stated.path,
+                        f"stated [{', '.join(stated.values())}] but no matched row changed it so",
+                    )
+                )
     return tuple(out)
 
 
 # --- writing -------------------------------------------------------------------------------
 
-def _stated_fields(group: ChangeGroup, changed: Mapping[str, Sequence[FieldChange]]
-                   ) -> dict[str, list[Any]] | None:
+
+def _stated_fields(
+    group: ChangeGroup, changed: Mapping[str, Sequence[FieldChange]]
+) -> dict[str, list[Any]] | None:
     """PATH: [OLD, NEW] for a changed group. A generalised path with several value pairs
     takes its concrete paths when every row of the group has the same ones; else None (the
     entry then states no fields)."""
@@ -334,8 +403,11 @@ def _stated_fields(group: ChangeGroup, changed: Mapping[str, Sequence[FieldChang
     patterns = [path_regex(g) for g in sorted(repeated)]
     concrete: dict[str, list[Any]] | None = None
     for row_id in group.row_ids:
-        mine = {c.path: [c.old, c.new] for c in changed[row_id]
-                if any(p.fullmatch(c.path) for p in patterns)}
+        mine = {
+            c.path: [c.old, c.new]
+            for c in changed[row_id]
+            if any(p.fullmatch(c.path) for p in patterns)
+        }
         if concrete is None:
             concrete = mine
         elif mine != concrete:

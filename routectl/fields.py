@@ -95,8 +95,8 @@ INT = Parser("int", "integers", _int)
 POSITIVE_INT = Parser("positive_int", "integers > 0", _positive_int)
 NAME_LIST = Parser("name_list", "a comma-separated list of names", _name_list)
 LAYER_LIST = Parser(
-    "layer_list", "a comma-separated list of layer ids and a-b ranges (e.g. 0,3,10-12)",
-    _layer_list)
+    "layer_list", "a comma-separated list of layer ids and a-b ranges (e.g. 0,3,10-12)", _layer_list
+)
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,9 @@ class Field:
     key: str = dataclass_field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key",
-                           f"{self.section}.{self.name}" if self.section else self.name)
+        object.__setattr__(
+            self, "key", f"{self.section}.{self.name}" if self.section else self.name
+        )
 
     @property
     def config_path(self) -> str:
@@ -164,11 +165,14 @@ class RetiredVariable:
 
     def __post_init__(self) -> None:
         if self.kind not in (Kind.OBSOLETE, Kind.REMOVED):
-            raise ValueError(f"{self.variable}: a retired variable is obsolete or removed, "
-                             f"not {self.kind}")
+            raise ValueError(
+                f"{self.variable}: a retired variable is obsolete or removed, not {self.kind}"
+            )
 
     def message(self) -> str:
         if self.kind is Kind.OBSOLETE:
-            return (f"{self.variable} is obsolete and ignored: {self.reason}; it has no "
-                    f"replacement and stays recognised for one released cycle.")
+            return (
+                f"{self.variable} is obsolete and ignored: {self.reason}; it has no "
+                f"replacement and stays recognised for one released cycle."
+            )
         return f"{self.variable} was removed and has no effect: {self.reason}."

@@ -56,16 +56,20 @@ class SignatureField:
         return self.concrete if self.concrete is not None else self.path
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "old": self.old, "new": self.new,
-                "places": list(self.places)}
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "old": self.old,
+            "new": self.new,
+            "places": list(self.places),
+        }
 
 
 SignatureKey = tuple[tuple[str, str, str, str], ...]
 
 
 def _key(change: FieldChange) -> tuple[str, str, str, str]:
-    return (general_path(change.path), change.kind, canonical(change.old),
-            canonical(change.new))
+    return (general_path(change.path), change.kind, canonical(change.old), canonical(change.new))
 
 
 def signature_key(changes: Sequence[FieldChange]) -> SignatureKey:
@@ -98,10 +102,14 @@ class ChangeGroup:
         return tuple(qualified(self.category, i) for i in self.row_ids)
 
     def to_json(self) -> dict[str, Any]:
-        return {"category": self.category, "kind": self.kind, "label": self.label,
-                "signature": [f.to_json() for f in self.fields],
-                "rows": list(self.qualified_ids),
-                "patterns": None if self.patterns is None else list(self.patterns)}
+        return {
+            "category": self.category,
+            "kind": self.kind,
+            "label": self.label,
+            "signature": [f.to_json() for f in self.fields],
+            "rows": list(self.qualified_ids),
+            "patterns": None if self.patterns is None else list(self.patterns),
+        }
 
 
 def row_label(row: Row | None) -> str:
@@ -118,8 +126,9 @@ def row_label(row: Row | None) -> str:
     return "no kernel"
 
 
-def _changed_groups(category: str, changed: Mapping[str, Sequence[FieldChange]]
-                    ) -> list[ChangeGroup]:
+def _changed_groups(
+    category: str, changed: Mapping[str, Sequence[FieldChange]]
+) -> list[ChangeGroup]:
     by_key: dict[SignatureKey, list[str]] = defaultdict(list)
     places: dict[SignatureKey, dict[tuple[str, str, str, str], list[int]]] = {}
     paths: dict[SignatureKey, dict[tuple[str, str, str, str], set[str]]] = {}
@@ -139,17 +148,24 @@ def _changed_groups(category: str, changed: Mapping[str, Sequence[FieldChange]]
         examples: dict[tuple[str, str, str, str], FieldChange] = {}
         for change in changed[ids[0]]:
             examples.setdefault(_key(change), change)
-        fields = tuple(SignatureField(k[0], k[1], examples[k].old, examples[k].new,
-                                      (min(places[key][k]), max(places[key][k])),
-                                      next(iter(paths[key][k])) if len(paths[key][k]) == 1
-                                      else None)
-                       for k in key)
+        fields = tuple(
+            SignatureField(
+                k[0],
+                k[1],
+                examples[k].old,
+                examples[k].new,
+                (min(places[key][k]), max(places[key][k])),
+                next(iter(paths[key][k])) if len(paths[key][k]) == 1 else None,
+            )
+            for k in key
+        )
         groups.append(ChangeGroup(category, "changed", tuple(sorted(ids)), fields))
     return groups
 
 
-def _labelled_groups(category: str, kind: str, ids: Sequence[str],
-                     rows: Mapping[str, Row]) -> list[ChangeGroup]:
+def _labelled_groups(
+    category: str, kind: str, ids: Sequence[str], rows: Mapping[str, Row]
+) -> list[ChangeGroup]:
     by_label: dict[str, list[str]] = defaultdict(list)
     for row_id in ids:
         by_label[row_label(rows.get(row_id))].append(row_id)
@@ -161,12 +177,15 @@ def _order(group: ChangeGroup) -> tuple[int, int, str]:
     return GROUP_KINDS.index(group.kind), -len(group.row_ids), group.row_ids[0]
 
 
-def group_changes(category: str, comparison: Comparison, fresh: Mapping[str, Row],
-                  baseline: Mapping[str, Row]) -> tuple[ChangeGroup, ...]:
+def group_changes(
+    category: str, comparison: Comparison, fresh: Mapping[str, Row], baseline: Mapping[str, Row]
+) -> tuple[ChangeGroup, ...]:
     """The change groups of one category's comparison, in a fixed order: changed, added,
     removed; within a kind, more rows first, then by first row id. `fresh` and `baseline`
     are the rows by id (added rows are labelled from `fresh`, removed from `baseline`)."""
-    groups = [*_changed_groups(category, comparison.changed),
-              *_labelled_groups(category, "added", comparison.added, fresh),
-              *_labelled_groups(category, "removed", comparison.removed, baseline)]
+    groups = [
+        *_changed_groups(category, comparison.changed),
+        *_labelled_groups(category, "added", comparison.added, fresh),
+        *_labelled_groups(category, "removed", comparison.removed, baseline),
+    ]
     return tuple(sorted(groups, key=_order))

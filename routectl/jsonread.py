@@ -59,8 +59,9 @@ def limits_from_environ(environ: Mapping[str, str]) -> Limits:
         return DEFAULT_LIMITS
     value = text.strip()
     if not value.isdigit() or len(value) > 19 or int(value) <= 0:
-        raise InputError(f"{MAX_BYTES_VARIABLE} must be a positive number of bytes, got "
-                         f"{shorten(text)}")
+        raise InputError(
+            f"{MAX_BYTES_VARIABLE} must be a positive number of bytes, got {shorten(text)}"
+        )
     return Limits(max_bytes=int(value))
 
 
@@ -92,14 +93,20 @@ def shorten(value: Any, limit: int = QUOTE_CHARS) -> str:
 
 
 def _size_error(what: str, size_text: str, limits: Limits) -> InputError:
-    return InputError(f"{what} is {size_text}, over the {limits.max_bytes:,}-byte limit on input "
-                      f"files (set {MAX_BYTES_VARIABLE} to a larger number of bytes to read "
-                      f"it)")
+    return InputError(
+        f"{what} is {size_text}, over the {limits.max_bytes:,}-byte limit on input "
+        f"files (set {MAX_BYTES_VARIABLE} to a larger number of bytes to read "
+        f"it)"
+    )
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def read_bytes(path: Path, what: str, limits: Limits | None = None) -> bytes:
@@ -221,11 +228,12 @@ def parse_json(data: bytes | str, source: str) -> Any:
     with `source` (what and where the text came from)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if raw.startswith(b"\xef\xbb\xbf"):
-        raise InputError(f"{source} is not valid JSON: it starts with a UTF-8 byte order mark "
-                         f"(save it without one)")
+        raise InputError(
+            f"{source} is not valid JSON: it starts with a UTF-8 byte order mark "
+            f"(save it without one)"
+        )
     if nesting_depth_exceeds(raw):
-        raise InputError(f"{source} is not accepted: JSON nested deeper than {MAX_DEPTH} "
-                         f"levels")
+        raise InputError(f"{source} is not accepted: JSON nested deeper than {MAX_DEPTH} levels")
     if _may_hold_long_integer(raw):
         return _parse_strict(raw, source)
     if not raw.strip():
@@ -240,8 +248,9 @@ def parse_json(data: bytes | str, source: str) -> Any:
         # orjson refuses, but for a lone surrogate escape, which orjson's message names.
         _parse_strict(raw, source)
         message = str(exc.msg).split(": line ")[0]
-        raise InputError(f"{source} is not valid JSON: {message} at "
-                         f"{_position(raw, exc.pos)}") from None
+        raise InputError(
+            f"{source} is not valid JSON: {message} at {_position(raw, exc.pos)}"
+        ) from None
 
 
 def _parse_strict(raw: bytes, source: str) -> Any:
@@ -251,15 +260,17 @@ def _parse_strict(raw: bytes, source: str) -> Any:
         raise InputError(f"{source} is not valid JSON: {problem}")
     text = raw.decode("utf-8")
     try:
-        return json.loads(text, parse_int=_strict_int, parse_float=_strict_float,
-                          parse_constant=_no_constant)
+        return json.loads(
+            text, parse_int=_strict_int, parse_float=_strict_float, parse_constant=_no_constant
+        )
     except _NumberError as exc:
         if str(exc).endswith("is not JSON"):
             raise InputError(f"{source} is not valid JSON: {exc}") from None
         raise InputError(f"{source} is not accepted: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column "
-                         f"{exc.colno}") from None
+        raise InputError(
+            f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
     except RecursionError:  # not reached below MAX_DEPTH; kept as a one-line answer
         raise InputError(f"{source} is not accepted: JSON nested too deeply") from None
 

@@ -20,8 +20,12 @@ class Fallback:
     reason: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"field": self.field, "requested": self.requested, "effective": self.effective,
-                "reason": self.reason}
+        return {
+            "field": self.field,
+            "requested": self.requested,
+            "effective": self.effective,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -58,5 +62,8 @@ class PreparedLayer:
 
     def bytes_json(self) -> dict[str, Any]:
         per = {name: tensor_bytes(t) for name, t in sorted(self.resident.items())}
-        return {"tensors": per, "total": sum(per.values()), "scratch": dict(sorted(
-            self.scratch.items()))}
+        return {
+            "tensors": per,
+            "total": sum(per.values()),
+            "scratch": dict(sorted(self.scratch.items())),
+        }

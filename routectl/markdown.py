@@ -51,20 +51,40 @@ def render_markdown(outcome: CheckOutcome, *, command: str = "check") -> str:
     """The summary of one run of `routectl <command>`."""
     verdict_word = "ok" if outcome.ok else "FAILED"
     lines = [f"## routectl {command}: {verdict_word}", "", escape(summary_line(outcome)), ""]
-    lines.extend(_table(
-        ["category", "rows", "changed", "added", "removed", "verdict"],
-        [[escape(v.name), str(v.rows), str(len(v.comparison.changed)),
-          str(len(v.comparison.added)), str(len(v.comparison.removed)),
-          "ok" if v.ok else "**FAILED**"] for v in outcome.categories.values()]))
+    lines.extend(
+        _table(
+            ["category", "rows", "changed", "added", "removed", "verdict"],
+            [
+                [
+                    escape(v.name),
+                    str(v.rows),
+                    str(len(v.comparison.changed)),
+                    str(len(v.comparison.added)),
+                    str(len(v.comparison.removed)),
+                    "ok" if v.ok else "**FAILED**",
+                ]
+                for v in outcome.categories.values()
+            ],
+        )
+    )
     groups = [(v, g) for v in outcome.categories.values() for g in v.groups]
     if groups:
         lines.extend(["", "### Change groups", ""])
-        lines.extend(_table(
-            ["change", "rows", "pattern", "verdict"],
-            [["<br>".join(code(show_field(f)) for f in g.fields) or escape(group_title(g)),
-              str(len(g.row_ids)), "<br>".join(code(p) for p in _rows(g)),
-              escape(group_verdict(v, g))]
-             for v, g in groups]))
+        lines.extend(
+            _table(
+                ["change", "rows", "pattern", "verdict"],
+                [
+                    [
+                        "<br>".join(code(show_field(f)) for f in g.fields)
+                        or escape(group_title(g)),
+                        str(len(g.row_ids)),
+                        "<br>".join(code(p) for p in _rows(g)),
+                        escape(group_verdict(v, g)),
+                    ]
+                    for v, g in groups
+                ],
+            )
+        )
     found = problems(outcome)
     if found:
         lines.extend(["", "### Unexpected and missing", ""])

@@ -32,7 +32,8 @@ DEFAULT_COLS = ("kv", "c", "q")
 PREFIXES = {"tp": "tp", "c": "c", "q": "q"}
 MATRIX_ID = re.compile(
     r"^(?P<model>[a-z0-9_]+)/(?P<kv>[a-z0-9_]+)/tp(?P<tp>[0-9]+)/(?P<spec>[a-z]+)"
-    r"/c(?P<c>[0-9]+)/q(?P<q>[0-9]+)$")
+    r"/c(?P<c>[0-9]+)/q(?P<q>[0-9]+)$"
+)
 
 # Label kinds, in legend order. Symbols: kernels and field values upper-case letters, statuses
 # lower-case letters, errors digits, a route with nothing to show a dash.
@@ -66,8 +67,12 @@ class LegendEntry:
     index: int  # position in the legend: the colour of the label
 
     def to_json(self) -> dict[str, Any]:
-        return {"symbol": self.symbol, "label": self.label.text, "kind": self.label.kind,
-                "rows": self.cells}
+        return {
+            "symbol": self.symbol,
+            "label": self.label.text,
+            "kind": self.label.kind,
+            "rows": self.cells,
+        }
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ class Matrix:
 
 # --- dimensions ----------------------------------------------------------------------------
 
+
 def parse_dimensions(text: str | None, default: Sequence[str]) -> tuple[str, ...]:
     """`model,tp` or `model x tp` -> ("model", "tp"); unknown or repeated names are input
     errors naming the known ones."""
@@ -135,8 +141,9 @@ def parse_dimensions(text: str | None, default: Sequence[str]) -> tuple[str, ...
     for name in names:
         dim = DIMENSION_ALIASES.get(name, name)
         if dim not in DIMENSIONS:
-            raise InputError(f"unknown matrix dimension {name!r}: choose from "
-                             f"{', '.join(DIMENSIONS)}")
+            raise InputError(
+                f"unknown matrix dimension {name!r}: choose from {', '.join(DIMENSIONS)}"
+            )
         if dim in dims:
             raise InputError(f"matrix dimension {dim!r} is named twice")
         dims.append(dim)
@@ -145,8 +152,7 @@ def parse_dimensions(text: str | None, default: Sequence[str]) -> tuple[str, ...
     return tuple(dims)
 
 
-def layout(rows_text: str | None, cols_text: str | None) -> tuple[tuple[str, ...],
-                                                                  tuple[str, ...]]:
+def layout(rows_text: str | None, cols_text: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Rows and columns: a side not given takes its default less the other side's
     dimensions; dimensions named on neither side join the rows, so every cell is one row."""
     if rows_text is None and cols_text is None:
@@ -155,8 +161,7 @@ def layout(rows_text: str | None, cols_text: str | None) -> tuple[tuple[str, ...
     rows = parse_dimensions(rows_text, [d for d in DEFAULT_ROWS if d not in cols])
     both = set(rows) & set(cols)
     if both:
-        raise InputError(f"matrix dimension {sorted(both)[0]!r} is named for both rows and "
-                         f"columns")
+        raise InputError(f"matrix dimension {sorted(both)[0]!r} is named for both rows and columns")
     rest = tuple(d for d in DIMENSIONS if d not in rows and d not in cols)
     if cols_text is None:
         cols = (*cols, *(d for d in rest if d in DEFAULT_COLS))
@@ -178,6 +183,7 @@ def value_text(dim: str, value: str) -> str:
 
 
 # --- labels --------------------------------------------------------------------------------
+
 
 def _compact(value: Any) -> str:
     if isinstance(value, bool) or value is None:
@@ -208,8 +214,13 @@ def kernel_label(route: Route) -> Label:
         if len(distinct) == 1:
             return parts[0][1]
         text = "; ".join(f"{name} {label.text}" for name, label in parts)
-        kind = ("error" if any(lb.kind == "error" for _, lb in parts)
-                else "kernel" if any(lb.kind == "kernel" for _, lb in parts) else "status")
+        kind = (
+            "error"
+            if any(lb.kind == "error" for _, lb in parts)
+            else "kernel"
+            if any(lb.kind == "kernel" for _, lb in parts)
+            else "status"
+        )
         return Label(text, kind)
     kernel = route.get("kernel")
     if kernel:
@@ -244,8 +255,9 @@ def field_label(route: Route, path: str) -> Label:
         if shown:
             if len(shown) == 1:
                 return Label(shown.pop(), "value")
-            return Label("; ".join(f"{n} {_compact(v) if ok else '-'}"
-                                   for n, (ok, v) in values), "value")
+            return Label(
+                "; ".join(f"{n} {_compact(v) if ok else '-'}" for n, (ok, v) in values), "value"
+            )
     if not found:
         status = route.get("status")
         if isinstance(status, Mapping):
@@ -296,14 +308,14 @@ def deciding_reason(route: Route) -> str:
             return f"[{status.get('code')}] {status.get('message', '')}"
         return ""
     ahead = _refusals(route.get("verdicts") or (), stop=str(kernel))
-    m1 = next((e.get("rejected") or [] for e in route.get("stages") or ()
-               if e.get("m") == 1), [])
+    m1 = next((e.get("rejected") or [] for e in route.get("stages") or () if e.get("m") == 1), [])
     parts = [f"over {r}" for r in reversed(ahead)]
     parts += [f"M=1 over {r}" for r in _refusals(m1)]
     return "; ".join(parts) if parts else "the first candidate in priority order was admitted"
 
 
 # --- building ------------------------------------------------------------------------------
+
 
 def _assign_symbols(labels: Iterable[Label]) -> dict[Label, str]:
     """Symbols by kind then label text: the same labels always get the same symbols."""
@@ -326,13 +338,18 @@ def _ordered(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def build_matrix(category: str, rows: Sequence[Mapping[str, Any]], *,
-                 order: Sequence[str] = (), field_path: str | None = None,
-                 rows_dims: Sequence[str] = DEFAULT_ROWS,
-                 cols_dims: Sequence[str] = DEFAULT_COLS,
-                 baseline: Sequence[Mapping[str, Any]] | None = None,
-                 hook: LabelHook | None = None,
-                 reason_hook: Callable[[Route], str] | None = None) -> Matrix:
+def build_matrix(
+    category: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    order: Sequence[str] = (),
+    field_path: str | None = None,
+    rows_dims: Sequence[str] = DEFAULT_ROWS,
+    cols_dims: Sequence[str] = DEFAULT_COLS,
+    baseline: Sequence[Mapping[str, Any]] | None = None,
+    hook: LabelHook | None = None,
+    reason_hook: Callable[[Route], str] | None = None,
+) -> Matrix:
     """Lay `rows` ({"id", "route"}) out as a grid. `order` lists row ids in the category's
     declared order (dimension values appear in that order; numbers sort by value);
     `baseline`, when given, marks the rows that changed, appeared or disappeared; `hook` and
@@ -357,8 +374,15 @@ def build_matrix(category: str, rows: Sequence[Mapping[str, Any]], *,
                 change = "changed"
         shown = now if now is not None else then
         assert shown is not None
-        cells[row_id] = CellRow(row_id, shown, route, change, then, before,
-                                reason(route if route is not None else before or {}))
+        cells[row_id] = CellRow(
+            row_id,
+            shown,
+            route,
+            change,
+            then,
+            before,
+            reason(route if route is not None else before or {}),
+        )
 
     grid_ids = {i: split_matrix_id(i) for i in ids}
     present = {i: dims for i, dims in grid_ids.items() if dims is not None}
@@ -372,8 +396,10 @@ def build_matrix(category: str, rows: Sequence[Mapping[str, Any]], *,
         seen = {tuple(p[d] for d in dims) for p in present.values()}
         return tuple(k for k in itertools.product(*(values[d] for d in dims)) if k in seen)
 
-    grid = {(tuple(p[d] for d in rows_dims), tuple(p[d] for d in cols_dims)): cells[i]
-            for i, p in present.items()}
+    grid = {
+        (tuple(p[d] for d in rows_dims), tuple(p[d] for d in cols_dims)): cells[i]
+        for i, p in present.items()
+    }
     probes = tuple(cells[i] for i in ids if grid_ids[i] is None)
 
     counts: dict[Label, int] = {}
@@ -384,11 +410,20 @@ def build_matrix(category: str, rows: Sequence[Mapping[str, Any]], *,
     symbols = _assign_symbols(counts)
     ordered = sorted(symbols, key=lambda lb: (KINDS.index(lb.kind), lb.text))
     legend = tuple(LegendEntry(symbols[lb], lb, counts[lb], n) for n, lb in enumerate(ordered))
-    return Matrix(category=category, field_path=field_path, rows_dims=rows_dims,
-                  cols_dims=cols_dims, row_keys=keys(rows_dims), col_keys=keys(cols_dims),
-                  grid=grid, probes=probes, legend=legend,
-                  transitions=_transitions(cells.values()), compared=baseline is not None,
-                  symbols=symbols)
+    return Matrix(
+        category=category,
+        field_path=field_path,
+        rows_dims=rows_dims,
+        cols_dims=cols_dims,
+        row_keys=keys(rows_dims),
+        col_keys=keys(cols_dims),
+        grid=grid,
+        probes=probes,
+        legend=legend,
+        transitions=_transitions(cells.values()),
+        compared=baseline is not None,
+        symbols=symbols,
+    )
 
 
 def _transitions(cells: Iterable[CellRow]) -> tuple[Transition, ...]:
@@ -403,6 +438,11 @@ def _transitions(cells: Iterable[CellRow]) -> tuple[Transition, ...]:
         Transition(old, new, change, tuple(sorted(ids)))
         for (change, old, new), ids in sorted(
             groups.items(),
-            key=lambda item: (order[item[0][0]], -len(item[1]),
-                              item[0][1].text if item[0][1] else "",
-                              item[0][2].text if item[0][2] else "")))
+            key=lambda item: (
+                order[item[0][0]],
+                -len(item[1]),
+                item[0][1].text if item[0][1] else "",
+                item[0][2].text if item[0][2] else "",
+            ),
+        )
+    )

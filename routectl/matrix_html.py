@@ -161,18 +161,24 @@ class _Page:
         self.rows: list[dict[str, Any]] = []
 
     def row(self, matrix: Matrix, cell: CellRow) -> int:
-        self.rows.append({
-            "id": f"{matrix.category}:{cell.id}", "label": cell.label.text,
-            "symbol": matrix.symbol(cell.label), "change": cell.change,
-            "old_label": None if cell.old_label is None else cell.old_label.text,
-            "reason": cell.reason, "route": cell.route,
-            "old_route": cell.old_route if cell.change == "changed" else None,
-        })
+        self.rows.append(
+            {
+                "id": f"{matrix.category}:{cell.id}",
+                "label": cell.label.text,
+                "symbol": matrix.symbol(cell.label),
+                "change": cell.change,
+                "old_label": None if cell.old_label is None else cell.old_label.text,
+                "reason": cell.reason,
+                "route": cell.route,
+                "old_route": cell.old_route if cell.change == "changed" else None,
+            }
+        )
         return len(self.rows) - 1
 
 
-def _cell_attrs(page: _Page, matrix: Matrix, cell: CellRow, cat: int,
-                groups: Mapping[str, list[str]]) -> tuple[str, int]:
+def _cell_attrs(
+    page: _Page, matrix: Matrix, cell: CellRow, cat: int, groups: Mapping[str, list[str]]
+) -> tuple[str, int]:
     n = page.row(matrix, cell)
     classes = [f"k{cat}-{matrix.entry(cell.label).index}"]
     if cell.change:
@@ -180,8 +186,7 @@ def _cell_attrs(page: _Page, matrix: Matrix, cell: CellRow, cat: int,
     title = f"{cell.id}: {cell.label.text}" + (f" ({cell.change})" if cell.change else "")
     group_ids = groups.get(f"{matrix.category}:{cell.id}", [])
     extra = f' data-groups="{esc(" ".join(group_ids))}"' if group_ids else ""
-    return (f'id="r{n}" class="{" ".join(classes)}" data-row="{n}" title="{esc(title)}"'
-            f"{extra}"), n
+    return (f'id="r{n}" class="{" ".join(classes)}" data-row="{n}" title="{esc(title)}"{extra}'), n
 
 
 def _grid(page: _Page, matrix: Matrix, cat: int, groups: Mapping[str, list[str]]) -> str:
@@ -203,14 +208,19 @@ def _grid(page: _Page, matrix: Matrix, cat: int, groups: Mapping[str, list[str]]
                 spans.append([prefix, 1])
         for prefix, count in spans:
             text = value_text(dim, prefix[-1])
-            out.append(f'<th colspan="{count}" scope="colgroup">{esc(text)}</th>'
-                       if count > 1 else f'<th scope="col">{esc(text)}</th>')
+            out.append(
+                f'<th colspan="{count}" scope="colgroup">{esc(text)}</th>'
+                if count > 1
+                else f'<th scope="col">{esc(text)}</th>'
+            )
         out.append("</tr>")
     out.append("</thead><tbody>")
     for rkey in matrix.row_keys:
         out.append("<tr>")
-        out.extend(f'<th scope="row">{esc(value_text(d, v))}</th>'
-                   for d, v in zip(matrix.rows_dims, rkey, strict=True))
+        out.extend(
+            f'<th scope="row">{esc(value_text(d, v))}</th>'
+            for d, v in zip(matrix.rows_dims, rkey, strict=True)
+        )
         for ckey in matrix.col_keys:
             cell = matrix.grid.get((rkey, ckey))
             if cell is None:
@@ -225,32 +235,44 @@ def _grid(page: _Page, matrix: Matrix, cat: int, groups: Mapping[str, list[str]]
 
 
 def _legend(matrix: Matrix, cat: int) -> str:
-    out = ['<table class="legend"><thead><tr><th>symbol</th><th>'
-           + esc("kernel" if matrix.field_path is None else matrix.field_path)
-           + "</th><th>rows</th></tr></thead><tbody>"]
+    out = [
+        '<table class="legend"><thead><tr><th>symbol</th><th>'
+        + esc("kernel" if matrix.field_path is None else matrix.field_path)
+        + "</th><th>rows</th></tr></thead><tbody>"
+    ]
     for entry in matrix.legend:
-        out.append(f'<tr><td><span class="sym k{cat}-{entry.index}">{esc(entry.symbol)}'
-                   f"</span></td><td>{esc(entry.label.text)}</td><td>{entry.cells}</td></tr>")
+        out.append(
+            f'<tr><td><span class="sym k{cat}-{entry.index}">{esc(entry.symbol)}'
+            f"</span></td><td>{esc(entry.label.text)}</td><td>{entry.cells}</td></tr>"
+        )
     out.append("</tbody></table>")
     if matrix.compared:
-        out.append("<p>" + ", ".join(f'<span class="mark">{esc(m)}</span> {esc(c)}'
-                                     for c, m in CHANGE_MARKS.items())
-                   + " against the baseline (outlined cells).</p>")
+        out.append(
+            "<p>"
+            + ", ".join(
+                f'<span class="mark">{esc(m)}</span> {esc(c)}' for c, m in CHANGE_MARKS.items()
+            )
+            + " against the baseline (outlined cells).</p>"
+        )
     return "".join(out)
 
 
 def _probes(page: _Page, matrix: Matrix, cat: int, groups: Mapping[str, list[str]]) -> str:
     if not matrix.probes:
         return ""
-    out = [f"<h3>Edge probes ({len(matrix.probes)})</h3>",
-           '<table class="probes"><thead><tr><th>probe</th><th></th><th>selected</th>'
-           "<th>deciding reason</th></tr></thead><tbody>"]
+    out = [
+        f"<h3>Edge probes ({len(matrix.probes)})</h3>",
+        '<table class="probes"><thead><tr><th>probe</th><th></th><th>selected</th>'
+        "<th>deciding reason</th></tr></thead><tbody>",
+    ]
     for probe in matrix.probes:
         attrs, _ = _cell_attrs(page, matrix, probe, cat, groups)
         mark = CHANGE_MARKS[probe.change] if probe.change else ""
-        out.append(f"<tr><td>{esc(probe.id)}</td><td {attrs}>"
-                   f"{esc(matrix.symbol(probe.label))}{esc(mark)}</td>"
-                   f"<td>{esc(probe.label.text)}</td><td>{esc(probe.reason)}</td></tr>")
+        out.append(
+            f"<tr><td>{esc(probe.id)}</td><td {attrs}>"
+            f"{esc(matrix.symbol(probe.label))}{esc(mark)}</td>"
+            f"<td>{esc(probe.label.text)}</td><td>{esc(probe.reason)}</td></tr>"
+        )
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -261,8 +283,11 @@ def transition_groups(matrices: Sequence[Matrix]) -> list[ChangeGroup]:
     groups: list[ChangeGroup] = []
     for matrix in matrices:
         for t in matrix.transitions:
-            groups.append(ChangeGroup(_transition_title(matrix, t), (),
-                                      tuple(f"{matrix.category}:{i}" for i in t.ids)))
+            groups.append(
+                ChangeGroup(
+                    _transition_title(matrix, t), (), tuple(f"{matrix.category}:{i}" for i in t.ids)
+                )
+            )
     return groups
 
 
@@ -278,25 +303,37 @@ def _transition_title(matrix: Matrix, t: Transition) -> str:
 
 def _changes(groups: Sequence[ChangeGroup], cell_ids: Mapping[str, int]) -> str:
     if not groups:
-        return '<section id="changes"><h2>Changes</h2><p>No changes against the baseline.</p>' \
-               "</section>"
-    out = ['<section id="changes"><h2>Change groups</h2><table class="changes"><thead><tr>'
-           "<th>change</th><th>rows</th><th>row pattern</th></tr></thead><tbody>"]
+        return (
+            '<section id="changes"><h2>Changes</h2><p>No changes against the baseline.</p>'
+            "</section>"
+        )
+    out = [
+        '<section id="changes"><h2>Change groups</h2><table class="changes"><thead><tr>'
+        "<th>change</th><th>rows</th><th>row pattern</th></tr></thead><tbody>"
+    ]
     for n, group in enumerate(groups):
         first = next((cell_ids[i] for i in group.ids if i in cell_ids), None)
-        link = (f'<a href="#r{first}" data-group="g{n}">{esc(group.title)}</a>'
-                if first is not None else esc(group.title))
-        patterns = "<br>".join(f"<code>{esc(p)}</code>" for p in group.patterns) or \
-            "<br>".join(f"<code>{esc(i)}</code>" for i in group.ids[:8]) + (
-                f"<br>and {len(group.ids) - 8} more" if len(group.ids) > 8 else "")
+        link = (
+            f'<a href="#r{first}" data-group="g{n}">{esc(group.title)}</a>'
+            if first is not None
+            else esc(group.title)
+        )
+        patterns = "<br>".join(f"<code>{esc(p)}</code>" for p in group.patterns) or "<br>".join(
+            f"<code>{esc(i)}</code>" for i in group.ids[:8]
+        ) + (f"<br>and {len(group.ids) - 8} more" if len(group.ids) > 8 else "")
         out.append(f"<tr><td>{link}</td><td>{len(group.ids)}</td><td>{patterns}</td></tr>")
     out.append("</tbody></table></section>")
     return "".join(out)
 
 
-def render_html(matrices: Sequence[Matrix], *, title: str, subtitle: str,
-                basis: Mapping[str, str] | None = None,
-                groups: Sequence[ChangeGroup] | None = None) -> str:
+def render_html(
+    matrices: Sequence[Matrix],
+    *,
+    title: str,
+    subtitle: str,
+    basis: Mapping[str, str] | None = None,
+    groups: Sequence[ChangeGroup] | None = None,
+) -> str:
     """The whole report. `groups` (given a baseline) are listed at the top and each links to
     its cells; without them, a compared report lists the label transitions."""
     compared = any(m.compared for m in matrices)
@@ -310,8 +347,9 @@ def render_html(matrices: Sequence[Matrix], *, title: str, subtitle: str,
     styles: list[str] = []
     sections = []
     for cat, matrix in enumerate(matrices):
-        styles.extend(f".k{cat}-{e.index}{{{_label_style(e.label, e.index)}}}"
-                      for e in matrix.legend)
+        styles.extend(
+            f".k{cat}-{e.index}{{{_label_style(e.label, e.index)}}}" for e in matrix.legend
+        )
         what = "kernel" if matrix.field_path is None else esc(matrix.field_path)
         sections.append(
             f'<section class="category" id="cat-{esc(matrix.category)}">'
@@ -321,8 +359,11 @@ def render_html(matrices: Sequence[Matrix], *, title: str, subtitle: str,
             f"(rows {esc(' × '.join(matrix.rows_dims))}, columns "
             f"{esc(' × '.join(matrix.cols_dims))}; each cell the {what}), "
             f"{len(matrix.probes)} edge probes.</p>"
-            + _grid(page, matrix, cat, membership) + _legend(matrix, cat)
-            + _probes(page, matrix, cat, membership) + "</section>")
+            + _grid(page, matrix, cat, membership)
+            + _legend(matrix, cat)
+            + _probes(page, matrix, cat, membership)
+            + "</section>"
+        )
     cell_ids = {row["id"]: n for n, row in enumerate(page.rows)}
     nav = " ".join(f'<a href="#cat-{esc(m.category)}">{esc(m.category)}</a>' for m in matrices)
     changes = _changes(groups or (), cell_ids) if compared else ""
@@ -338,4 +379,5 @@ def render_html(matrices: Sequence[Matrix], *, title: str, subtitle: str,
         "<p>Hover over or click a cell or probe to see its candidates, bytes and native "
         "calls.</p></div></aside></div>\n"
         f'<script type="application/json" id="routectl-data">{script_json({"rows": page.rows})}'
-        f"</script>\n<script>{SCRIPT}</script>\n</body></html>\n")
+        f"</script>\n<script>{SCRIPT}</script>\n</body></html>\n"
+    )

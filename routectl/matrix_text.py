@@ -32,7 +32,7 @@ def label_color(matrix: Matrix, label: Label) -> int:
 def _header_value(dim: str, value: str) -> str:
     """Inside the grid a column value drops its prefix: `4k`, not `q4k`."""
     text = value_text(dim, value)
-    return text[len(dim):] if dim in ("tp", "c", "q") and text.startswith(dim) else text
+    return text[len(dim) :] if dim in ("tp", "c", "q") and text.startswith(dim) else text
 
 
 def _cell_width(matrix: Matrix) -> int:
@@ -49,8 +49,10 @@ def _headers_fit(matrix: Matrix, cell: int) -> bool:
     for level, dim in enumerate(matrix.cols_dims):
         begin = 0
         for n, key in enumerate(matrix.col_keys):
-            last = n + 1 == len(matrix.col_keys) or \
-                matrix.col_keys[n + 1][: level + 1] != key[: level + 1]
+            last = (
+                n + 1 == len(matrix.col_keys)
+                or matrix.col_keys[n + 1][: level + 1] != key[: level + 1]
+            )
             if last:
                 if len(_header_value(dim, key[level])) > starts[n] + cell - starts[begin]:
                     return False
@@ -59,13 +61,16 @@ def _headers_fit(matrix: Matrix, cell: int) -> bool:
 
 
 def _row_label_widths(matrix: Matrix) -> list[int]:
-    return [max([len(dim), *(len(value_text(dim, k[i])) for k in matrix.row_keys)])
-            for i, dim in enumerate(matrix.rows_dims)]
+    return [
+        max([len(dim), *(len(value_text(dim, k[i])) for k in matrix.row_keys)])
+        for i, dim in enumerate(matrix.rows_dims)
+    ]
 
 
 def _row_label(matrix: Matrix, key: Sequence[str], widths: Sequence[int]) -> str:
-    return " ".join(f"{value_text(d, v):<{w}}" for d, v, w in
-                    zip(matrix.rows_dims, key, widths, strict=True))
+    return " ".join(
+        f"{value_text(d, v):<{w}}" for d, v, w in zip(matrix.rows_dims, key, widths, strict=True)
+    )
 
 
 def _column_starts(matrix: Matrix, cell: int) -> list[int]:
@@ -75,15 +80,17 @@ def _column_starts(matrix: Matrix, cell: int) -> list[int]:
     at = 0
     for n, key in enumerate(matrix.col_keys):
         if n:
-            at += 1 + (1 if len(matrix.cols_dims) > 1 and key[0] != matrix.col_keys[n - 1][0]
-                       else 0)
+            at += 1 + (
+                1 if len(matrix.cols_dims) > 1 and key[0] != matrix.col_keys[n - 1][0] else 0
+            )
         starts.append(at)
         at += cell
     return starts
 
 
-def _header_lines(matrix: Matrix, indent: int, cell: int, starts: Sequence[int],
-                  row_names: str) -> list[str]:
+def _header_lines(
+    matrix: Matrix, indent: int, cell: int, starts: Sequence[int], row_names: str
+) -> list[str]:
     lines: list[str] = []
     depth = len(matrix.cols_dims)
     for level, dim in enumerate(matrix.cols_dims):
@@ -98,16 +105,16 @@ def _header_lines(matrix: Matrix, indent: int, cell: int, starts: Sequence[int],
         row = [" "] * (starts[-1] + cell if starts else 0)
         for start, end, text in spans:
             shown = fit(text, end - start)
-            row[start:start + len(shown)] = shown
+            row[start : start + len(shown)] = shown
         left = row_names if level == depth - 1 else ""
         names = max(len(d) for d in matrix.cols_dims) + 1
-        lines.append(f"{left:<{indent - names - 2}} {dim + ':':>{names}} "
-                     f"{''.join(row)}".rstrip())
+        lines.append(f"{left:<{indent - names - 2}} {dim + ':':>{names}} {''.join(row)}".rstrip())
     return lines
 
 
-def _cell_text(matrix: Matrix, key: tuple[tuple[str, ...], tuple[str, ...]], cell: int,
-               paint: Painter) -> str:
+def _cell_text(
+    matrix: Matrix, key: tuple[tuple[str, ...], tuple[str, ...]], cell: int, paint: Painter
+) -> str:
     found = matrix.grid.get(key)
     if found is None:
         return " " * cell
@@ -150,12 +157,14 @@ def _legend_lines(matrix: Matrix, paint: Painter, width: int) -> list[str]:
     for entry in matrix.legend:
         count = f"({entry.cells} row{'s' if entry.cells != 1 else ''})"
         room = width - 2 - symbol_width - 2 - len(count) - 2
-        symbol = paint(f"{entry.symbol:<{symbol_width}}",
-                       color=label_color(matrix, entry.label))
+        symbol = paint(f"{entry.symbol:<{symbol_width}}", color=label_color(matrix, entry.label))
         lines.append(f"  {symbol}  {fit(entry.label.text, room)}  {count}")
     if matrix.compared:
-        lines.append("  " + ", ".join(f"{mark} {change}" for change, mark in
-                                      CHANGE_MARKS.items()) + " against the baseline")
+        lines.append(
+            "  "
+            + ", ".join(f"{mark} {change}" for change, mark in CHANGE_MARKS.items())
+            + " against the baseline"
+        )
     return lines
 
 
@@ -164,7 +173,8 @@ def _probe_lines(matrix: Matrix, paint: Painter, width: int) -> list[str]:
         return []
     name_width = min(max(len(p.id) for p in matrix.probes), 40)
     symbol_width = max(len(matrix.symbol(p.label)) for p in matrix.probes) + (
-        1 if matrix.compared else 0)
+        1 if matrix.compared else 0
+    )
     lines = [f"edge probes ({len(matrix.probes)}):"]
     for probe in matrix.probes:
         symbol = matrix.symbol(probe.label)
@@ -173,7 +183,8 @@ def _probe_lines(matrix: Matrix, paint: Painter, width: int) -> list[str]:
         pad = " " * (symbol_width - len(symbol) - len(mark))
         room = width - len(head) - symbol_width - 2
         styled = paint(symbol, color=label_color(matrix, probe.label)) + (
-            paint(mark, color=ERROR_COLOR, bold=True) if mark else "")
+            paint(mark, color=ERROR_COLOR, bold=True) if mark else ""
+        )
         lines.append(f"{head}{styled}{pad}  {fit(probe.reason, room)}")
     return lines
 
@@ -191,8 +202,9 @@ def _transition_text(matrix: Matrix, t: Transition) -> str:
     return head
 
 
-def _change_lines(matrix: Matrix, width: int,
-                  patterns: dict[tuple[str, ...], list[str]] | None) -> list[str]:
+def _change_lines(
+    matrix: Matrix, width: int, patterns: dict[tuple[str, ...], list[str]] | None
+) -> list[str]:
     if not matrix.compared:
         return []
     moved = matrix.changed()
@@ -203,8 +215,7 @@ def _change_lines(matrix: Matrix, width: int,
         head = f"  {_transition_text(matrix, t)}: {len(t.ids)} row{'s' if len(t.ids) != 1 else ''}"
         lines.append(fit(head, width))
         shown = (patterns or {}).get(t.ids) or [*t.ids[:MAX_TRANSITION_IDS]]
-        more = len(t.ids) - MAX_TRANSITION_IDS if patterns is None or t.ids not in patterns \
-            else 0
+        more = len(t.ids) - MAX_TRANSITION_IDS if patterns is None or t.ids not in patterns else 0
         for item in shown:
             lines.append(fit(f"    {item}", width))
         if more > 0:
@@ -212,17 +223,28 @@ def _change_lines(matrix: Matrix, width: int,
     return lines
 
 
-def render_matrix_text(matrix: Matrix, *, paint: Painter | None = None, width: int = WIDTH,
-                       patterns: dict[tuple[str, ...], list[str]] | None = None) -> str:
+def render_matrix_text(
+    matrix: Matrix,
+    *,
+    paint: Painter | None = None,
+    width: int = WIDTH,
+    patterns: dict[tuple[str, ...], list[str]] | None = None,
+) -> str:
     """The whole view of one category. `patterns` maps a transition's ids to the row
     patterns that describe them (the review's pattern synthesis), else ids are listed."""
     paint = paint or Painter()
     total = len(matrix.grid) + len(matrix.probes)
     what = "kernel" if matrix.field_path is None else matrix.field_path
-    title = (f"{matrix.category}: {what} per row; {total} rows ({len(matrix.grid)} in the "
-             f"grid, {len(matrix.probes)} edge probes)")
-    lines = [fit(title, width), *_grid_lines(matrix, paint), "",
-             *_legend_lines(matrix, paint, width)]
+    title = (
+        f"{matrix.category}: {what} per row; {total} rows ({len(matrix.grid)} in the "
+        f"grid, {len(matrix.probes)} edge probes)"
+    )
+    lines = [
+        fit(title, width),
+        *_grid_lines(matrix, paint),
+        "",
+        *_legend_lines(matrix, paint, width),
+    ]
     probes = _probe_lines(matrix, paint, width)
     if probes:
         lines += ["", *probes]

@@ -31,8 +31,7 @@ class NativeNamespace(Protocol):
         ...
 
 
-def run_repeated(call: Callable[..., Any], op: str, times: int, kwargs: Mapping[str, Any]
-                 ) -> Any:
+def run_repeated(call: Callable[..., Any], op: str, times: int, kwargs: Mapping[str, Any]) -> Any:
     """`call(op, **kwargs)` `times` times: `call_repeated` for namespaces that execute."""
     if times < 1:
         raise ValueError(f"{op}: times must be at least 1, got {times}")
@@ -97,8 +96,9 @@ class InMemoryNamespace:
         return run_repeated(self.call, op, times, kwargs)
 
     def without(self, *ops: str) -> InMemoryNamespace:
-        return InMemoryNamespace(self._ops - set(ops), name=self._name, abi=self._abi,
-                                 impls=self._impls)
+        return InMemoryNamespace(
+            self._ops - set(ops), name=self._name, abi=self._abi, impls=self._impls
+        )
 
 
 class TorchOpsNamespace:

@@ -66,8 +66,13 @@ class OpObserver(TorchDispatchMode):
     def since(self, mark: int) -> list[dict[str, Any]]:
         return self.calls[mark:]
 
-    def __torch_dispatch__(self, func: Any, types: Sequence[type], args: tuple[Any, ...] = (),
-                           kwargs: Mapping[str, Any] | None = None) -> Any:
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Sequence[type],
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Any:
         kwargs = dict(kwargs or {})
         out = func(*args, **kwargs)
         if func.namespace != self._namespace:
@@ -78,13 +83,20 @@ class OpObserver(TorchDispatchMode):
             return out
         plan = derive_plan(spec, bind_arguments(spec, tuple(args), kwargs))
         self._log.add(name, plan, per_expert=spec.per_expert)
-        self.observed.append(ObservedCall(name, tuple(
-            (str(t.dtype).removeprefix("torch."), t.numel() * t.element_size())
-            for t in _tensors(out))))
+        self.observed.append(
+            ObservedCall(
+                name,
+                tuple(
+                    (str(t.dtype).removeprefix("torch."), t.numel() * t.element_size())
+                    for t in _tensors(out)
+                ),
+            )
+        )
         return out
 
 
 # --- replay against execution ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CallRecord:
@@ -98,14 +110,20 @@ class CallRecord:
     resident_bytes: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"m": self.m, "prepare": self.prepare, "dispatch": self.dispatch,
-                "prepared_layout": self.prepared_layout, "resident_bytes": self.resident_bytes}
+        return {
+            "m": self.m,
+            "prepare": self.prepare,
+            "dispatch": self.dispatch,
+            "prepared_layout": self.prepared_layout,
+            "resident_bytes": self.resident_bytes,
+        }
 
     def differences(self, other: CallRecord) -> list[str]:
         """One line per field that differs (empty: the records are equal)."""
         mine, theirs = self.to_json(), other.to_json()
-        return [f"{key}: {mine[key]!r} != {theirs[key]!r}" for key in mine
-                if mine[key] != theirs[key]]
+        return [
+            f"{key}: {mine[key]!r} != {theirs[key]!r}" for key in mine if mine[key] != theirs[key]
+        ]
 
 
 def with_m(calls: Sequence[Mapping[str, Any]], m: int) -> list[dict[str, Any]]:
@@ -117,5 +135,10 @@ def replay_record(layer: Mapping[str, Any], m: int) -> CallRecord:
     samples = [s for c in layer["classes"] for s in c["samples"] if s["m"] == m]
     if not samples:
         raise KeyError(f"the startup report replayed no call of {m} tokens")
-    return CallRecord(m, list(layer["prepare"]), list(samples[0]["ops"]),
-                      layer["prepared_layout"], int(layer["bytes"]["total"]))
+    return CallRecord(
+        m,
+        list(layer["prepare"]),
+        list(samples[0]["ops"]),
+        layer["prepared_layout"],
+        int(layer["bytes"]["total"]),
+    )

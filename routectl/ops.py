@@ -11,8 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-_ARG = re.compile(r"^(?P<type>[A-Za-z]+(?:\([a-z]!?\))?(?:\[\])?\??)\s+(?P<name>[A-Za-z_]\w*)"
-                  r"(?:\s*=\s*(?P<default>.+))?$")
+_ARG = re.compile(
+    r"^(?P<type>[A-Za-z]+(?:\([a-z]!?\))?(?:\[\])?\??)\s+(?P<name>[A-Za-z_]\w*)"
+    r"(?:\s*=\s*(?P<default>.+))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -109,21 +111,23 @@ class OpSpec:
         object.__setattr__(self, "args", args)
         object.__setattr__(self, "returns", returns)
         kinds = tuple(
-            (a.name, "tensor" if a.is_tensor else "other" if a.type.startswith("Tensor")
-             else "scalar", a.type.endswith("?") or a.default is not None)
-            for a in args)
+            (
+                a.name,
+                "tensor" if a.is_tensor else "other" if a.type.startswith("Tensor") else "scalar",
+                a.type.endswith("?") or a.default is not None,
+            )
+            for a in args
+        )
         object.__setattr__(self, "arg_kinds", kinds)
         object.__setattr__(self, "arg_names", tuple(a.name for a in args))
         object.__setattr__(self, "arg_name_set", frozenset(self.arg_names))
-        object.__setattr__(self, "required_names",
-                           tuple(a.name for a in args if a.default is None))
+        object.__setattr__(self, "required_names", tuple(a.name for a in args if a.default is None))
 
     def arg(self, name: str) -> Arg:
         for a in self.args:
             if a.name == name:
                 return a
         raise KeyError(name)
-
 
 
 def plan_value(key: PlanKey, kwargs: Mapping[str, Any]) -> tuple[bool, Any]:
@@ -168,8 +172,9 @@ def derive_plan(spec: OpSpec, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return plan
 
 
-def bind_arguments(spec: OpSpec, args: tuple[Any, ...],
-                   kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def bind_arguments(
+    spec: OpSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
     """Name every argument of a call by the schema (positional calls from torch included)."""
     names = spec.arg_names
     if len(args) > len(names):
@@ -201,8 +206,7 @@ class CallLog:
         self.calls: list[dict[str, Any]] = []
         self._open: tuple[str, tuple[tuple[str, Any], ...]] | None = None
 
-    def add(self, op: str, plan: Mapping[str, Any], *, per_expert: bool, times: int = 1
-            ) -> None:
+    def add(self, op: str, plan: Mapping[str, Any], *, per_expert: bool, times: int = 1) -> None:
         """`times` identical calls of `op` with `plan`, in order."""
         if times < 1:
             raise ValueError(f"{op}: a call is recorded at least once, got times={times}")

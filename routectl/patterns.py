@@ -40,8 +40,8 @@ GLOB_CHARS = re.compile(r"[*?\[\]{}]")
 
 def _segment_key(position: int, value: str) -> tuple[int, str]:
     prefix = NUMBERED.get(position)
-    if prefix is not None and value.startswith(prefix) and value[len(prefix):].isdigit():
-        return int(value[len(prefix):]), ""
+    if prefix is not None and value.startswith(prefix) and value[len(prefix) :].isdigit():
+        return int(value[len(prefix) :]), ""
     return -1, value
 
 
@@ -51,7 +51,7 @@ def _alternatives(position: int, values: Iterable[str]) -> str:
         return ordered[0]
     prefix = NUMBERED.get(position)
     if prefix is not None and all(_segment_key(position, v)[0] >= 0 for v in ordered):
-        return prefix + "{" + ",".join(v[len(prefix):] for v in ordered) + "}"
+        return prefix + "{" + ",".join(v[len(prefix) :] for v in ordered) + "}"
     return "{" + ",".join(ordered) + "}"
 
 
@@ -69,8 +69,9 @@ def _box_size(box: Box) -> int:
     return size
 
 
-def _grow(seed: tuple[str, ...], rows: frozenset[tuple[str, ...]],
-          values: Sequence[Sequence[str]]) -> Box:
+def _grow(
+    seed: tuple[str, ...], rows: frozenset[tuple[str, ...]], values: Sequence[Sequence[str]]
+) -> Box:
     """A maximal box inside `rows` containing `seed`: each dimension in turn takes every
     value (in order) whose slab keeps the box inside the set. Growing one dimension only
     makes the others harder to grow, so one pass gives a maximal box."""
@@ -79,7 +80,7 @@ def _grow(seed: tuple[str, ...], rows: frozenset[tuple[str, ...]],
         for value in values[dim]:
             if value in box[dim]:
                 continue
-            slab = [*box[:dim], [value], *box[dim + 1:]]
+            slab = [*box[:dim], [value], *box[dim + 1 :]]
             if all(cell in rows for cell in product(*slab)):
                 box[dim].append(value)
     return tuple(frozenset(v) for v in box)
@@ -88,8 +89,10 @@ def _grow(seed: tuple[str, ...], rows: frozenset[tuple[str, ...]],
 def _cover(rows: frozenset[tuple[str, ...]], limit: int) -> list[Box] | None:
     """An exact cover of `rows` by boxes inside it, greedy by the number of rows a box adds
     (ties: the earlier seed); None when more than `limit` boxes would be needed."""
-    values = [sorted({r[d] for r in rows}, key=functools.partial(_segment_key, d))
-              for d in range(DIMENSIONS)]
+    values = [
+        sorted({r[d] for r in rows}, key=functools.partial(_segment_key, d))
+        for d in range(DIMENSIONS)
+    ]
     full = tuple(frozenset(v) for v in values)
     if _box_size(full) == len(rows):
         return [full]
@@ -102,14 +105,14 @@ def _cover(rows: frozenset[tuple[str, ...]], limit: int) -> list[Box] | None:
         best_gain = 0
         for seed in uncovered[:MAX_SEEDS]:
             box = _grow(seed, rows, values)
-            gain = sum(1 for cell in uncovered if all(cell[d] in box[d]
-                                                       for d in range(DIMENSIONS)))
+            gain = sum(1 for cell in uncovered if all(cell[d] in box[d] for d in range(DIMENSIONS)))
             if gain > best_gain:
                 best, best_gain = box, gain
         assert best is not None  # a seed's own box holds the seed
         boxes.append(best)
-        uncovered = [cell for cell in uncovered
-                     if not all(cell[d] in best[d] for d in range(DIMENSIONS))]
+        uncovered = [
+            cell for cell in uncovered if not all(cell[d] in best[d] for d in range(DIMENSIONS))
+        ]
     return boxes
 
 
@@ -134,7 +137,7 @@ class Description:
 def describe(ids: Collection[str], *, max_patterns: int = MAX_PATTERNS) -> Description:
     """Patterns that denote exactly `ids` (bare row ids of one category)."""
     ordered = tuple(sorted(ids))
-    edges = [i[len(EDGE_PREFIX):] for i in ordered if i.startswith(EDGE_PREFIX)]
+    edges = [i[len(EDGE_PREFIX) :] for i in ordered if i.startswith(EDGE_PREFIX)]
     matrix = frozenset(tuple(i.split("/")) for i in ordered if not i.startswith(EDGE_PREFIX))
     if any(len(cells) != DIMENSIONS for cells in matrix):
         return Description(ordered, None)  # not matrix ids: nothing to factor
@@ -149,6 +152,7 @@ def describe(ids: Collection[str], *, max_patterns: int = MAX_PATTERNS) -> Descr
 
 
 # --- globs ---------------------------------------------------------------------------------
+
 
 def is_glob(text: str) -> bool:
     return GLOB_CHARS.search(text) is not None

@@ -83,8 +83,11 @@ class ResolvedPolicy:
             section, dot, name = k.partition(".")
             if dot:
                 sections.setdefault(section, []).append((name, v))
-        return (dict(self.values), dict(self.sources),
-                {n: SectionView(n, tuple(items)) for n, items in sections.items()})
+        return (
+            dict(self.values),
+            dict(self.sources),
+            {n: SectionView(n, tuple(items)) for n, items in sections.items()},
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_index"}
@@ -148,8 +151,9 @@ class ResolvedPolicy:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ResolvedPolicy:
         if data.get("format") != POLICY_FORMAT:
-            raise InputError(f"resolved policy format {data.get('format')!r} is not "
-                             f"{POLICY_FORMAT}")
+            raise InputError(
+                f"resolved policy format {data.get('format')!r} is not {POLICY_FORMAT}"
+            )
         return cls(
             values=tuple(sorted((k, _freeze(v)) for k, v in data["values"].items())),
             sources=tuple(sorted(data["sources"].items())),
@@ -166,12 +170,15 @@ def deprecation_message(field: Field, *others: Field) -> str:
     # A scope ("for dense linear layers") is said only when it holds for every path.
     scopes = {f.deprecation_scope for f in group}
     scope = scopes.pop() if len(scopes) == 1 else ""
-    return (f"{field.variable} is deprecated{scope}; use {paths}. "
-            f"Explicit configuration takes precedence.")
+    return (
+        f"{field.variable} is deprecated{scope}; use {paths}. "
+        f"Explicit configuration takes precedence."
+    )
 
 
-def variable_notices(fields: Sequence[Field], retired: Sequence[RetiredVariable],
-                     environ: Mapping[str, str]) -> list[tuple[str, Kind, str]]:
+def variable_notices(
+    fields: Sequence[Field], retired: Sequence[RetiredVariable], environ: Mapping[str, str]
+) -> list[tuple[str, Kind, str]]:
     """(variable, kind, message) of every present variable that warns: deprecated aliases in
     table order (once per variable, naming each deprecated field it feeds), then obsolete
     and removed names."""
@@ -181,8 +188,10 @@ def variable_notices(fields: Sequence[Field], retired: Sequence[RetiredVariable]
     for f in fields:
         if f.kind is Kind.DEPRECATED and f.variable and f.variable in environ:
             deprecated.setdefault(f.variable, []).append(f)
-    out = [(variable, Kind.DEPRECATED, deprecation_message(*group))
-           for variable, group in deprecated.items()]
+    out = [
+        (variable, Kind.DEPRECATED, deprecation_message(*group))
+        for variable, group in deprecated.items()
+    ]
     out.extend((r.variable, r.kind, r.message()) for r in retired if r.variable in environ)
     return out
 
@@ -243,11 +252,15 @@ def resolve_fields(
         if f.key in typed_values:
             value = typed_values[f.key]
             if f.native_read and value != env_value:
-                shown = (f"{f.variable}={environ[cast(str, f.variable)]}" if var_present
-                         else f"the default {env_value!r} of {f.variable}")
+                shown = (
+                    f"{f.variable}={environ[cast(str, f.variable)]}"
+                    if var_present
+                    else f"the default {env_value!r} of {f.variable}"
+                )
                 raise InputError(
                     f"{f.config_path}={value!r} conflicts with {shown}: native code reads "
-                    f"the environment, so both must agree")
+                    f"the environment, so both must agree"
+                )
             if f.merge and var_present:
                 value = tuple(dict.fromkeys((*value, *env_value)))
             elif var_present:

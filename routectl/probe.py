@@ -41,8 +41,13 @@ class OpStatus:
         return self.present and self.schema != "schema mismatch"
 
     def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "status": "present" if self.present else "missing",
-                "schema": self.schema or None, "expected": self.expected, "found": self.found}
+        return {
+            "op": self.op,
+            "status": "present" if self.present else "missing",
+            "schema": self.schema or None,
+            "expected": self.expected,
+            "found": self.found,
+        }
 
 
 @dataclass(frozen=True)
@@ -57,8 +62,13 @@ class KernelProbe:
         return all(s.ok for s in self.ops)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "ops": [s.to_json() for s in self.ops],
-                "abi_getter": self.abi_getter, "abi_revision": self.abi_revision}
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "ops": [s.to_json() for s in self.ops],
+            "abi_getter": self.abi_getter,
+            "abi_revision": self.abi_revision,
+        }
 
 
 def same_schema(pinned: str, found: str) -> bool:
@@ -81,8 +91,9 @@ def probe_op(catalogue: Catalogue, ns: ProbedNamespace, op: str) -> OpStatus:
     return OpStatus(op, True, "schema mismatch", expected=spec.schema, found=found)
 
 
-def probe(catalogue: Catalogue, ns: ProbedNamespace, kernels: Sequence[str] = ()
-          ) -> list[KernelProbe]:
+def probe(
+    catalogue: Catalogue, ns: ProbedNamespace, kernels: Sequence[str] = ()
+) -> list[KernelProbe]:
     names = list(kernels) or list(catalogue.kernels)
     unknown = [n for n in names if n not in catalogue.kernels]
     if unknown:
@@ -94,9 +105,14 @@ def probe(catalogue: Catalogue, ns: ProbedNamespace, kernels: Sequence[str] = ()
     for name in names:
         getter = catalogue.abi_getters.get(name)
         revision = ns.abi_revision(getter) if getter and ns.has_op(getter) else None
-        results.append(KernelProbe(name, tuple(probe_op(catalogue, ns, op)
-                                               for op in catalogue.kernels[name]),
-                                   getter, revision))
+        results.append(
+            KernelProbe(
+                name,
+                tuple(probe_op(catalogue, ns, op) for op in catalogue.kernels[name]),
+                getter,
+                revision,
+            )
+        )
     return results
 
 
@@ -110,8 +126,7 @@ def render_text(namespace: str, results: Iterable[KernelProbe]) -> list[str]:
         lines.append(f"{result.name}: {'ok' if result.ok else 'NOT SERVED'}{abi}")
         for s in result.ops:
             detail = f", {s.schema}" if s.schema else ""
-            lines.append(f"  {namespace}::{s.op}: {'present' if s.present else 'missing'}"
-                         f"{detail}")
+            lines.append(f"  {namespace}::{s.op}: {'present' if s.present else 'missing'}{detail}")
             if s.schema == "schema mismatch":
                 lines.append(f"    expected {s.expected}")
                 lines.append(f"    found    {s.found}")

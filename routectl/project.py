@@ -77,21 +77,32 @@ class Project:
 
         return load_config(self.config_model, value)
 
-    def resolve(self, config: Any, environ: Mapping[str, str], hardware: Hardware,
-                workload: EngineConfig, *, emit_warnings: bool = True) -> ResolvedPolicy:
+    def resolve(
+        self,
+        config: Any,
+        environ: Mapping[str, str],
+        hardware: Hardware,
+        workload: EngineConfig,
+        *,
+        emit_warnings: bool = True,
+    ) -> ResolvedPolicy:
         """Resolve once: explicit config > variable > default. Pure in its arguments."""
         if config is None:
             typed: dict[str, Any] = {}  # a default config sets no field
         else:
             from routectl.configmodel import typed_values
 
-            model = (config if isinstance(config, self.config_model)
-                     else self.load_config(config))
+            model = config if isinstance(config, self.config_model) else self.load_config(config)
             typed = typed_values(model, self.fields)
-        return resolve_fields(self.fields, typed, environ,
-                              self.context(hardware, workload),
-                              unknown_prefix=self.unknown_prefix, emit_warnings=emit_warnings,
-                              retired=self.retired)
+        return resolve_fields(
+            self.fields,
+            typed,
+            environ,
+            self.context(hardware, workload),
+            unknown_prefix=self.unknown_prefix,
+            emit_warnings=emit_warnings,
+            retired=self.retired,
+        )
 
     def category(self, name: str) -> Any:
         for c in self.categories:
@@ -99,8 +110,9 @@ class Project:
                 return c
         names = [c.name for c in self.categories]
         known = ", ".join(names) or "none"
-        raise InputError(f"unknown category {shorten(name)}{did_you_mean(name, names)} "
-                         f"(known: {known})")
+        raise InputError(
+            f"unknown category {shorten(name)}{did_you_mean(name, names)} (known: {known})"
+        )
 
     def with_location(self, root: Path, snapshot_dir: Path) -> Project:
         return Project(**{**self.__dict__, "root": root, "snapshot_dir": snapshot_dir})
@@ -123,8 +135,9 @@ def _read_pyproject(path: Path) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"cannot read {path}: not UTF-8 ({exc.reason} at byte "
-                         f"{exc.start})") from None
+        raise InputError(
+            f"cannot read {path}: not UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -163,8 +176,10 @@ def check_table(table: Mapping[str, Any], path: Path) -> tuple[str, str, str]:
         if key not in TABLE_KEYS:
             close = difflib.get_close_matches(str(key), list(TABLE_KEYS), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise InputError(f"{path}: [tool.routectl] has an unknown key {shorten(key)} "
-                             f"(known: {', '.join(TABLE_KEYS)}){hint}")
+            raise InputError(
+                f"{path}: [tool.routectl] has an unknown key {shorten(key)} "
+                f"(known: {', '.join(TABLE_KEYS)}){hint}"
+            )
     where = f"{path}: [tool.routectl] project"
     if "project" not in table:
         raise InputError(f"{where} is missing: it must be {TABLE_KEYS['project']}")
@@ -174,27 +189,34 @@ def check_table(table: Mapping[str, Any], path: Path) -> tuple[str, str, str]:
     module_name, colon, attribute = spec.partition(":")
     module_name, attribute = module_name.strip(), attribute.strip()
     if not colon or not module_name or not attribute:
-        raise InputError(f"{where} = {shorten(spec)} must be 'module:attribute' (e.g. "
-                         f"'policies:PROJECT')")
+        raise InputError(
+            f"{where} = {shorten(spec)} must be 'module:attribute' (e.g. 'policies:PROJECT')"
+        )
     if module_name.startswith("."):
-        raise InputError(f"{where} = {shorten(spec)}: the module must be an absolute name, "
-                         f"not a relative one")
+        raise InputError(
+            f"{where} = {shorten(spec)}: the module must be an absolute name, not a relative one"
+        )
     if not all(part.isidentifier() for part in module_name.split(".")):
-        raise InputError(f"{where} = {shorten(spec)}: {shorten(module_name)} is not a module "
-                         f"name")
+        raise InputError(f"{where} = {shorten(spec)}: {shorten(module_name)} is not a module name")
     if not attribute.isidentifier():
-        raise InputError(f"{where} = {shorten(spec)}: {shorten(attribute)} is not an "
-                         f"attribute name")
+        raise InputError(
+            f"{where} = {shorten(spec)}: {shorten(attribute)} is not an attribute name"
+        )
     snapshots = table.get("snapshots", "snapshots")
     if not isinstance(snapshots, str) or not snapshots.strip():
-        raise InputError(f"{path}: [tool.routectl] snapshots must be a folder name (a "
-                         f"non-empty string), got {shorten(snapshots)}")
+        raise InputError(
+            f"{path}: [tool.routectl] snapshots must be a folder name (a "
+            f"non-empty string), got {shorten(snapshots)}"
+        )
     return module_name, attribute, snapshots
 
 
 # Frames of Python's import machinery and of routectl: the place named is the user's code.
-_NOT_THE_USERS = ("<frozen ", str(Path(importlib.__file__).parent),
-                  str(Path(__file__).resolve().parent))
+_NOT_THE_USERS = (
+    "<frozen ",
+    str(Path(importlib.__file__).parent),
+    str(Path(__file__).resolve().parent),
+)
 
 
 def describe_import_failure(exc: BaseException) -> str:
@@ -205,8 +227,11 @@ def describe_import_failure(exc: BaseException) -> str:
         text = exc.msg
         place = f"{exc.filename}, line {exc.lineno}"
     else:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__)
-                  if not f.filename.startswith(_NOT_THE_USERS)]
+        frames = [
+            f
+            for f in traceback.extract_tb(exc.__traceback__)
+            if not f.filename.startswith(_NOT_THE_USERS)
+        ]
         place = f"{frames[-1].filename}, line {frames[-1].lineno}" if frames else ""
     shown = text if len(text) <= QUOTE_CHARS else f"{text[:QUOTE_CHARS]}..."
     return f"{type(exc).__name__}: {shown}" + (f" ({place})" if place else "")
@@ -240,17 +265,24 @@ def load_project(directory: Path | None = None) -> Project:
     try:
         module = import_module(module_name)
     except InputError as exc:
-        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: {exc}"
-                         ) from exc.__cause__
+        raise InputError(
+            f"{pyproject}: [tool.routectl] project = {shorten(spec)}: {exc}"
+        ) from exc.__cause__
     try:
         project = getattr(module, attribute)
     except AttributeError:
-        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: module "
-                         f"{module_name} has no attribute {shorten(attribute)}") from None
+        raise InputError(
+            f"{pyproject}: [tool.routectl] project = {shorten(spec)}: module "
+            f"{module_name} has no attribute {shorten(attribute)}"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a module __getattr__ is the user's code
-        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)}: "
-                         f"{describe_import_failure(exc)}") from exc
+        raise InputError(
+            f"{pyproject}: [tool.routectl] project = {shorten(spec)}: "
+            f"{describe_import_failure(exc)}"
+        ) from exc
     if not isinstance(project, Project):
-        raise InputError(f"{pyproject}: [tool.routectl] project = {shorten(spec)} names an "
-                         f"object of type {type(project).__name__}, not a routectl Project")
+        raise InputError(
+            f"{pyproject}: [tool.routectl] project = {shorten(spec)} names an "
+            f"object of type {type(project).__name__}, not a routectl Project"
+        )
     return project.with_location(root, root / snapshots)

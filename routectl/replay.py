@@ -56,8 +56,14 @@ class RecordingNamespace:
     records `{"op", "plan"}`. Consecutive per-expert calls with equal plans become one record
     with `experts: E` (`routectl.ops.CallLog`, the rule observers of real runs share)."""
 
-    def __init__(self, catalogue: Catalogue, *, remove: Iterable[str] = (),
-                 abi: Mapping[str, int] | None = None, name: str = "replay") -> None:
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        *,
+        remove: Iterable[str] = (),
+        abi: Mapping[str, int] | None = None,
+        name: str = "replay",
+    ) -> None:
         import torch  # replay records meta tensors
 
         self._tensor_type = torch.Tensor
@@ -136,13 +142,17 @@ class RecordingNamespace:
                 continue
             # Duck-typed: doubles of tensors (a toy project's) count as tensors too.
             is_tensor = isinstance(value, tensor) or (
-                not isinstance(value, PLAIN_SCALARS) and hasattr(value, "shape")
-                and hasattr(value, "dtype"))
+                not isinstance(value, PLAIN_SCALARS)
+                and hasattr(value, "shape")
+                and hasattr(value, "dtype")
+            )
             if kind == "tensor" and not is_tensor:
                 raise ReplayError(f"{spec.name}: argument {name} must be a tensor")
             if kind == "scalar" and is_tensor:
-                raise ReplayError(f"{spec.name}: argument {name} must be a scalar "
-                                  f"({spec.arg(name).type}), got a tensor")
+                raise ReplayError(
+                    f"{spec.name}: argument {name} must be a scalar "
+                    f"({spec.arg(name).type}), got a tensor"
+                )
 
 
 @dataclass
@@ -169,8 +179,13 @@ class Category(Protocol):
 
 def resolve_row(project: Project, row: RowSpec) -> ResolvedPolicy:
     """The row's policy, from its own variables overlay (never the caller's environment)."""
-    return project.resolve(dict(row.config) or None, dict(row.variables),
-                           Hardware(row.capability), row.engine, emit_warnings=False)
+    return project.resolve(
+        dict(row.config) or None,
+        dict(row.variables),
+        Hardware(row.capability),
+        row.engine,
+        emit_warnings=False,
+    )
 
 
 def status_route(code: str, message: str) -> dict[str, Any]:
@@ -178,17 +193,21 @@ def status_route(code: str, message: str) -> dict[str, Any]:
 
 
 def error_route(error: SelectionError) -> dict[str, Any]:
-    return {"error": {"code": error.code, "message": error.message},
-            "verdicts": [v.to_json() for v in error.verdicts]}
+    return {
+        "error": {"code": error.code, "message": error.message},
+        "verdicts": [v.to_json() for v in error.verdicts],
+    }
 
 
-def replay_row(project: Project, category: Category, row: RowSpec
-               ) -> tuple[dict[str, Any], ResolvedPolicy | None]:
+def replay_row(
+    project: Project, category: Category, row: RowSpec
+) -> tuple[dict[str, Any], ResolvedPolicy | None]:
     if row.status is not None:
         return {"id": row.id, "route": status_route(*row.status)}, None
     policy = resolve_row(project, row)
-    namespace = RecordingNamespace(project.catalogue, remove=row.native.remove,
-                                   abi=dict(row.native.abi))
+    namespace = RecordingNamespace(
+        project.catalogue, remove=row.native.remove, abi=dict(row.native.abi)
+    )
     ctx = ReplayContext(project, row, policy, namespace, Hardware(row.capability))
     try:
         route = category.route(ctx)
@@ -213,9 +232,13 @@ def _nothing() -> Any:
     return None
 
 
-def replay_texts(project: Project, categories: Sequence[Category], *, jobs: int = 1,
-                 meanwhile: Callable[[], M] = _nothing
-                 ) -> tuple[dict[str, list[RowText]], M]:
+def replay_texts(
+    project: Project,
+    categories: Sequence[Category],
+    *,
+    jobs: int = 1,
+    meanwhile: Callable[[], M] = _nothing,
+) -> tuple[dict[str, list[RowText]], M]:
     """Every row of every category replayed (no cache), shared by up to `jobs` processes
     (`routectl.workers`), as (id, canonical text) sorted by id; and what `meanwhile()`
     returned. The output does not depend on `jobs`."""
@@ -237,7 +260,7 @@ def replay_texts(project: Project, categories: Sequence[Category], *, jobs: int 
     start = 0
     for category in categories:
         count = len(category.rows())
-        rows = sorted(texts[start:start + count], key=lambda r: r[0])
+        rows = sorted(texts[start : start + count], key=lambda r: r[0])
         start += count
         ids = [row_id for row_id, _ in rows]
         if len(set(ids)) != len(ids):
@@ -261,12 +284,16 @@ def find_row(category: Category, row_id: str) -> RowSpec:
     raise InputError(f"unknown row id {shorten(row_id)} in category {category.name}{hint}")
 
 
-def route_from_prepared(prepared: PreparedLayer, prepare_calls: list[dict[str, Any]],
-                        dispatch_calls: list[dict[str, Any]]) -> dict[str, Any]:
+def route_from_prepared(
+    prepared: PreparedLayer,
+    prepare_calls: list[dict[str, Any]],
+    dispatch_calls: list[dict[str, Any]],
+) -> dict[str, Any]:
     """The standard row content of a loaded layer."""
     decision = prepared.decision
-    status = ({"code": decision.status[0], "message": decision.status[1]}
-              if decision.status else None)
+    status = (
+        {"code": decision.status[0], "message": decision.status[1]} if decision.status else None
+    )
     return {
         "kernel": decision.kernel,
         "verdicts": decision.selection.verdicts_json(),
@@ -282,8 +309,14 @@ def route_from_prepared(prepared: PreparedLayer, prepare_calls: list[dict[str, A
     }
 
 
-def replay_calls(ctx: ReplayContext, prepared: PreparedLayer, token_counts: Sequence[int],
-                 make_input: Any, *, gated_m: int | None = None) -> list[dict[str, Any]]:
+def replay_calls(
+    ctx: ReplayContext,
+    prepared: PreparedLayer,
+    token_counts: Sequence[int],
+    make_input: Any,
+    *,
+    gated_m: int | None = None,
+) -> list[dict[str, Any]]:
     """Dispatch each token count (within budget) and, if the layer has one, the fused gate/up
     call at `gated_m`; returns the recorded calls in order."""
     calls: list[dict[str, Any]] = []
@@ -300,7 +333,10 @@ def replay_calls(ctx: ReplayContext, prepared: PreparedLayer, token_counts: Sequ
         return calls
     for m in ctx.token_counts(token_counts):
         issue(prepared.apply, m)
-    if gated_m is not None and prepared.apply_gated is not None \
-            and gated_m in ctx.token_counts([gated_m]):
+    if (
+        gated_m is not None
+        and prepared.apply_gated is not None
+        and gated_m in ctx.token_counts([gated_m])
+    ):
         issue(prepared.apply_gated, gated_m)
     return calls

@@ -36,6 +36,7 @@ def use_color(choice: str, environ: Mapping[str, str], isatty: bool) -> bool:
 
 # --- JSON ----------------------------------------------------------------------------------
 
+
 def category_report(verdict: CategoryVerdict) -> dict[str, Any]:
     c = verdict.comparison
     q = verdict.q
@@ -47,8 +48,10 @@ def category_report(verdict: CategoryVerdict) -> dict[str, Any]:
         "unexpected": sorted(q(i) for i in verdict.unexpected),
         "missing": sorted(q(i) for i in verdict.missing),
         "diffs": {q(i): [f.to_json() for f in changes] for i, changes in c.changed.items()},
-        "unstated": {q(i): [f.to_json() for f in changes]
-                     for i, changes in sorted(verdict.unexpected_fields.items())},
+        "unstated": {
+            q(i): [f.to_json() for f in changes]
+            for i, changes in sorted(verdict.unexpected_fields.items())
+        },
         "groups": [g.to_json() for g in verdict.groups],
     }
 
@@ -74,9 +77,10 @@ def render_json(report: Mapping[str, Any], snapshot_dir: Path | None = None) -> 
 
 # --- text ----------------------------------------------------------------------------------
 
+
 def show_value(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS - 3] + "..."
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
 
 
 def show_change(change: FieldChange) -> str:
@@ -113,14 +117,18 @@ def group_verdict(verdict: CategoryVerdict, group: ChangeGroup) -> str:
 
 def unstated_paths(verdict: CategoryVerdict, group: ChangeGroup) -> set[str]:
     """The generalised paths of a group's changes no stated field covers."""
-    return {general_path(c.path) for i in group.row_ids
-            for c in verdict.unexpected_fields.get(i, ())}
+    return {
+        general_path(c.path) for i in group.row_ids for c in verdict.unexpected_fields.get(i, ())
+    }
 
 
 def show_field(field: SignatureField) -> str:
     low, high = field.places
-    where = "" if high == 1 else (f" ({high} places per row)" if low == high
-                                  else f" ({low}-{high} places per row)")
+    where = (
+        ""
+        if high == 1
+        else (f" ({high} places per row)" if low == high else f" ({low}-{high} places per row)")
+    )
     return show_change(FieldChange(field.shown_path, field.kind, field.old, field.new)) + where
 
 
@@ -129,8 +137,7 @@ def group_title(group: ChangeGroup) -> str:
     return f"{group.kind} {rows}" + (f", {group.label}" if group.label else "")
 
 
-def row_lines(ids: Sequence[str], patterns: Sequence[str] | None, max_rows: int
-              ) -> list[str]:
+def row_lines(ids: Sequence[str], patterns: Sequence[str] | None, max_rows: int) -> list[str]:
     """The rows of a group: its patterns, else its ids (the first `max_rows`, 0 = all)."""
     if patterns is not None:
         return [f"rows {p}" for p in patterns]
@@ -141,11 +148,11 @@ def row_lines(ids: Sequence[str], patterns: Sequence[str] | None, max_rows: int
     return lines
 
 
-def _group_text(verdict: CategoryVerdict, group: ChangeGroup, s: _Style, max_fields: int,
-                max_rows: int) -> list[str]:
+def _group_text(
+    verdict: CategoryVerdict, group: ChangeGroup, s: _Style, max_fields: int, max_rows: int
+) -> list[str]:
     mark = group_verdict(verdict, group)
-    styled = (s(mark, fg="red", bold=True) if "unexpected" in mark
-              else s(mark, fg="green"))
+    styled = s(mark, fg="red", bold=True) if "unexpected" in mark else s(mark, fg="green")
     lines = [f"  {group_title(group)} ({styled})"]
     unstated = unstated_paths(verdict, group)
     fields = group.fields if not max_fields else group.fields[:max_fields]
@@ -154,8 +161,7 @@ def _group_text(verdict: CategoryVerdict, group: ChangeGroup, s: _Style, max_fie
         lines.append(f"    {show_field(f)}{flag}")
     if len(group.fields) > len(fields):
         lines.append(f"    ... {_counted(len(group.fields) - len(fields), 'more field change')}")
-    lines.extend(f"    {line}" for line in row_lines(group.qualified_ids, group.patterns,
-                                                     max_rows))
+    lines.extend(f"    {line}" for line in row_lines(group.qualified_ids, group.patterns, max_rows))
     return lines
 
 
@@ -165,10 +171,13 @@ def _missing_text(verdict: CategoryVerdict, s: _Style, max_rows: int) -> list[st
     if listed:
         found = describe(listed).patterns
         patterns = None if found is None else [verdict.q(p) for p in found]
-        lines.append(f"  {s('missing', fg='red', bold=True)} "
-                     f"{_counted(len(listed), 'row')} (expected to move, did not change)")
-        lines.extend(f"    {line}" for line in row_lines([verdict.q(i) for i in listed],
-                                                         patterns, max_rows))
+        lines.append(
+            f"  {s('missing', fg='red', bold=True)} "
+            f"{_counted(len(listed), 'row')} (expected to move, did not change)"
+        )
+        lines.extend(
+            f"    {line}" for line in row_lines([verdict.q(i) for i in listed], patterns, max_rows)
+        )
     for row_id in verdict.unknown:
         lines.append(f"  {s('missing', fg='red', bold=True)} {verdict.q(row_id)} (unknown id)")
     return lines
@@ -185,8 +194,9 @@ def category_line(verdict: CategoryVerdict, s: _Style) -> str:
     return f"{s(verdict.name, bold=True)}: {status}: {_counted(verdict.rows, 'row')}, {summary}"
 
 
-def _category_text(verdict: CategoryVerdict, s: _Style, max_fields: int, max_rows: int
-                   ) -> list[str]:
+def _category_text(
+    verdict: CategoryVerdict, s: _Style, max_fields: int, max_rows: int
+) -> list[str]:
     lines = [category_line(verdict, s)]
     if not verdict.comparison.baseline_present:
         lines.append("  no baseline snapshot of this category: every row is added")
@@ -198,12 +208,16 @@ def _category_text(verdict: CategoryVerdict, s: _Style, max_fields: int, max_row
 
 def summary_line(outcome: CheckOutcome) -> str:
     unexpected = sum(len(v.unexpected) for v in outcome.categories.values())
-    missing = (sum(len(v.missing) for v in outcome.categories.values())
-               + len(outcome.unattributed) + len(outcome.missing_stated))
-    expected = sum(len(v.comparison.moved) - len(v.unexpected)
-                   for v in outcome.categories.values())
-    scope = (f"{_counted(len(outcome.categories), 'category', 'categories')}, "
-             f"{_counted(outcome.rows, 'row')}")
+    missing = (
+        sum(len(v.missing) for v in outcome.categories.values())
+        + len(outcome.unattributed)
+        + len(outcome.missing_stated)
+    )
+    expected = sum(len(v.comparison.moved) - len(v.unexpected) for v in outcome.categories.values())
+    scope = (
+        f"{_counted(len(outcome.categories), 'category', 'categories')}, "
+        f"{_counted(outcome.rows, 'row')}"
+    )
     if outcome.ok:
         return f"ok: {scope}, {_counted(expected, 'expected change')}"
     problems = [f"{unexpected} unexpected", f"{missing} missing"]
@@ -212,32 +226,46 @@ def summary_line(outcome: CheckOutcome) -> str:
     return f"FAILED: {', '.join(problems)} ({scope})"
 
 
-def render_text(outcome: CheckOutcome, *, color: bool = False,
-                max_fields: int = MAX_FIELD_CHANGES, max_rows: int = MAX_ROWS,
-                quiet: bool = False) -> str:
+def render_text(
+    outcome: CheckOutcome,
+    *,
+    color: bool = False,
+    max_fields: int = MAX_FIELD_CHANGES,
+    max_rows: int = MAX_ROWS,
+    quiet: bool = False,
+) -> str:
     """Per category its verdict line and (unless `quiet`) its change groups and missing
     items; then the run's problems and its final line. `max_fields` caps the fields shown
     per group, `max_rows` the ids of a group no patterns describe (0 = no cap)."""
     s = _Style(color)
     lines: list[str] = []
     for verdict in outcome.categories.values():
-        lines.extend([category_line(verdict, s)] if quiet
-                     else _category_text(verdict, s, max_fields, max_rows))
+        lines.extend(
+            [category_line(verdict, s)]
+            if quiet
+            else _category_text(verdict, s, max_fields, max_rows)
+        )
     if not quiet:
         for name in outcome.stale:
-            lines.append(f"{s('stale', fg='red', bold=True)} {name}: a baseline snapshot of a "
-                         f"category that is no longer listed")
+            lines.append(
+                f"{s('stale', fg='red', bold=True)} {name}: a baseline snapshot of a "
+                f"category that is no longer listed"
+            )
         for listed in outcome.unattributed:
-            lines.append(f"{s('missing', fg='red', bold=True)} {listed} (unknown id: no "
-                         f"category has this row)")
-        lines.extend(f"{s('missing', fg='red', bold=True)} {item.text()}"
-                     for item in outcome.missing_stated)
+            lines.append(
+                f"{s('missing', fg='red', bold=True)} {listed} (unknown id: no "
+                f"category has this row)"
+            )
+        lines.extend(
+            f"{s('missing', fg='red', bold=True)} {item.text()}" for item in outcome.missing_stated
+        )
     last = summary_line(outcome)
     lines.append(s(last, fg="green" if outcome.ok else "red", bold=not outcome.ok))
     return "\n".join(lines) + "\n"
 
 
 # --- GitHub --------------------------------------------------------------------------------
+
 
 def escape_data(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -259,14 +287,12 @@ def group_problem(verdict: CategoryVerdict, group: ChangeGroup) -> str | None:
     rows = _counted(len(bad), "row")
     scope = "" if len(bad) == len(group.row_ids) else f" (of {len(group.row_ids)})"
     if group.kind != "changed":
-        return f"{rows}{scope} {group.kind} unexpectedly ({group.label}): " \
-               f"{group_rows_text(group)}"
+        return f"{rows}{scope} {group.kind} unexpectedly ({group.label}): {group_rows_text(group)}"
     unstated = unstated_paths(verdict, group)
     shown = [f for f in group.fields if not unstated or f.path in unstated]
     more = f" (+{len(shown) - 1} more)" if len(shown) > 1 else ""
     what = "not stated" if unstated else "changed unexpectedly"
-    return (f"{rows}{scope} {what}: {show_field(shown[0])}{more}: "
-            f"{group_rows_text(group)}")
+    return f"{rows}{scope} {what}: {show_field(shown[0])}{more}: {group_rows_text(group)}"
 
 
 def problems(outcome: CheckOutcome) -> list[str]:
@@ -275,31 +301,44 @@ def problems(outcome: CheckOutcome) -> list[str]:
     for v in outcome.categories.values():
         out.extend(p for p in (group_problem(v, g) for g in v.groups) if p is not None)
         for row_id in v.missing:
-            why = ("names no row (unknown id)" if row_id in v.unknown
-                   else "did not change")
+            why = "names no row (unknown id)" if row_id in v.unknown else "did not change"
             out.append(f"{v.q(row_id)} is listed as an expected change but {why}")
-    out.extend(f"{listed} is listed as an expected change but names no row (unknown id)"
-               for listed in outcome.unattributed)
+    out.extend(
+        f"{listed} is listed as an expected change but names no row (unknown id)"
+        for listed in outcome.unattributed
+    )
     out.extend(f"expected-changes {item.text()}" for item in outcome.missing_stated)
     return out
 
 
-def render_github(outcome: CheckOutcome, *, command: str = "check",
-                  max_errors: int = MAX_ANNOTATIONS) -> str:
+def render_github(
+    outcome: CheckOutcome, *, command: str = "check", max_errors: int = MAX_ANNOTATIONS
+) -> str:
     """At most `max_errors` `::error` lines (one per change group), then one `::notice`
     summary, titled with the command that produced them."""
     found = problems(outcome)
     title = f"routectl {command}"
     lines = [f"::error title={title}::{escape_data(p)}" for p in found[:max_errors]]
-    shown = (f"; {len(found) - max_errors} more not shown (see the JSON report)"
-             if len(found) > max_errors else "")
+    shown = (
+        f"; {len(found) - max_errors} more not shown (see the JSON report)"
+        if len(found) > max_errors
+        else ""
+    )
     lines.append(f"::notice title={title}::{escape_data(summary_line(outcome) + shown)}")
     return "\n".join(lines) + "\n"
 
 
-def render(outcome: CheckOutcome, fmt: str, *, command: str = "check", color: bool = False,
-           quiet: bool = False, max_rows: int = MAX_ROWS, max_fields: int = MAX_FIELD_CHANGES,
-           snapshot_dir: Path | None = None) -> str:
+def render(
+    outcome: CheckOutcome,
+    fmt: str,
+    *,
+    command: str = "check",
+    color: bool = False,
+    quiet: bool = False,
+    max_rows: int = MAX_ROWS,
+    max_fields: int = MAX_FIELD_CHANGES,
+    snapshot_dir: Path | None = None,
+) -> str:
     """The outcome in one of FORMATS (json is validated against report.schema.json)."""
     if fmt == "json":
         return render_json(build_report(outcome), snapshot_dir)
@@ -310,6 +349,7 @@ def render(outcome: CheckOutcome, fmt: str, *, command: str = "check", color: bo
 
         return render_markdown(outcome, command=command)
     if fmt == "text":
-        return render_text(outcome, color=color, quiet=quiet, max_rows=max_rows,
-                           max_fields=max_fields)
+        return render_text(
+            outcome, color=color, quiet=quiet, max_rows=max_rows, max_fields=max_fields
+        )
     raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")

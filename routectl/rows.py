@@ -12,7 +12,8 @@ from routectl.workload import EngineConfig
 # Full-match, as the schemas' patterns are: `$` alone also matches before a final newline in
 # Python (not in ECMA-262 or jsonschema-rs), so "$(?!\n)" closes every pattern.
 ROW_ID = re.compile(
-    r"^(?:(edge:[a-z0-9_]+|[a-z0-9_]+/[a-z0-9_]+/tp[0-9]+/[a-z]+/c[0-9]+/q[0-9]+))$(?!\n)")
+    r"^(?:(edge:[a-z0-9_]+|[a-z0-9_]+/[a-z0-9_]+/tp[0-9]+/[a-z]+/c[0-9]+/q[0-9]+))$(?!\n)"
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ class Probe:
             layer={**base.layer, **self.layer},
             variables=tuple(sorted(variables.items())),
             config={**base.config, **self.config},
-            native=NativeChanges(tuple(sorted({*base.native.remove, *self.remove_ops})),
-                                 tuple(sorted(abi.items()))),
+            native=NativeChanges(
+                tuple(sorted({*base.native.remove, *self.remove_ops})), tuple(sorted(abi.items()))
+            ),
             engine_facts={**base.engine_facts, **self.engine_facts},
         )

@@ -64,8 +64,9 @@ class KernelClass(Protocol):
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check: ...
 
 
-def evaluate_kernel(kernel: type[KernelClass] | KernelClass, capability: int, layer: Any,
-                    ns: NativeNamespace) -> Evaluation:
+def evaluate_kernel(
+    kernel: type[KernelClass] | KernelClass, capability: int, layer: Any, ns: NativeNamespace
+) -> Evaluation:
     """is_supported, then can_implement; a missing-ops reason is staged as `ops`."""
     ok, reason = kernel.is_supported(capability)
     if not ok:
@@ -108,11 +109,13 @@ def select(candidates: Sequence[tuple[str, Callable[[], Evaluation]]]) -> Select
         result = evaluate()
         reason = result.reason
         if reason is None:
-            verdicts.append(Verdict(name, result.ok, None, None, chosen is not None,
-                                    result.stage))
+            verdicts.append(Verdict(name, result.ok, None, None, chosen is not None, result.stage))
         else:
-            verdicts.append(Verdict(name, result.ok, reason.code, reason.message,
-                                    chosen is not None, result.stage))
+            verdicts.append(
+                Verdict(
+                    name, result.ok, reason.code, reason.message, chosen is not None, result.stage
+                )
+            )
         if result.ok and chosen is None:
             chosen = name
     return Selection(chosen, tuple(verdicts))

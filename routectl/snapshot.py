@@ -50,6 +50,7 @@ class SnapshotError(RoutectlError):
 
 # --- schemas -------------------------------------------------------------------------------
 
+
 def schema_dirs(snapshot_dir: Path | None) -> list[Path]:
     """Where schemas are looked up, in order: the project's `<snapshots>/schema/`, then the
     package data of this routectl (`routectl/schemas/`)."""
@@ -66,8 +67,9 @@ def schema_path(name: str, snapshot_dir: Path | None = None) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    raise InputError(f"schema {name}.schema.json not found in "
-                     f"{' or '.join(str(p.parent) for p in candidates)}")
+    raise InputError(
+        f"schema {name}.schema.json not found in {' or '.join(str(p.parent) for p in candidates)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,10 @@ def _load_schema(path: str) -> LoadedSchema:
         raise InputError(f"{path} is not a valid JSON Schema: not an object")
     const = data.get("properties", {}).get("schema_version", {}).get("const")
     if const is not None and const != SCHEMA_VERSION:
-        raise InputError(f"{path} describes schema_version {const}; this routectl reads and "
-                         f"writes {SCHEMA_VERSION}")
+        raise InputError(
+            f"{path} describes schema_version {const}; this routectl reads and "
+            f"writes {SCHEMA_VERSION}"
+        )
     try:
         fast = jsonschema_rs.Draft202012Validator(data)
     except (jsonschema_rs.ValidationError, ValueError) as exc:
@@ -120,10 +124,15 @@ def _branch_error(error: ValidationError) -> ValidationError:
         branches: dict[Any, list[ValidationError]] = {}
         for sub in error.context:
             branches.setdefault(sub.schema_path[0], []).append(sub)
-        ranked = sorted(branches.items(), key=lambda item: (
-            any(e.validator == "type" and not e.relative_path for e in item[1]),
-            any(e.validator == "required" and not e.relative_path for e in item[1]),
-            len(item[1]), str(item[0])))
+        ranked = sorted(
+            branches.items(),
+            key=lambda item: (
+                any(e.validator == "type" and not e.relative_path for e in item[1]),
+                any(e.validator == "required" and not e.relative_path for e in item[1]),
+                len(item[1]),
+                str(item[0]),
+            ),
+        )
         errors = ranked[0][1]
         error = max(errors, key=lambda e: len(e.path))
     return error
@@ -149,8 +158,7 @@ def schema_violation(name: str, document: Any, snapshot_dir: Path | None = None)
             return None
     except ValueError as exc:  # a value JSON cannot hold (jsonschema-rs names its type)
         return str(exc)
-    errors = sorted(loaded.validator.iter_errors(document),
-                    key=lambda e: [str(p) for p in e.path])
+    errors = sorted(loaded.validator.iter_errors(document), key=lambda e: [str(p) for p in e.path])
     if errors:
         error = _branch_error(errors[0])
         where, message = _where(error.absolute_path, document), error.message
@@ -175,6 +183,7 @@ def format_path(parts: Iterable[Any]) -> str:
 
 
 # --- JSON text -----------------------------------------------------------------------------
+
 
 def dump_json(data: Any) -> str:
     """The text of every file routectl writes (`routectl.jsonwrite`): 2-space indent, sorted
@@ -229,8 +238,9 @@ def remove_stale_temp_files(directory: Path) -> list[Path]:
     return removed
 
 
-def write_text_atomic(path: Path, text: str | bytes, *,
-                      before_replace: BeforeReplace | None = None) -> None:
+def write_text_atomic(
+    path: Path, text: str | bytes, *, before_replace: BeforeReplace | None = None
+) -> None:
     """Write `text` (str, written as UTF-8, or its bytes) to a temp file beside `path`, then
     rename it over `path`: readers see the old file or the new one, never a part. The temp
     file is removed on any failure; stale ones left in the folder by a killed process go
@@ -254,8 +264,9 @@ def write_text_atomic(path: Path, text: str | bytes, *,
         raise
 
 
-def write_text(path: Path, text: str | bytes, *,
-               before_replace: BeforeReplace | None = None) -> None:
+def write_text(
+    path: Path, text: str | bytes, *, before_replace: BeforeReplace | None = None
+) -> None:
     """`write_text_atomic`, a failing file system being an InputError naming the file."""
     try:
         write_text_atomic(path, text, before_replace=before_replace)
@@ -268,6 +279,7 @@ def write_json(path: Path, data: Any, *, before_replace: BeforeReplace | None = 
 
 
 # --- the snapshot model --------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -286,8 +298,12 @@ class Snapshot:
         return {r["id"]: r for r in self.rows}
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "category": self.category,
-                "basis": self.basis, "rows": list(self.rows)}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "category": self.category,
+            "basis": self.basis,
+            "rows": list(self.rows),
+        }
 
 
 def _id_problem(rows: Any) -> str | None:
@@ -313,16 +329,21 @@ def _check_version(data: Any, source: str) -> None:
     if not isinstance(version, int) or isinstance(version, bool):
         return  # the schema phrases it
     if version > SCHEMA_VERSION:
-        raise InputError(f"{source} has schema_version {version}, written by a newer routectl "
-                         f"(this one reads {SCHEMA_VERSION}): upgrade routectl")
+        raise InputError(
+            f"{source} has schema_version {version}, written by a newer routectl "
+            f"(this one reads {SCHEMA_VERSION}): upgrade routectl"
+        )
     if version < SCHEMA_VERSION:
-        raise InputError(f"{source} has schema_version {version}, older than "
-                         f"{SCHEMA_VERSION}: regenerate it (routectl snapshot, or routectl "
-                         f"check --update)")
+        raise InputError(
+            f"{source} has schema_version {version}, older than "
+            f"{SCHEMA_VERSION}: regenerate it (routectl snapshot, or routectl "
+            f"check --update)"
+        )
 
 
-def parse_snapshot(data: Any, *, source: str, snapshot_dir: Path | None = None,
-                   category: str | None = None) -> Snapshot:
+def parse_snapshot(
+    data: Any, *, source: str, snapshot_dir: Path | None = None, category: str | None = None
+) -> Snapshot:
     """Validate a parsed snapshot document; `category`, when given, is the name the file
     must declare (its file name)."""
     _check_version(data, source)
@@ -332,16 +353,20 @@ def parse_snapshot(data: Any, *, source: str, snapshot_dir: Path | None = None,
     if problem is not None:
         raise InputError(f"{source}: {problem}")
     if category is not None and data["category"] != category:
-        raise InputError(f"{source} declares category {shorten(data['category'])}, but its file "
-                         f"name says {shorten(category)}")
+        raise InputError(
+            f"{source} declares category {shorten(data['category'])}, but its file "
+            f"name says {shorten(category)}"
+        )
     rows = sorted(data["rows"], key=lambda r: r["id"])
     return Snapshot(data["category"], data["basis"], tuple(rows), validated=True)
 
 
-def read_snapshot(path: Path, *, snapshot_dir: Path | None = None,
-                  category: str | None = None) -> Snapshot:
-    return parse_snapshot(read_json(path, "snapshot"), source=str(path),
-                          snapshot_dir=snapshot_dir, category=category)
+def read_snapshot(
+    path: Path, *, snapshot_dir: Path | None = None, category: str | None = None
+) -> Snapshot:
+    return parse_snapshot(
+        read_json(path, "snapshot"), source=str(path), snapshot_dir=snapshot_dir, category=category
+    )
 
 
 def plain_rows(rows: Sequence[Row]) -> list[Row]:
@@ -367,9 +392,15 @@ def plain_rows(rows: Sequence[Row]) -> list[Row]:
     raise SnapshotError(f"rows are not JSON: {problem}")
 
 
-def build_snapshot(category: str, basis: str, rows: Sequence[Row], *,
-                   snapshot_dir: Path | None = None, validate: bool = True,
-                   plain: bool = False) -> Snapshot:
+def build_snapshot(
+    category: str,
+    basis: str,
+    rows: Sequence[Row],
+    *,
+    snapshot_dir: Path | None = None,
+    validate: bool = True,
+    plain: bool = False,
+) -> Snapshot:
     """A snapshot of freshly produced rows: normalised (unless `plain`: already parsed from
     canonical JSON text), sorted by id, ids checked and (with `validate`) schema-validated.
     Without it the caller validates the rows it uses (`validate_rows`); writing validates an
@@ -384,20 +415,33 @@ def build_snapshot(category: str, basis: str, rows: Sequence[Row], *,
     return Snapshot(category, basis, tuple(plain_list), validated=validate)
 
 
-def validate_rows(category: str, basis: str, rows: Sequence[Row],
-                  snapshot_dir: Path | None = None) -> str | None:
+def validate_rows(
+    category: str, basis: str, rows: Sequence[Row], snapshot_dir: Path | None = None
+) -> str | None:
     """The first schema violation of `rows` as a snapshot of `category`; None when valid."""
-    document = {"schema_version": SCHEMA_VERSION, "category": category, "basis": basis,
-                "rows": list(rows)}
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "category": category,
+        "basis": basis,
+        "rows": list(rows),
+    }
     return schema_violation("snapshot", document, snapshot_dir)
 
 
-def write_snapshot(path: Path, snapshot: Snapshot, *, snapshot_dir: Path | None = None,
-                   before_replace: BeforeReplace | None = None) -> None:
+def write_snapshot(
+    path: Path,
+    snapshot: Snapshot,
+    *,
+    snapshot_dir: Path | None = None,
+    before_replace: BeforeReplace | None = None,
+) -> None:
     """Validate (unless built or parsed here, which validated), then write atomically."""
     document = snapshot.to_json()
-    problem = None if snapshot.validated else (
-        _id_problem(document["rows"]) or schema_violation("snapshot", document, snapshot_dir))
+    problem = (
+        None
+        if snapshot.validated
+        else (_id_problem(document["rows"]) or schema_violation("snapshot", document, snapshot_dir))
+    )
     if problem is not None:
         raise SnapshotError(f"refusing to write an invalid snapshot to {path}: {problem}")
     write_json(path, document, before_replace=before_replace)

@@ -53,8 +53,9 @@ class TokenClass:
         counts = set(self.representatives)
         if self.high is None:
             counts.add(budget)
-        return sorted(m for m in counts if self.low <= m <= budget
-                      and (self.high is None or m <= self.high))
+        return sorted(
+            m for m in counts if self.low <= m <= budget and (self.high is None or m <= self.high)
+        )
 
 
 TOKEN_CLASSES: tuple[TokenClass, ...] = (
@@ -90,6 +91,7 @@ class LoadedLayer(Protocol):
 
 # --- replay ---------------------------------------------------------------------------------
 
+
 def mirror_namespace(catalogue: Catalogue, ns: NativeNamespace) -> RecordingNamespace:
     """A recording double with exactly the catalogue ops `ns` has and its ABI revisions."""
     from routectl.replay import RecordingNamespace
@@ -108,8 +110,9 @@ def _verdict(v: Verdict) -> dict[str, Any]:
     return {**v.to_json(), "stage": v.stage}
 
 
-def _sample(loader: LayerLoader, layer: LoadedLayer, replayed: PreparedLayer,
-            ns: RecordingNamespace, m: int) -> dict[str, Any]:
+def _sample(
+    loader: LayerLoader, layer: LoadedLayer, replayed: PreparedLayer, ns: RecordingNamespace, m: int
+) -> dict[str, Any]:
     assert replayed.apply is not None
     inputs = loader.call_inputs(layer.spec, replayed, m)
     mark = ns.mark()
@@ -120,22 +123,35 @@ def _sample(loader: LayerLoader, layer: LoadedLayer, replayed: PreparedLayer,
         error = {"code": exc.code, "message": exc.message}
     # As in snapshots: every dispatch plan carries the token count of its apply call.
     ops = [{"op": c["op"], "plan": {"m": m, **c["plan"]}} for c in ns.since(mark)]
-    last = loader.last_call(replayed) if loader.last_call is not None and error is None \
-        else None
-    return {"m": m, "stages": list(last["stages"]) if last else None,
-            "rejected": [dict(v) for v in last["rejected"]] if last else [],
-            "ops": ops, "error": error}
+    last = loader.last_call(replayed) if loader.last_call is not None and error is None else None
+    return {
+        "m": m,
+        "stages": list(last["stages"]) if last else None,
+        "rejected": [dict(v) for v in last["rejected"]] if last else [],
+        "ops": ops,
+        "error": error,
+    }
 
 
-def replay_layer(project: Project, policy: ResolvedPolicy, hardware: Hardware,
-                 workload: EngineConfig, layer: LoadedLayer) -> dict[str, Any]:
+def replay_layer(
+    project: Project,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    workload: EngineConfig,
+    layer: LoadedLayer,
+) -> dict[str, Any]:
     """Prepare calls, per-class samples and whether the replay agrees with the real load."""
     loader = project.loaders[layer.family]
     ns = mirror_namespace(project.catalogue, layer.namespace)
     mark = ns.mark()
-    replayed = loader.load(layer.spec, policy, hardware, workload, ns,
-                           **loader.load_kwargs(layer.family, loader.meta_tensors(layer.spec),
-                                                layer.workspace))
+    replayed = loader.load(
+        layer.spec,
+        policy,
+        hardware,
+        workload,
+        ns,
+        **loader.load_kwargs(layer.family, loader.meta_tensors(layer.spec), layer.workspace),
+    )
     prepare = ns.since(mark)
     classes = []
     budget = workload.max_num_batched_tokens
@@ -144,38 +160,57 @@ def replay_layer(project: Project, policy: ResolvedPolicy, hardware: Hardware,
         skipped = None
         if replayed.apply is None:
             counts = []
-            skipped = (f"{replayed.decision.kernel or 'no kernel'}: routectl dispatches no "
-                       "call of this layer")
+            skipped = (
+                f"{replayed.decision.kernel or 'no kernel'}: routectl dispatches no "
+                "call of this layer"
+            )
         elif not counts:
             skipped = f"above the token budget (max_num_batched_tokens = {budget})"
-        classes.append({"name": token_class.name, "skipped": skipped,
-                        "samples": [_sample(loader, layer, replayed, ns, m) for m in counts]})
-    agrees = (replayed.decision == layer.prepared.decision
-              and replayed.bytes_json() == layer.prepared.bytes_json())
+        classes.append(
+            {
+                "name": token_class.name,
+                "skipped": skipped,
+                "samples": [_sample(loader, layer, replayed, ns, m) for m in counts],
+            }
+        )
+    agrees = (
+        replayed.decision == layer.prepared.decision
+        and replayed.bytes_json() == layer.prepared.bytes_json()
+    )
     return {"prepare": prepare, "classes": classes, "replay_matches_load": agrees}
 
 
 # --- the document ---------------------------------------------------------------------------
+
 
 def _namespace_json(catalogue: Catalogue, ns: NativeNamespace) -> dict[str, Any]:
     abi = []
     for op, spec in sorted(catalogue.ops.items()):
         if spec.getter and ns.has_op(op):
             abi.append({"getter": op, "revision": ns.abi_revision(op)})
-    return {"name": ns.name, "missing": sorted(op for op in catalogue.ops if not ns.has_op(op)),
-            "abi": abi}
+    return {
+        "name": ns.name,
+        "missing": sorted(op for op in catalogue.ops if not ns.has_op(op)),
+        "abi": abi,
+    }
 
 
-def layer_json(project: Project, policy: ResolvedPolicy, hardware: Hardware,
-               workload: EngineConfig, layer: LoadedLayer) -> dict[str, Any]:
+def layer_json(
+    project: Project,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    workload: EngineConfig,
+    layer: LoadedLayer,
+) -> dict[str, Any]:
     decision = layer.prepared.decision
     replay = replay_layer(project, policy, hardware, workload, layer)
     return {
         "name": layer.name,
         "family": layer.family,
         "kernel": decision.kernel,
-        "status": ({"code": decision.status[0], "message": decision.status[1]}
-                   if decision.status else None),
+        "status": (
+            {"code": decision.status[0], "message": decision.status[1]} if decision.status else None
+        ),
         "capability": decision.capability,
         "candidates": [_verdict(v) for v in decision.selection.verdicts],
         "fallbacks": [f.to_json() for f in decision.fallbacks],
@@ -187,21 +222,28 @@ def layer_json(project: Project, policy: ResolvedPolicy, hardware: Hardware,
     }
 
 
-def policy_json(project: Project, policy: ResolvedPolicy, hardware: Hardware,
-                workload: EngineConfig) -> dict[str, Any]:
+def policy_json(
+    project: Project, policy: ResolvedPolicy, hardware: Hardware, workload: EngineConfig
+) -> dict[str, Any]:
     data = policy.to_json()
     return {
-        "hash": policy.compute_hash(project.active_sections(hardware.capability, workload,
-                                                            policy)),
-        "values": [{"key": key, "value": value, "source": data["sources"][key]}
-                   for key, value in sorted(data["values"].items())],
+        "hash": policy.compute_hash(project.active_sections(hardware.capability, workload, policy)),
+        "values": [
+            {"key": key, "value": value, "source": data["sources"][key]}
+            for key, value in sorted(data["values"].items())
+        ],
         "warnings": list(data["warnings"]),
         "ignored": [{"variable": variable, "key": key} for variable, key in policy.ignored],
     }
 
 
-def build_report(project: Project, policy: ResolvedPolicy, hardware: Hardware,
-                 workload: EngineConfig, layers: Sequence[LoadedLayer]) -> StartupReport:
+def build_report(
+    project: Project,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    workload: EngineConfig,
+    layers: Sequence[LoadedLayer],
+) -> StartupReport:
     budget = workload.max_num_batched_tokens
     document = {
         "format": REPORT_FORMAT,
@@ -209,8 +251,10 @@ def build_report(project: Project, policy: ResolvedPolicy, hardware: Hardware,
         "hardware": {"capability": hardware.capability},
         "engine": workload.to_json(),
         "policy": policy_json(project, policy, hardware, workload),
-        "token_classes": [{"name": c.name, "low": c.low, "high": c.high,
-                           "samples": c.samples(budget)} for c in TOKEN_CLASSES],
+        "token_classes": [
+            {"name": c.name, "low": c.low, "high": c.high, "samples": c.samples(budget)}
+            for c in TOKEN_CLASSES
+        ],
         "layers": [layer_json(project, policy, hardware, workload, layer) for layer in layers],
     }
     return StartupReport(document)
@@ -228,13 +272,17 @@ def validate_report(document: Mapping[str, Any], project: Project | None = None)
         raise InputError(f"invalid startup report: {exc}") from None
     # jsonschema-rs decides; jsonschema phrases the error when it sees one too.
     errors = sorted(schema.validator.iter_errors(document), key=lambda e: list(e.path))
-    path, message = ((errors[0].path, errors[0].message) if errors else next(
-        (e.instance_path, e.message) for e in schema.fast.iter_errors(document)))
+    path, message = (
+        (errors[0].path, errors[0].message)
+        if errors
+        else next((e.instance_path, e.message) for e in schema.fast.iter_errors(document))
+    )
     where = "/".join(str(p) for p in path) or "(root)"
     raise InputError(f"invalid startup report at {where}: {message}")
 
 
 # --- text -----------------------------------------------------------------------------------
+
 
 def _value(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
@@ -262,20 +310,25 @@ def _bytes(size: Mapping[str, Any]) -> str:
 
 
 def _layer_text(layer: Mapping[str, Any]) -> list[str]:
-    lines = [f"layer {layer['name']} [{layer['family']}]: "
-             f"{layer['kernel'] or 'not served by this family'}"]
+    lines = [
+        f"layer {layer['name']} [{layer['family']}]: "
+        f"{layer['kernel'] or 'not served by this family'}"
+    ]
     if layer["status"]:
         lines.append(f"  status {layer['status']['code']}: {layer['status']['message']}")
     for v in layer["candidates"]:
         if not v["ok"]:
             lines.append(f"  rejected {v['name']} [{v['stage']}] {v['code']}: {v['message']}")
     for f in layer["fallbacks"]:
-        lines.append(f"  fallback {f['field']}: {_value(f['requested'])} -> "
-                     f"{_value(f['effective'])}: {f['reason']}")
+        lines.append(
+            f"  fallback {f['field']}: {_value(f['requested'])} -> "
+            f"{_value(f['effective'])}: {f['reason']}"
+        )
     if not layer["fallbacks"]:
         lines.append("  fallbacks: none")
-    lines.append(f"  prepared layout {layer['prepared_layout'] or 'none'}; resident "
-                 f"{_bytes(layer['bytes'])}")
+    lines.append(
+        f"  prepared layout {layer['prepared_layout'] or 'none'}; resident {_bytes(layer['bytes'])}"
+    )
     ns = layer["namespace"]
     missing = ", ".join(ns["missing"]) or "none"
     lines.append(f"  namespace {ns['name']}; catalogue ops missing: {missing}")
@@ -301,18 +354,22 @@ def _layer_text(layer: Mapping[str, Any]) -> list[str]:
 def render_text(document: Mapping[str, Any]) -> str:
     engine = " ".join(f"{k}={_text(v)}" for k, v in document["engine"].items())
     policy = document["policy"]
-    lines = [f"routectl startup report (project {document['project']}, "
-             f"capability {document['hardware']['capability']})",
-             f"engine: {engine}",
-             f"policy {policy['hash']}:"]
+    lines = [
+        f"routectl startup report (project {document['project']}, "
+        f"capability {document['hardware']['capability']})",
+        f"engine: {engine}",
+        f"policy {policy['hash']}:",
+    ]
     for item in policy["values"]:
         lines.append(f"  {item['key']} = {_value(item['value'])} ({item['source']})")
     for message in policy["warnings"]:
         lines.append(f"  warning: {message}")
     for item in policy["ignored"]:
         lines.append(f"  ignored {item['variable']}: {item['key']} is explicit")
-    classes = "; ".join(f"{c['name']} at {', '.join(map(str, c['samples'])) or 'none'}"
-                        for c in document["token_classes"])
+    classes = "; ".join(
+        f"{c['name']} at {', '.join(map(str, c['samples'])) or 'none'}"
+        for c in document["token_classes"]
+    )
     lines.append(f"token classes (replayed counts): {classes}")
     for layer in document["layers"]:
         lines.extend(_layer_text(layer))

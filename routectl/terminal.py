@@ -20,8 +20,9 @@ class Painter:
 
     enabled: bool = False
 
-    def __call__(self, text: str, *, color: int | None = None, bold: bool = False,
-                 inverse: bool = False) -> str:
+    def __call__(
+        self, text: str, *, color: int | None = None, bold: bool = False, inverse: bool = False
+    ) -> str:
         if not self.enabled or not text:
             return text
         codes = [str(c) for c in (color,) if c is not None]

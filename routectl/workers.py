@@ -74,8 +74,9 @@ def _worker(queue: int, chunks: list[range], work: Callable[[int], T], out: int)
     returns (os._exit skips the parent's atexit handlers and unflushed buffers)."""
     status = 0
     try:
-        payload = pickle.dumps(("ok", [(i, work(i)) for i in _taken(queue, chunks)]),
-                               protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps(
+            ("ok", [(i, work(i)) for i in _taken(queue, chunks)]), protocol=pickle.HIGHEST_PROTOCOL
+        )
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
         status = 1
         text = traceback.format_exc()
@@ -97,8 +98,11 @@ def _collect(pid: int, stream: int) -> list[tuple[int, Any]]:
     os.close(stream)
     _, status = os.waitpid(pid, 0)
     if not payload:
-        how = (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-               else f"exit status {os.waitstatus_to_exitcode(status)}")
+        how = (
+            f"signal {os.WTERMSIG(status)}"
+            if os.WIFSIGNALED(status)
+            else f"exit status {os.waitstatus_to_exitcode(status)}"
+        )
         raise WorkerFailed(f"worker process {pid} ended with {how} and sent no results")
     message = pickle.loads(payload)
     if message[0] == "ok":
@@ -120,8 +124,9 @@ def _stop(pid: int, stream: int) -> None:
         os.waitpid(pid, 0)
 
 
-def run_shared(count: int, work: Callable[[int], T], jobs: int,
-               meanwhile: Callable[[], M]) -> tuple[list[T], M]:
+def run_shared(
+    count: int, work: Callable[[int], T], jobs: int, meanwhile: Callable[[], M]
+) -> tuple[list[T], M]:
     """`[work(0), ..., work(count - 1)]` computed by up to `jobs` processes, and what
     `meanwhile()` returned (it runs here once workers have started). An exception from
     either, here or in a worker, is raised here after every worker is stopped."""
@@ -141,8 +146,11 @@ def run_shared(count: int, work: Callable[[int], T], jobs: int,
             # the default action (worker): a KeyboardInterrupt must never unwind a worker
             # through the caller's code. An ignored SIGINT (a background job, nohup) stays
             # ignored in the worker, as in the parent.
-            disposition = (signal.SIG_IGN if signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-                           else signal.SIG_DFL)
+            disposition = (
+                signal.SIG_IGN
+                if signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+                else signal.SIG_DFL
+            )
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 pid = os.fork()

@@ -9,8 +9,28 @@ from typing import Any
 SPEC_METHODS = ("none", "mtp", "dflash")
 # Compute capabilities of every NVIDIA GPU generation shipped (major * 10 + minor): a
 # capability outside this list describes no real device.
-SHIPPED_CAPABILITIES = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103,
-                        110, 120, 121)
+SHIPPED_CAPABILITIES = (
+    50,
+    52,
+    53,
+    60,
+    61,
+    62,
+    70,
+    72,
+    75,
+    80,
+    86,
+    87,
+    89,
+    90,
+    100,
+    101,
+    103,
+    110,
+    120,
+    121,
+)
 # KV-cache dtypes an engine accepts.
 KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 

@@ -54,40 +54,68 @@ class DomSummary(html.parser.HTMLParser):
 
 
 def chromium(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--hide-scrollbars", "--enable-logging=stderr", "--v=0", *args],
-                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    return subprocess.run(
+        [
+            binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
 
 
 def categories() -> list[str]:
-    done = subprocess.run([sys.executable, "-m", "routectl", "list"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "routectl", "list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
 
 
 def check_category(binary: str, name: str, out: Path) -> list[str]:
     page = out / f"{name}.html"
-    made = subprocess.run([sys.executable, "-m", "routectl", "report", "--html", str(page),
-                           "-c", name], cwd=ROOT, capture_output=True, text=True, check=False)
+    made = subprocess.run(
+        [sys.executable, "-m", "routectl", "report", "--html", str(page), "-c", name],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if made.returncode != 0:
         return [f"{name}: routectl report exited {made.returncode}: {made.stderr.strip()}"]
     url = page.resolve().as_uri() + "#r0"
     dom = chromium(binary, "--dump-dom", url)
-    problems = [f"{name}: console: {line.split('CONSOLE', 1)[1]}"
-                for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    problems = [
+        f"{name}: console: {line.split('CONSOLE', 1)[1]}"
+        for line in dom.stderr.splitlines()
+        if ":CONSOLE" in line
+    ]
     summary = DomSummary()
     summary.feed(dom.stdout)
     if summary.cells == 0:
         problems.append(f"{name}: the grid is empty")
     details = " ".join(" ".join(summary.details).split())
     if f"{name}:" not in details:
-        problems.append(f"{name}: the details panel does not show the selected row "
-                        f"({details[:80]!r})")
+        problems.append(
+            f"{name}: the details panel does not show the selected row ({details[:80]!r})"
+        )
     rows = dom.stdout.count("<tr>")
     height = min(max(900, 260 + 23 * rows), 6000)
     shot = out / f"{name}.png"
-    taken = chromium(binary, f"--window-size={WIDTH},{height}", f"--screenshot={shot}",
-                     page.resolve().as_uri())
+    taken = chromium(
+        binary, f"--window-size={WIDTH},{height}", f"--screenshot={shot}", page.resolve().as_uri()
+    )
     if not shot.is_file() or shot.stat().st_size == 0:
         problems.append(f"{name}: no screenshot ({taken.stderr.strip()[-200:]})")
     print(f"{name}: {summary.cells} cells, screenshot {shot}")
@@ -101,8 +129,9 @@ def main() -> int:
     parser.add_argument("-c", "--category", action="append", default=[])
     args = parser.parse_args()
     if shutil.which(args.chromium) is None and not Path(args.chromium).is_file():
-        print(f"error: no Chromium at {args.chromium!r} (apt-get install chromium)",
-              file=sys.stderr)
+        print(
+            f"error: no Chromium at {args.chromium!r} (apt-get install chromium)", file=sys.stderr
+        )
         return 2
     out = args.out or Path(tempfile.mkdtemp(prefix="routectl-browser-"))
     out.mkdir(parents=True, exist_ok=True)

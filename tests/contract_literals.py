@@ -11,84 +11,98 @@ from __future__ import annotations
 # --- CONTRACTS 1.1 and 1.3: environment variables by kind -----------------------------------
 
 # 1.1 "deprecated": the five NVFP4 QPN2 names and the three AWQ dense names (eight in round 1).
-DEPRECATED_VARIABLES: frozenset[str] = frozenset({
-    "VLLM_SM70_NVFP4_QPN2",
-    "VLLM_SM70_NVFP4_QPN2_PREFILL",
-    "VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT",
-    "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES",
-    "VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M",
-    "VLLM_SM70_AWQ_TURBOMIND",  # as read for sm70_awq.enabled (dense linears)
-    "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE",
-    "VLLM_SM70_AWQ_MLP_ENGINE",
-}) | frozenset({
-    # CONTRACTS-fp8 1.1: the eleven sm70_fp8 aliases (VLLM_SM70_FP8_TURBOMIND moved here
-    # from legacy; VLLM_SM70_FP8_QPN8 is also the DFlash2 alias of target_fp8_qpn8).
-    "VLLM_SM70_FP8_TURBOMIND",
-    "VLLM_SM70_FP8_DEQUANT_FALLBACK",
-    "VLLM_SM70_FP8_QPN8",
-    "VLLM_SM70_FP8_QPN8_PP2_TP4",
-    "VLLM_SM70_FP8_QPN8_PP2_TP4_SHARED_GATE",
-    "VLLM_SM70_FP8_PRESCALED_M1_DECODE",
-    "VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE",
-    "VLLM_SM70_FP8_PREFILL_PRESCALED",
-    "VLLM_SM70_FP8_PREFILL_EXACT_DENSE",
-    "VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM",
-    "VLLM_SM70_FP8_DENSE_GATED_SILU",
-}) | frozenset({
-    # CONTRACTS-dflash2 1.3: the 18 verifier aliases (#7 is the shared VLLM_SM70_FP8_QPN8).
-    "VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY",
-    "VLLM_SM70_DFLASH2_FUSED_GDN_COMBINED_SPLIT",
-    "VLLM_SM70_DFLASH2_CONTEXT_PIPELINE",
-    "VLLM_SM70_DFLASH2_CONTEXT_KV_GRAPH",
-    "VLLM_SM70_DFLASH2_QUANT_LM_HEAD",
-    "VLLM_SM70_DFLASH2_FP32_LOGITS",
-    "VLLM_SM70_FP8_QPN8",
-    "VLLM_SM70_DFLASH2_QPN8_RERANK",
-    "VLLM_SM70_DFLASH2_VERIFY_FASTPATH",
-    "VLLM_SM70_DFLASH2_FUSED_GDN_METADATA",
-    "VLLM_SM70_DFLASH2_FUSED_GDN_NORM",
-    "VLLM_SM70_DFLASH2_FUSED_GDN_SPLIT",
-    "VLLM_SM70_DFLASH2_FUSED_GEMMA_RMS",
-    "VLLM_SM70_DFLASH2_FIXED_GEMMA_RMS",
-    "VLLM_SM70_DFLASH2_FUSED_SMALLQ_METADATA",
-    "VLLM_SM70_DFLASH2_GROUPED_SMALLQ_METADATA",
-    "VLLM_SM70_DFLASH2_SPARSE_TARGET_REJECTION",
-    "VLLM_SM70_DFLASH2_SHARDED_CONTEXT_FC",
-})
+DEPRECATED_VARIABLES: frozenset[str] = (
+    frozenset(
+        {
+            "VLLM_SM70_NVFP4_QPN2",
+            "VLLM_SM70_NVFP4_QPN2_PREFILL",
+            "VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT",
+            "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES",
+            "VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M",
+            "VLLM_SM70_AWQ_TURBOMIND",  # as read for sm70_awq.enabled (dense linears)
+            "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE",
+            "VLLM_SM70_AWQ_MLP_ENGINE",
+        }
+    )
+    | frozenset(
+        {
+            # CONTRACTS-fp8 1.1: the eleven sm70_fp8 aliases (VLLM_SM70_FP8_TURBOMIND moved here
+            # from legacy; VLLM_SM70_FP8_QPN8 is also the DFlash2 alias of target_fp8_qpn8).
+            "VLLM_SM70_FP8_TURBOMIND",
+            "VLLM_SM70_FP8_DEQUANT_FALLBACK",
+            "VLLM_SM70_FP8_QPN8",
+            "VLLM_SM70_FP8_QPN8_PP2_TP4",
+            "VLLM_SM70_FP8_QPN8_PP2_TP4_SHARED_GATE",
+            "VLLM_SM70_FP8_PRESCALED_M1_DECODE",
+            "VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE",
+            "VLLM_SM70_FP8_PREFILL_PRESCALED",
+            "VLLM_SM70_FP8_PREFILL_EXACT_DENSE",
+            "VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM",
+            "VLLM_SM70_FP8_DENSE_GATED_SILU",
+        }
+    )
+    | frozenset(
+        {
+            # CONTRACTS-dflash2 1.3: the 18 verifier aliases (#7 is the shared VLLM_SM70_FP8_QPN8).
+            "VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY",
+            "VLLM_SM70_DFLASH2_FUSED_GDN_COMBINED_SPLIT",
+            "VLLM_SM70_DFLASH2_CONTEXT_PIPELINE",
+            "VLLM_SM70_DFLASH2_CONTEXT_KV_GRAPH",
+            "VLLM_SM70_DFLASH2_QUANT_LM_HEAD",
+            "VLLM_SM70_DFLASH2_FP32_LOGITS",
+            "VLLM_SM70_FP8_QPN8",
+            "VLLM_SM70_DFLASH2_QPN8_RERANK",
+            "VLLM_SM70_DFLASH2_VERIFY_FASTPATH",
+            "VLLM_SM70_DFLASH2_FUSED_GDN_METADATA",
+            "VLLM_SM70_DFLASH2_FUSED_GDN_NORM",
+            "VLLM_SM70_DFLASH2_FUSED_GDN_SPLIT",
+            "VLLM_SM70_DFLASH2_FUSED_GEMMA_RMS",
+            "VLLM_SM70_DFLASH2_FIXED_GEMMA_RMS",
+            "VLLM_SM70_DFLASH2_FUSED_SMALLQ_METADATA",
+            "VLLM_SM70_DFLASH2_GROUPED_SMALLQ_METADATA",
+            "VLLM_SM70_DFLASH2_SPARSE_TARGET_REJECTION",
+            "VLLM_SM70_DFLASH2_SHARDED_CONTEXT_FC",
+        }
+    )
+)
 
 # 1.1 "legacy switch" (read, never warns), plus CONTRACTS-fp8 1.1's two natively read mirrors
 # and the FP8 MoE dequantize switch issue 16 registers as legacy.
-LEGACY_VARIABLES: frozenset[str] = frozenset({
-    "VLLM_SM70_QUANT_BACKEND",
-    "VLLM_SM70_NVFP4_TURBOMIND",
-    "VLLM_SM70_AWQ_TURBOMIND",  # as read for the AWQ MoE method (sm70_turbomind.awq_moe)
-    "VLLM_SM70_BATCH_GEMM_LAYOUTS",
-    "VLLM_SM70_NVFP4_QPN4",
-    "VLLM_SM70_NVFP4_DENSE_GATED_SILU",
-    "VLLM_SM70_AWQ_MOE_DISABLE",
-    "VLLM_DISABLED_KERNELS",
-    "VLLM_SM70_FP8_PREFILL_FAST_SELECTOR",
-    "VLLM_SM70_FP8_GROUPED_BMM_DECODE",
-    "VLLM_SM70_FP8_MOE_DEQUANT_FALLBACK",
-})
+LEGACY_VARIABLES: frozenset[str] = frozenset(
+    {
+        "VLLM_SM70_QUANT_BACKEND",
+        "VLLM_SM70_NVFP4_TURBOMIND",
+        "VLLM_SM70_AWQ_TURBOMIND",  # as read for the AWQ MoE method (sm70_turbomind.awq_moe)
+        "VLLM_SM70_BATCH_GEMM_LAYOUTS",
+        "VLLM_SM70_NVFP4_QPN4",
+        "VLLM_SM70_NVFP4_DENSE_GATED_SILU",
+        "VLLM_SM70_AWQ_MOE_DISABLE",
+        "VLLM_DISABLED_KERNELS",
+        "VLLM_SM70_FP8_PREFILL_FAST_SELECTOR",
+        "VLLM_SM70_FP8_GROUPED_BMM_DECODE",
+        "VLLM_SM70_FP8_MOE_DEQUANT_FALLBACK",
+    }
+)
 
 # 1.1 "current switch": every sm70_awq_moe variable except VLLM_SM70_AWQ_MOE_DISABLE (1.3).
-CURRENT_VARIABLES: frozenset[str] = frozenset({
-    "VLLM_SM70_AWQ_QWEN38_QPN_M1",
-    "VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE",
-    "VLLM_SM70_AWQ_MOE_COMPACT_METADATA",
-    "VLLM_SM70_AWQ_TUNE_SMALL_SHAPES",
-    "VLLM_SM70_AWQ_MOE_BATCHED_GEMM",
-    "VLLM_SM70_AWQ_MOE_BATCHED_LAYER_ALLOWLIST",
-    "VLLM_SM70_AWQ_MOE_BATCHED_LAYER_DENYLIST",
-    "VLLM_SM70_AWQ_MOE_LEGACY_SINGLE_TOKEN_COMPACT",
-    "VLLM_SM70_AWQ_MOE_BATCHED_SINGLE_TOKEN_DENSE_W13",
-    "VLLM_SM70_AWQ_MOE_BATCHED_EXACT_W2",
-    "VLLM_SM70_AWQ_MOE_BATCHED_ACTIVE_EXACT_W2",
-    "VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS",
-    "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL",
-    "VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS",
-})
+CURRENT_VARIABLES: frozenset[str] = frozenset(
+    {
+        "VLLM_SM70_AWQ_QWEN38_QPN_M1",
+        "VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE",
+        "VLLM_SM70_AWQ_MOE_COMPACT_METADATA",
+        "VLLM_SM70_AWQ_TUNE_SMALL_SHAPES",
+        "VLLM_SM70_AWQ_MOE_BATCHED_GEMM",
+        "VLLM_SM70_AWQ_MOE_BATCHED_LAYER_ALLOWLIST",
+        "VLLM_SM70_AWQ_MOE_BATCHED_LAYER_DENYLIST",
+        "VLLM_SM70_AWQ_MOE_LEGACY_SINGLE_TOKEN_COMPACT",
+        "VLLM_SM70_AWQ_MOE_BATCHED_SINGLE_TOKEN_DENSE_W13",
+        "VLLM_SM70_AWQ_MOE_BATCHED_EXACT_W2",
+        "VLLM_SM70_AWQ_MOE_BATCHED_ACTIVE_EXACT_W2",
+        "VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS",
+        "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL",
+        "VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS",
+    }
+)
 
 # CONTRACTS-dflash2 1.4: retired names, no field.
 OBSOLETE_VARIABLES: frozenset[str] = frozenset({"VLLM_SM70_DFLASH2_QPN8_DENSE_ORDER"})
@@ -136,8 +150,10 @@ FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
     "sm70_awq.fused_silu": ("VLLM_SM70_AWQ_MLP_ENGINE", "deprecated"),
     "sm70_awq_moe.disable": ("VLLM_SM70_AWQ_MOE_DISABLE", "legacy"),
     "sm70_awq_moe.qpn_m1": ("VLLM_SM70_AWQ_QWEN38_QPN_M1", "current"),
-    "sm70_awq_moe.active_grouped_decode": ("VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE",
-                                           "current"),
+    "sm70_awq_moe.active_grouped_decode": (
+        "VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE",
+        "current",
+    ),
     "sm70_awq_moe.compact_metadata": ("VLLM_SM70_AWQ_MOE_COMPACT_METADATA", "current"),
     "sm70_awq_moe.tune_small_shapes": ("VLLM_SM70_AWQ_TUNE_SMALL_SHAPES", "current"),
     "sm70_awq_moe.batched": ("VLLM_SM70_AWQ_MOE_BATCHED_GEMM", "current"),
@@ -147,8 +163,7 @@ FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
     "sm70_awq_moe.strict_w13": ("VLLM_SM70_AWQ_MOE_BATCHED_SINGLE_TOKEN_DENSE_W13", "current"),
     "sm70_awq_moe.exact_w2": ("VLLM_SM70_AWQ_MOE_BATCHED_EXACT_W2", "current"),
     "sm70_awq_moe.active_exact_w2": ("VLLM_SM70_AWQ_MOE_BATCHED_ACTIVE_EXACT_W2", "current"),
-    "sm70_awq_moe.max_batched_tokens": ("VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS",
-                                        "current"),
+    "sm70_awq_moe.max_batched_tokens": ("VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS", "current"),
     "sm70_awq_moe.indexed_prefill": ("VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL", "current"),
     "sm70_awq_moe.w2_chunk_tokens": ("VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS", "current"),
     # CONTRACTS-fp8 1.1
@@ -161,16 +176,17 @@ FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
     "sm70_fp8.prescaled_shared_gate": ("VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE", "deprecated"),
     "sm70_fp8.prefill_prescaled": ("VLLM_SM70_FP8_PREFILL_PRESCALED", "deprecated"),
     "sm70_fp8.prefill_exact_dense": ("VLLM_SM70_FP8_PREFILL_EXACT_DENSE", "deprecated"),
-    "sm70_fp8.prefill_visible_dense_mm": ("VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM",
-                                          "deprecated"),
+    "sm70_fp8.prefill_visible_dense_mm": ("VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM", "deprecated"),
     "sm70_fp8.gated_silu": ("VLLM_SM70_FP8_DENSE_GATED_SILU", "deprecated"),
     "sm70_fp8.prefill_fast_selector": ("VLLM_SM70_FP8_PREFILL_FAST_SELECTOR", "legacy"),
     "sm70_fp8.grouped_bmm_decode": ("VLLM_SM70_FP8_GROUPED_BMM_DECODE", "legacy"),
     "sm70_fp8.moe_dequant_fallback": ("VLLM_SM70_FP8_MOE_DEQUANT_FALLBACK", "legacy"),
     "sm70_fp8.block_qpn8": (None, "config"),
     "sm70_fp8.block_qpn8_volta_turbomind_prefill": (None, "config"),
-    **{f"sm70_dflash2.{name}": (variable, "deprecated")
-       for name, variable in DFLASH2_FIELDS.items()},
+    **{
+        f"sm70_dflash2.{name}": (variable, "deprecated")
+        for name, variable in DFLASH2_FIELDS.items()
+    },
     "disabled_kernels": ("VLLM_DISABLED_KERNELS", "legacy"),
     "linear_backend": (None, "config"),
 }
@@ -277,63 +293,74 @@ NON_DEFAULT_TEXT: dict[str, tuple[str, object]] = {
     "VLLM_SM70_FP8_PREFILL_FAST_SELECTOR": ("0", False),
     "VLLM_SM70_FP8_GROUPED_BMM_DECODE": ("0", False),
     "VLLM_SM70_FP8_MOE_DEQUANT_FALLBACK": ("1", True),
-    **{variable: ("1", True) for name, variable in DFLASH2_FIELDS.items()
-       if variable != "VLLM_SM70_FP8_QPN8"},
-    "VLLM_DISABLED_KERNELS": (" TritonW4A16LinearKernel, ,MarlinLinearKernel ",
-                              ("TritonW4A16LinearKernel", "MarlinLinearKernel")),
+    **{
+        variable: ("1", True)
+        for name, variable in DFLASH2_FIELDS.items()
+        if variable != "VLLM_SM70_FP8_QPN8"
+    },
+    "VLLM_DISABLED_KERNELS": (
+        " TritonW4A16LinearKernel, ,MarlinLinearKernel ",
+        ("TritonW4A16LinearKernel", "MarlinLinearKernel"),
+    ),
 }
 
 # 1.1: the warning text; " for dense linear layers" for the three AWQ dense names.
 DEPRECATION_MESSAGES: dict[str, str] = {
     "VLLM_SM70_NVFP4_QPN2": "VLLM_SM70_NVFP4_QPN2 is deprecated; use "
-                            "kernel_config.sm70_nvfp4.qpn2. Explicit configuration takes "
-                            "precedence.",
+    "kernel_config.sm70_nvfp4.qpn2. Explicit configuration takes "
+    "precedence.",
     "VLLM_SM70_NVFP4_QPN2_PREFILL": "VLLM_SM70_NVFP4_QPN2_PREFILL is deprecated; use "
-                                    "kernel_config.sm70_nvfp4.prefill. Explicit configuration "
-                                    "takes precedence.",
+    "kernel_config.sm70_nvfp4.prefill. Explicit configuration "
+    "takes precedence.",
     "VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT": "VLLM_SM70_NVFP4_QPN2_SHARED_WEIGHT is deprecated; "
-                                          "use kernel_config.sm70_nvfp4.shared_weight. "
-                                          "Explicit configuration takes precedence.",
+    "use kernel_config.sm70_nvfp4.shared_weight. "
+    "Explicit configuration takes precedence.",
     "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES": "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES is deprecated; "
-                                          "use kernel_config.sm70_nvfp4.shared_scales. "
-                                          "Explicit configuration takes precedence.",
+    "use kernel_config.sm70_nvfp4.shared_scales. "
+    "Explicit configuration takes precedence.",
     "VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M": "VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M is deprecated; "
-                                          "use kernel_config.sm70_nvfp4.prefill_min_m. "
-                                          "Explicit configuration takes precedence.",
+    "use kernel_config.sm70_nvfp4.prefill_min_m. "
+    "Explicit configuration takes precedence.",
     "VLLM_SM70_AWQ_TURBOMIND": "VLLM_SM70_AWQ_TURBOMIND is deprecated for dense linear "
-                               "layers; use kernel_config.sm70_awq.enabled. Explicit "
-                               "configuration takes precedence.",
+    "layers; use kernel_config.sm70_awq.enabled. Explicit "
+    "configuration takes precedence.",
     "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE": "VLLM_SM70_AWQ_PREFILL_EXACT_DENSE is deprecated for "
-                                         "dense linear layers; use "
-                                         "kernel_config.sm70_awq.prefill_exact_dense. "
-                                         "Explicit configuration takes precedence.",
+    "dense linear layers; use "
+    "kernel_config.sm70_awq.prefill_exact_dense. "
+    "Explicit configuration takes precedence.",
     "VLLM_SM70_AWQ_MLP_ENGINE": "VLLM_SM70_AWQ_MLP_ENGINE is deprecated for dense linear "
-                                "layers; use kernel_config.sm70_awq.fused_silu. Explicit "
-                                "configuration takes precedence.",
+    "layers; use kernel_config.sm70_awq.fused_silu. Explicit "
+    "configuration takes precedence.",
     # CONTRACTS-fp8 1.1: the scope "for serialized FP8 linear layers", CONTRACTS 1.1's ending.
-    **{name: f"{name} is deprecated for serialized FP8 linear layers; use "
-             f"kernel_config.sm70_fp8.{field}. Explicit configuration takes precedence."
-       for name, field in (
-           ("VLLM_SM70_FP8_TURBOMIND", "enabled"),
-           ("VLLM_SM70_FP8_DEQUANT_FALLBACK", "dequant_fallback"),
-           ("VLLM_SM70_FP8_QPN8_PP2_TP4", "qpn8_pp2_tp4"),
-           ("VLLM_SM70_FP8_QPN8_PP2_TP4_SHARED_GATE", "qpn8_shared_gate"),
-           ("VLLM_SM70_FP8_PRESCALED_M1_DECODE", "prescaled_decode"),
-           ("VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE", "prescaled_shared_gate"),
-           ("VLLM_SM70_FP8_PREFILL_PRESCALED", "prefill_prescaled"),
-           ("VLLM_SM70_FP8_PREFILL_EXACT_DENSE", "prefill_exact_dense"),
-           ("VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM", "prefill_visible_dense_mm"),
-           ("VLLM_SM70_FP8_DENSE_GATED_SILU", "gated_silu"))},
+    **{
+        name: f"{name} is deprecated for serialized FP8 linear layers; use "
+        f"kernel_config.sm70_fp8.{field}. Explicit configuration takes precedence."
+        for name, field in (
+            ("VLLM_SM70_FP8_TURBOMIND", "enabled"),
+            ("VLLM_SM70_FP8_DEQUANT_FALLBACK", "dequant_fallback"),
+            ("VLLM_SM70_FP8_QPN8_PP2_TP4", "qpn8_pp2_tp4"),
+            ("VLLM_SM70_FP8_QPN8_PP2_TP4_SHARED_GATE", "qpn8_shared_gate"),
+            ("VLLM_SM70_FP8_PRESCALED_M1_DECODE", "prescaled_decode"),
+            ("VLLM_SM70_FP8_PRESCALED_M1_SHARED_GATE", "prescaled_shared_gate"),
+            ("VLLM_SM70_FP8_PREFILL_PRESCALED", "prefill_prescaled"),
+            ("VLLM_SM70_FP8_PREFILL_EXACT_DENSE", "prefill_exact_dense"),
+            ("VLLM_SM70_FP8_PREFILL_VISIBLE_DENSE_MM", "prefill_visible_dense_mm"),
+            ("VLLM_SM70_FP8_DENSE_GATED_SILU", "gated_silu"),
+        )
+    },
     # Issue 15/16: the shared variable warns once, naming both paths (no scope: the DFlash2
     # path is not an FP8 linear layer).
     "VLLM_SM70_FP8_QPN8": "VLLM_SM70_FP8_QPN8 is deprecated; use "
-                          "kernel_config.sm70_dflash2.target_fp8_qpn8 or "
-                          "kernel_config.sm70_fp8.qpn8. Explicit configuration takes "
-                          "precedence.",
+    "kernel_config.sm70_dflash2.target_fp8_qpn8 or "
+    "kernel_config.sm70_fp8.qpn8. Explicit configuration takes "
+    "precedence.",
     # Issue 15: the messages name kernel_config.sm70_dflash2.<field>.
-    **{variable: f"{variable} is deprecated; use kernel_config.sm70_dflash2.{name}. "
-                 f"Explicit configuration takes precedence."
-       for name, variable in DFLASH2_FIELDS.items() if variable != "VLLM_SM70_FP8_QPN8"},
+    **{
+        variable: f"{variable} is deprecated; use kernel_config.sm70_dflash2.{name}. "
+        f"Explicit configuration takes precedence."
+        for name, variable in DFLASH2_FIELDS.items()
+        if variable != "VLLM_SM70_FP8_QPN8"
+    },
 }
 
 # --- CONTRACTS 2.1: QPN2 (split_k, nacc) by (K, N padded to 32, gated call) ------------------
@@ -348,7 +375,10 @@ QPN2_TUNING: dict[tuple[int, int, bool], tuple[int, int]] = {
 
 # --- selector priority orders (CONTRACTS 2.1, 2.3, 3.1) -------------------------------------
 NVFP4_SM70_ORDER: list[str] = [
-    "Qpn4NvFp4LinearKernel", "Qpn2NvFp4LinearKernel", "TurboMindNvFp4LinearKernel"]
+    "Qpn4NvFp4LinearKernel",
+    "Qpn2NvFp4LinearKernel",
+    "TurboMindNvFp4LinearKernel",
+]
 AWQ_DENSE_ORDER: list[str] = ["TurboMindAwqLinearKernel", "TritonAwqLinearKernel"]
 AWQ_MOE_METHOD_ORDER: list[str] = ["TurboMindAwqMoE", "MoeWNA16"]
 

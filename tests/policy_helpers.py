@@ -8,13 +8,25 @@ from policies import PROJECT
 from routectl.fields import Field
 from routectl.workload import EngineConfig, Hardware
 
-QUALIFIED = EngineConfig(tp=4, spec_method="dflash", spec_tokens=7, selector_top_k=16,
-                         max_num_seqs=4, max_num_batched_tokens=8192, kv_dtype="fp8_e4m3")
+QUALIFIED = EngineConfig(
+    tp=4,
+    spec_method="dflash",
+    spec_tokens=7,
+    selector_top_k=16,
+    max_num_seqs=4,
+    max_num_batched_tokens=8192,
+    kv_dtype="fp8_e4m3",
+)
 UNQUALIFIED = EngineConfig(tp=4, spec_method="none", max_num_seqs=4)
 
 
-def resolve(env: dict[str, str] | None = None, config: Any = None, *, capability: int = 70,
-            workload: EngineConfig = QUALIFIED):
+def resolve(
+    env: dict[str, str] | None = None,
+    config: Any = None,
+    *,
+    capability: int = 70,
+    workload: EngineConfig = QUALIFIED,
+):
     return PROJECT.resolve(config, env or {}, Hardware(capability), workload)
 
 
@@ -34,8 +46,10 @@ def sample(field: Field) -> tuple[str, Any]:
         text = next(c for c in choices if c != str(field.default))
         return (text, parser.parse(text))
     if parser.name == "name_list":
-        return (" TritonW4A16LinearKernel, ,MarlinLinearKernel ",
-                ("TritonW4A16LinearKernel", "MarlinLinearKernel"))
+        return (
+            " TritonW4A16LinearKernel, ,MarlinLinearKernel ",
+            ("TritonW4A16LinearKernel", "MarlinLinearKernel"),
+        )
     if parser.name == "layer_list":
         return ("0,3,10-12", ("0", "3", "10-12"))
     raise AssertionError(parser.name)

@@ -12,12 +12,22 @@ from native.reference.packing import ExpertWeights, pack_prepared, random_expert
 
 # Scales around which an FP16 rounding of q*scale, of (q - z)*scale or of the bias lands on a
 # tie or far below the bias's quantum: a decode that rounds twice differs from fp16 fma here.
-ADVERSARIAL_SCALES = (1 + 2**-10, 1 - 2**-11, 0.5 + 2**-11, 3 + 2**-9, 2**-24, 3 * 2**-24,
-                      2**-14 + 2**-24, 2**-15 + 2**-23, 1023 / 1024 * 2**-14, 0.1, 7.0e-4)
+ADVERSARIAL_SCALES = (
+    1 + 2**-10,
+    1 - 2**-11,
+    0.5 + 2**-11,
+    3 + 2**-9,
+    2**-24,
+    3 * 2**-24,
+    2**-14 + 2**-24,
+    2**-15 + 2**-23,
+    1023 / 1024 * 2**-14,
+    0.1,
+    7.0e-4,
+)
 
 
-def adversarial_expert(k: int, n: int, group: int, generator: torch.Generator
-                       ) -> ExpertWeights:
+def adversarial_expert(k: int, n: int, group: int, generator: torch.Generator) -> ExpertWeights:
     """Random codes; scales drawn from ADVERSARIAL_SCALES (either sign), zeros 0..15."""
     table = torch.tensor(ADVERSARIAL_SCALES, dtype=torch.float64)
     pick = torch.randint(0, len(ADVERSARIAL_SCALES), (k // group, n), generator=generator)
@@ -42,9 +52,17 @@ def double_rounding_exposed(w: ExpertWeights) -> bool:
     return bool((exact != twice).any()) and bool((exact != shifted).any())
 
 
-def build_banks(experts: int, w13_k: int, w13_n: int, w2_k: int, w2_n: int, group: int,
-                *, seed: int, adversarial: tuple[int, ...] = ()
-                ) -> dict[bool, tuple[torch.Tensor, ...]]:
+def build_banks(
+    experts: int,
+    w13_k: int,
+    w13_n: int,
+    w2_k: int,
+    w2_n: int,
+    group: int,
+    *,
+    seed: int,
+    adversarial: tuple[int, ...] = (),
+) -> dict[bool, tuple[torch.Tensor, ...]]:
     """{compact: (w13, s13, w2, s2)}: both layouts of the same logical experts (W13
     interleaved), random except the `adversarial` ones."""
     gen = torch.Generator().manual_seed(seed)
@@ -56,10 +74,12 @@ def build_banks(experts: int, w13_k: int, w13_n: int, w2_k: int, w2_n: int, grou
     for compact in (False, True):
         w13 = [pack_prepared(a, compact=compact, interleave_gated_silu=True) for a, _ in logical]
         w2 = [pack_prepared(b, compact=compact) for _, b in logical]
-        banks[compact] = (torch.stack([p.words for p in w13]),
-                          torch.stack([p.metadata for p in w13]),
-                          torch.stack([p.words for p in w2]),
-                          torch.stack([p.metadata for p in w2]))
+        banks[compact] = (
+            torch.stack([p.words for p in w13]),
+            torch.stack([p.metadata for p in w13]),
+            torch.stack([p.words for p in w2]),
+            torch.stack([p.metadata for p in w2]),
+        )
     return banks
 
 
@@ -78,9 +98,15 @@ def with_free_biases(s13: torch.Tensor, expert: int, seed: int) -> torch.Tensor:
     return out
 
 
-def expected_step(x: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor,
-                  s2: torch.Tensor, ids: torch.Tensor, topk: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def expected_step(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(out (1, N2), intermediate (top-k, K2)) by the CPU reference arithmetic, any geometry
     with 16 W13 K slices."""
     compact = s13.dtype == torch.uint8

@@ -65,17 +65,29 @@ def facts(shape: tuple[int, ...], dtype: str, contiguous: bool = True) -> Tensor
     return TensorFacts(shape, dtype, contiguous)
 
 
-def call(m: int = 1, top_k: int = 10, x_dtype: str = "float16", ids_dtype: str = "int32",
-         w_dtype: str = "float32", x_contiguous: bool = True, hidden: int = 2560) -> CallFacts:
-    return CallFacts(facts((m, hidden), x_dtype, x_contiguous), facts((m, top_k), ids_dtype),
-                     facts((m, top_k), w_dtype))
+def call(
+    m: int = 1,
+    top_k: int = 10,
+    x_dtype: str = "float16",
+    ids_dtype: str = "int32",
+    w_dtype: str = "float32",
+    x_contiguous: bool = True,
+    hidden: int = 2560,
+) -> CallFacts:
+    return CallFacts(
+        facts((m, hidden), x_dtype, x_contiguous),
+        facts((m, top_k), ids_dtype),
+        facts((m, top_k), w_dtype),
+    )
 
 
 # --- family gate ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("capability", "ok"), [(61, False), (69, False), (70, True),
-                                                 (72, True), (74, True), (75, False),
-                                                 (80, False)])
+
+@pytest.mark.parametrize(
+    ("capability", "ok"),
+    [(61, False), (69, False), (70, True), (72, True), (74, True), (75, False), (80, False)],
+)
 def test_family_gate_capability_window(capability, ok):
     gate = family_gate(capability, resolve())
     assert gate.ok is ok
@@ -84,11 +96,14 @@ def test_family_gate_capability_window(capability, ok):
         assert f"got capability {capability}" in (gate.message or "")
 
 
-@pytest.mark.parametrize(("env", "code"), [
-    ({"sm70_awq_moe.disable": "1"}, "moe_disabled"),
-    ({"sm70_turbomind.quant_backend": "marlin"}, "backend_override"),
-    ({"sm70_turbomind.awq_moe": "0"}, "turbomind_off"),
-])
+@pytest.mark.parametrize(
+    ("env", "code"),
+    [
+        ({"sm70_awq_moe.disable": "1"}, "moe_disabled"),
+        ({"sm70_turbomind.quant_backend": "marlin"}, "backend_override"),
+        ({"sm70_turbomind.awq_moe": "0"}, "turbomind_off"),
+    ],
+)
 def test_family_gate_policy_reasons_name_their_source(env, code):
     environ = {field(k).variable or "": v for k, v in env.items()}
     gate = family_gate(70, resolve(environ))
@@ -97,14 +112,18 @@ def test_family_gate_policy_reasons_name_their_source(env, code):
 
 
 def test_backend_turbomind_reenables_a_provider_switch_set_to_zero():
-    environ = {field("sm70_turbomind.awq_moe").variable or "": "0",
-               field("sm70_turbomind.quant_backend").variable or "": "turbomind"}
+    environ = {
+        field("sm70_turbomind.awq_moe").variable or "": "0",
+        field("sm70_turbomind.quant_backend").variable or "": "turbomind",
+    }
     assert family_gate(70, resolve(environ)).ok
 
 
 def test_disable_wins_over_a_turbomind_backend():
-    environ = {var("disable"): "1",
-               field("sm70_turbomind.quant_backend").variable or "": "turbomind"}
+    environ = {
+        var("disable"): "1",
+        field("sm70_turbomind.quant_backend").variable or "": "turbomind",
+    }
     assert family_gate(70, resolve(environ)).code == "moe_disabled"
 
 
@@ -115,18 +134,22 @@ def test_typed_disable_is_named_by_its_config_path():
 
 # --- per-layer batched ------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("layer_id", "allow", "deny", "expected"), [
-    (5, (), (), True),
-    (5, ("5",), (), True),
-    (5, ("4",), (), False),
-    (5, ("3-7",), (), True),
-    (8, ("3-7",), (), False),
-    (3, ("3-7",), (), True),
-    (7, ("3-7",), (), True),
-    (5, (), ("5",), False),
-    (5, (), ("0-4", "6-9"), True),
-    (5, ("0-9",), ("5-5",), False),
-])
+
+@pytest.mark.parametrize(
+    ("layer_id", "allow", "deny", "expected"),
+    [
+        (5, (), (), True),
+        (5, ("5",), (), True),
+        (5, ("4",), (), False),
+        (5, ("3-7",), (), True),
+        (8, ("3-7",), (), False),
+        (3, ("3-7",), (), True),
+        (7, ("3-7",), (), True),
+        (5, (), ("5",), False),
+        (5, (), ("0-4", "6-9"), True),
+        (5, ("0-9",), ("5-5",), False),
+    ],
+)
 def test_layer_batched_allow_and_deny_lists(layer_id, allow, deny, expected):
     assert layer_batched(True, layer_id, allow, deny) is expected
     assert layer_batched(False, layer_id, allow, deny) is False
@@ -136,12 +159,16 @@ def test_layer_lists_come_from_the_variables_with_ranges():
     policy = resolve({var("layer_allowlist"): "0, 3,10-12", var("layer_denylist"): "11"})
     section = policy.section("sm70_awq_moe")
     assert section.layer_allowlist == ("0", "3", "10-12")
-    assert [i for i in range(14) if layer_batched(True, i, section.layer_allowlist,
-                                                   section.layer_denylist)] == [0, 3, 10, 12]
+    assert [
+        i
+        for i in range(14)
+        if layer_batched(True, i, section.layer_allowlist, section.layer_denylist)
+    ] == [0, 3, 10, 12]
     assert not layer_in_list(13, section.layer_allowlist)
 
 
 # --- layer contracts (3.3) -------------------------------------------------------------------
+
 
 def test_qwen38_tp4_meets_every_contract():
     qwen = layer()
@@ -151,15 +178,18 @@ def test_qwen38_tp4_meets_every_contract():
     assert compact_shape(qwen) == OK
 
 
-@pytest.mark.parametrize(("tp", "changes", "why"), [
-    (2, {}, "TP 2 (needs 4)"),
-    (4, {"experts": 256}, "experts 256 (needs 512)"),
-    (4, {"group": 64}, "prepared group 64 (needs 32)"),
-    (4, {"group": 128}, "prepared group 128 (needs 32)"),
-    (4, {"hidden": 2592}, "hidden 2592 (needs 2560)"),
-    (4, {"intermediate": 768}, "W13 N 384 (needs 320)"),
-    (4, {"intermediate": 768}, "W2 K 192 (needs 160)"),
-])
+@pytest.mark.parametrize(
+    ("tp", "changes", "why"),
+    [
+        (2, {}, "TP 2 (needs 4)"),
+        (4, {"experts": 256}, "experts 256 (needs 512)"),
+        (4, {"group": 64}, "prepared group 64 (needs 32)"),
+        (4, {"group": 128}, "prepared group 128 (needs 32)"),
+        (4, {"hidden": 2592}, "hidden 2592 (needs 2560)"),
+        (4, {"intermediate": 768}, "W13 N 384 (needs 320)"),
+        (4, {"intermediate": 768}, "W2 K 192 (needs 160)"),
+    ],
+)
 def test_grouped_contract_rejections_name_the_value(tp, changes, why):
     ok, reason = grouped_contract(layer(tp, **changes))
     assert not ok and reason is not None
@@ -170,37 +200,46 @@ def test_grouped_contract_does_not_check_top_k():
     assert grouped_contract(layer(top_k=8)) == OK
 
 
-@pytest.mark.parametrize(("changes", "legacy", "why"), [
-    ({}, False, "legacy single-token lane built False"),
-    ({"prepared_group": 32, "group": 64}, True, "checkpoint group 64 (needs 32)"),
-    ({"experts": 256}, True, "experts 256"),
-])
+@pytest.mark.parametrize(
+    ("changes", "legacy", "why"),
+    [
+        ({}, False, "legacy single-token lane built False"),
+        ({"prepared_group": 32, "group": 64}, True, "checkpoint group 64 (needs 32)"),
+        ({"experts": 256}, True, "experts 256"),
+    ],
+)
 def test_qpn_m1_contract(changes, legacy, why):
     ok, reason = qpn_m1_contract(layer(**changes), legacy_lane=legacy)
     assert not ok and reason is not None and why in reason.message
 
 
-@pytest.mark.parametrize(("tp", "changes", "batched", "why"), [
-    (4, {}, False, "batched GEMM False"),
-    (2, {}, True, "TP 2"),
-    (4, {"top_k": 9}, True, "top-k 9 (needs 10)"),
-    (4, {"top_k": 8}, True, "top-k 8 (needs 10)"),
-    (4, {"group": 128, "prepared_group": 32}, True, "checkpoint group 128 (needs 32)"),
-    (4, {"prepared_group": 128}, True, "prepared group 128 (needs 32)"),
-    (4, {"experts": 256}, True, "experts 256"),
-])
+@pytest.mark.parametrize(
+    ("tp", "changes", "batched", "why"),
+    [
+        (4, {}, False, "batched GEMM False"),
+        (2, {}, True, "TP 2"),
+        (4, {"top_k": 9}, True, "top-k 9 (needs 10)"),
+        (4, {"top_k": 8}, True, "top-k 8 (needs 10)"),
+        (4, {"group": 128, "prepared_group": 32}, True, "checkpoint group 128 (needs 32)"),
+        (4, {"prepared_group": 128}, True, "prepared group 128 (needs 32)"),
+        (4, {"experts": 256}, True, "experts 256"),
+    ],
+)
 def test_indexed_prefill_contract(tp, changes, batched, why):
     ok, reason = indexed_prefill_contract(layer(tp, **changes), batched=batched)
     assert not ok and reason is not None and why in reason.message
 
 
-@pytest.mark.parametrize(("tp", "changes", "why"), [
-    (4, {"experts": 256}, "W13 qweight (256, 2560, 40)"),
-    (4, {"group": 64}, "group 64"),
-    (4, {"intermediate": 768}, "W13 qweight (512, 2560, 48)"),
-    (4, {"intermediate": 768}, "W2 qweight (512, 192, 320)"),
-    (2, {}, "W13 qweight (512, 2560, 80)"),
-])
+@pytest.mark.parametrize(
+    ("tp", "changes", "why"),
+    [
+        (4, {"experts": 256}, "W13 qweight (256, 2560, 40)"),
+        (4, {"group": 64}, "group 64"),
+        (4, {"intermediate": 768}, "W13 qweight (512, 2560, 48)"),
+        (4, {"intermediate": 768}, "W2 qweight (512, 192, 320)"),
+        (2, {}, "W13 qweight (512, 2560, 80)"),
+    ],
+)
 def test_compact_shape_is_shape_only(tp, changes, why):
     ok, reason = compact_shape(layer(tp, **changes))
     assert not ok and reason is not None and why in reason.message
@@ -210,13 +249,22 @@ def test_compact_shape_ignores_top_k():
     assert compact_shape(layer(top_k=8)) == OK
 
 
-@pytest.mark.parametrize(("spec", "tp", "message"), [
-    ({"experts": 128, "top_k": 8, "hidden": 2048, "intermediate": 768, "group": 128}, 4,
-     "local W2 K 192 is not a multiple of group 128"),
-    ({"experts": 128, "top_k": 8, "hidden": 2000, "intermediate": 768, "group": 128}, 2,
-     "local W13 K 2000 is not a multiple of group 128"),
-    ({**QWEN38, "intermediate": 642}, 4, "intermediate 642 does not split over TP 4"),
-])
+@pytest.mark.parametrize(
+    ("spec", "tp", "message"),
+    [
+        (
+            {"experts": 128, "top_k": 8, "hidden": 2048, "intermediate": 768, "group": 128},
+            4,
+            "local W2 K 192 is not a multiple of group 128",
+        ),
+        (
+            {"experts": 128, "top_k": 8, "hidden": 2000, "intermediate": 768, "group": 128},
+            2,
+            "local W13 K 2000 is not a multiple of group 128",
+        ),
+        ({**QWEN38, "intermediate": 642}, 4, "intermediate 642 does not split over TP 4"),
+    ],
+)
 def test_partition_rejections(spec, tp, message):
     ok, reason = AwqMoeLayer.for_rank(spec, tp).partition_check()
     assert not ok and reason is not None and reason.message == message
@@ -269,12 +317,15 @@ def test_resolve_compact_metadata_covers_every_combination():
 def test_resolve_compact_metadata_messages():
     with pytest.raises(SelectionError) as info:
         resolve_compact_metadata(True, True, False, True)
-    assert info.value.message == (f"{VARIABLE_REQUEST} requires an SM70 build with "
-                                  "awq_sm70_prepare_compact.")
+    assert info.value.message == (
+        f"{VARIABLE_REQUEST} requires an SM70 build with awq_sm70_prepare_compact."
+    )
     with pytest.raises(SelectionError) as info:
         resolve_compact_metadata(True, True, True, False)
-    assert info.value.message == (f"{VARIABLE_REQUEST} currently requires the exact Qwen3.8 "
-                                  "TP4 E512 native-g32 W13/W2 shapes.")
+    assert info.value.message == (
+        f"{VARIABLE_REQUEST} currently requires the exact Qwen3.8 "
+        "TP4 E512 native-g32 W13/W2 shapes."
+    )
 
 
 def test_requested_by_names_the_variable_or_the_typed_field():
@@ -287,15 +338,20 @@ def test_requested_by_names_the_variable_or_the_typed_field():
 
 # --- explicit vs default -------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("env", "config", "explicit"), [
-    ({}, None, False),
-    ({"compact_metadata": "1"}, None, True),  # equal to the default: still explicit
-    ({"compact_metadata": "0"}, None, True),
-    ({}, {"compact_metadata": True}, True),
-])
+
+@pytest.mark.parametrize(
+    ("env", "config", "explicit"),
+    [
+        ({}, None, False),
+        ({"compact_metadata": "1"}, None, True),  # equal to the default: still explicit
+        ({"compact_metadata": "0"}, None, True),
+        ({}, {"compact_metadata": True}, True),
+    ],
+)
 def test_explicit_means_typed_or_variable_present(env, config, explicit):
-    policy = resolve({var(k): v for k, v in env.items()},
-                     {"sm70_awq_moe": config} if config else None)
+    policy = resolve(
+        {var(k): v for k, v in env.items()}, {"sm70_awq_moe": config} if config else None
+    )
     assert policy.is_explicit("sm70_awq_moe.compact_metadata") is explicit
 
 
@@ -322,18 +378,21 @@ def test_qpn_m1_admission_outcomes():
         admit_qpn_m1(True, True, BAD, BAD)
 
 
-@pytest.mark.parametrize(("kwargs", "what"), [
-    ({}, None),
-    ({"m": 2}, "input float16 (2, 2560)"),
-    ({"m": 0}, "input float16 (0, 2560)"),
-    ({"x_dtype": "bfloat16"}, "input bfloat16"),
-    ({"x_contiguous": False}, "non-contiguous"),
-    ({"ids_dtype": "int64"}, "ids int64"),
-    ({"w_dtype": "float16"}, "topk float16"),
-    ({"w_dtype": "bfloat16"}, "topk bfloat16"),
-    ({"top_k": 8}, "ids int32 (1, 8)"),
-    ({"hidden": 2048}, "input float16 (1, 2048)"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "what"),
+    [
+        ({}, None),
+        ({"m": 2}, "input float16 (2, 2560)"),
+        ({"m": 0}, "input float16 (0, 2560)"),
+        ({"x_dtype": "bfloat16"}, "input bfloat16"),
+        ({"x_contiguous": False}, "non-contiguous"),
+        ({"ids_dtype": "int64"}, "ids int64"),
+        ({"w_dtype": "float16"}, "topk float16"),
+        ({"w_dtype": "bfloat16"}, "topk bfloat16"),
+        ({"top_k": 8}, "ids int32 (1, 8)"),
+        ({"hidden": 2048}, "input float16 (1, 2048)"),
+    ],
+)
 def test_qpn_m1_call_admission(kwargs, what):
     ok, reason = qpn_m1_call(call(**kwargs))
     if what is None:
@@ -345,14 +404,36 @@ def test_qpn_m1_call_admission(kwargs, what):
 
 # --- grouped decode ---------------------------------------------------------------------------
 
+
 def grouped(m: int, **changes: object):
-    args = {"loaded": True, "batched": True, "m": m, "top_k": 10, "cap": 0,
-            "strict_w13": False, "exact_w2": False, "active_exact_w2": False, **changes}
+    args = {
+        "loaded": True,
+        "batched": True,
+        "m": m,
+        "top_k": 10,
+        "cap": 0,
+        "strict_w13": False,
+        "exact_w2": False,
+        "active_exact_w2": False,
+        **changes,
+    }
     return grouped_decode_call(**args)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("m", "ok"), [(0, False), (1, False), (2, True), (3, True), (8, True),
-                                       (9, False), (32, False), (127, False), (128, False)])
+@pytest.mark.parametrize(
+    ("m", "ok"),
+    [
+        (0, False),
+        (1, False),
+        (2, True),
+        (3, True),
+        (8, True),
+        (9, False),
+        (32, False),
+        (127, False),
+        (128, False),
+    ],
+)
 def test_grouped_decode_token_window(m, ok):
     assert grouped(m)[0] is ok
 
@@ -379,15 +460,19 @@ def test_grouped_decode_and_indexed_prefill_are_disjoint():
 
 # --- indexed prefill ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("kwargs", "code"), [
-    ({"m": 128}, None),
-    ({"m": 4096}, None),
-    ({"m": 127}, "token_count"),
-    ({"m": 128, "x_dtype": "bfloat16"}, "call_inputs"),
-    ({"m": 128, "x_contiguous": False}, "call_inputs"),
-    ({"m": 128, "hidden": 2048}, "call_inputs"),
-    ({"m": 128, "top_k": 9}, "top_k"),
-])
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"m": 128}, None),
+        ({"m": 4096}, None),
+        ({"m": 127}, "token_count"),
+        ({"m": 128, "x_dtype": "bfloat16"}, "call_inputs"),
+        ({"m": 128, "x_contiguous": False}, "call_inputs"),
+        ({"m": 128, "hidden": 2048}, "call_inputs"),
+        ({"m": 128, "top_k": 9}, "top_k"),
+    ],
+)
 def test_indexed_prefill_call(kwargs, code):
     ok, reason = indexed_prefill_call(True, call(**kwargs), 2560)
     assert ok is (code is None)
@@ -416,25 +501,29 @@ def test_indexed_prefill_admission():
 
 # --- chunked W2 -----------------------------------------------------------------------------
 
+
 def test_chunk_scratch_ledger():
     assert full_scratch_bytes(8192, 10, 2560) == 400 * MIB
     assert chunk_scratch_bytes(4096, 10, 2560, 512) == 200 * MIB + 333_828
     assert chunk_scratch_bytes(6144, 10, 2560, 512) == 300 * MIB + 497_668
 
 
-@pytest.mark.parametrize(("chunk", "m", "code"), [
-    (4096, 4096, "token_count"),
-    (4096, 4102, "scratch"),
-    (4096, 4103, None),
-    (4096, 8192, None),
-    (6144, 6144, "token_count"),
-    (6144, 6153, "scratch"),
-    (6144, 6154, None),
-    (6144, 6537, None),
-    (6144, 8193, None),
-    (6144, 16384, None),
-    (0, 8192, "not_admitted"),
-])
+@pytest.mark.parametrize(
+    ("chunk", "m", "code"),
+    [
+        (4096, 4096, "token_count"),
+        (4096, 4102, "scratch"),
+        (4096, 4103, None),
+        (4096, 8192, None),
+        (6144, 6144, "token_count"),
+        (6144, 6153, "scratch"),
+        (6144, 6154, None),
+        (6144, 6537, None),
+        (6144, 8193, None),
+        (6144, 16384, None),
+        (0, 8192, "not_admitted"),
+    ],
+)
 def test_chunked_w2_call_boundaries(chunk, m, code):
     ok, reason = chunked_w2_call(True, chunk, m, 10, 2560, 512)
     assert ok is (code is None)
@@ -464,34 +553,65 @@ def test_active_exact_w2_slot_limit(m, ok):
 
 # --- variables: parsing, defaults, the natively-read rule ---------------------------------------
 
+
 def test_section_defaults():
     section = resolve().section("sm70_awq_moe").as_dict()
     assert section == {
-        "disable": False, "qpn_m1": False, "active_grouped_decode": True,
-        "compact_metadata": True, "tune_small_shapes": False, "batched": True,
-        "layer_allowlist": (), "layer_denylist": (), "legacy_compact": True,
-        "strict_w13": False, "exact_w2": False, "active_exact_w2": False,
-        "max_batched_tokens": 0, "indexed_prefill": True, "w2_chunk_tokens": 0,
+        "disable": False,
+        "qpn_m1": False,
+        "active_grouped_decode": True,
+        "compact_metadata": True,
+        "tune_small_shapes": False,
+        "batched": True,
+        "layer_allowlist": (),
+        "layer_denylist": (),
+        "legacy_compact": True,
+        "strict_w13": False,
+        "exact_w2": False,
+        "active_exact_w2": False,
+        "max_batched_tokens": 0,
+        "indexed_prefill": True,
+        "w2_chunk_tokens": 0,
     }
 
 
-@pytest.mark.parametrize(("name", "text"), [
-    ("qpn_m1", "2"), ("qpn_m1", "true"), ("qpn_m1", ""), ("qpn_m1", "-1"), ("qpn_m1", " 1"),
-    ("active_grouped_decode", "yes"), ("compact_metadata", ""), ("batched", "on"),
-    ("w2_chunk_tokens", "1000"), ("w2_chunk_tokens", "-4096"), ("w2_chunk_tokens", "x"),
-    ("max_batched_tokens", "four"), ("layer_allowlist", "3-1"), ("layer_denylist", "a"),
-])
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("qpn_m1", "2"),
+        ("qpn_m1", "true"),
+        ("qpn_m1", ""),
+        ("qpn_m1", "-1"),
+        ("qpn_m1", " 1"),
+        ("active_grouped_decode", "yes"),
+        ("compact_metadata", ""),
+        ("batched", "on"),
+        ("w2_chunk_tokens", "1000"),
+        ("w2_chunk_tokens", "-4096"),
+        ("w2_chunk_tokens", "x"),
+        ("max_batched_tokens", "four"),
+        ("layer_allowlist", "3-1"),
+        ("layer_denylist", "a"),
+    ],
+)
 def test_invalid_values_are_input_errors_naming_the_variable(name, text):
     with pytest.raises(InputError) as info:
         resolve({var(name): text})
     assert var(name) in str(info.value)
 
 
-@pytest.mark.parametrize(("name", "text", "value"), [
-    ("qpn_m1", "1", True), ("qpn_m1", "0", False), ("active_grouped_decode", "2", True),
-    ("w2_chunk_tokens", "6144", 6144), ("w2_chunk_tokens", " 4096 ", 4096),
-    ("max_batched_tokens", "-3", -3), ("disable", "7", True),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [
+        ("qpn_m1", "1", True),
+        ("qpn_m1", "0", False),
+        ("active_grouped_decode", "2", True),
+        ("w2_chunk_tokens", "6144", 6144),
+        ("w2_chunk_tokens", " 4096 ", 4096),
+        ("max_batched_tokens", "-3", -3),
+        ("disable", "7", True),
+    ],
+)
 def test_accepted_values(name, text, value):
     assert resolve({var(name): text}).value(f"sm70_awq_moe.{name}") == value
 
@@ -506,11 +626,11 @@ def test_natively_read_fields_must_agree_with_the_environment(name):
     assert var(name) in str(info.value) and f"kernel_config.{key}" in str(info.value)
     # ... and one that differs from the variable's value too.
     with pytest.raises(InputError):
-        resolve({var(name): "1" if not default else "0"},
-                {"sm70_awq_moe": {name: default}})
+        resolve({var(name): "1" if not default else "0"}, {"sm70_awq_moe": {name: default}})
     # Agreeing values resolve, typed wins the source.
-    agreed = resolve({var(name): "1" if not default else "0"},
-                     {"sm70_awq_moe": {name: not default}})
+    agreed = resolve(
+        {var(name): "1" if not default else "0"}, {"sm70_awq_moe": {name: not default}}
+    )
     assert agreed.value(key) is (not default) and agreed.source(key) == "explicit"
     assert resolve(config={"sm70_awq_moe": {name: default}}).value(key) is default
 

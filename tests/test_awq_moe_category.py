@@ -21,16 +21,36 @@ from routectl.replay import find_row, replay_category
 from routectl.rows import ROW_ID
 
 DEFAULT = "qwen38_awq_moe/fp8_e4m3/tp4/none/c8/q8192"
-PLAN_KEYS = {"m", "routed_slots", "group", "k", "n", "chunk_tokens", "metadata", "experts",
-             "gated"}
+PLAN_KEYS = {"m", "routed_slots", "group", "k", "n", "chunk_tokens", "metadata", "experts", "gated"}
 PROBE_NAMES = [
-    "qpn_m1_on", "qpn_m1_op_missing", "qpn_m1_legacy_op_missing", "qpn_m1_tp2", "compact_off",
-    "compact_explicit_op_missing", "compact_default_op_missing", "grouped_off", "strict_w13",
-    "exact_w2", "active_exact_w2", "max_batched_4", "chunk_4096", "chunk_6144",
-    "indexed_ops_missing_default", "indexed_ops_missing_explicit", "legacy_compact_off",
-    "batched_off", "moe_disable", "backend_marlin"]
-ERROR_PROBES = {"qpn_m1_op_missing", "qpn_m1_legacy_op_missing", "qpn_m1_tp2",
-                "compact_explicit_op_missing", "indexed_ops_missing_explicit"}
+    "qpn_m1_on",
+    "qpn_m1_op_missing",
+    "qpn_m1_legacy_op_missing",
+    "qpn_m1_tp2",
+    "compact_off",
+    "compact_explicit_op_missing",
+    "compact_default_op_missing",
+    "grouped_off",
+    "strict_w13",
+    "exact_w2",
+    "active_exact_w2",
+    "max_batched_4",
+    "chunk_4096",
+    "chunk_6144",
+    "indexed_ops_missing_default",
+    "indexed_ops_missing_explicit",
+    "legacy_compact_off",
+    "batched_off",
+    "moe_disable",
+    "backend_marlin",
+]
+ERROR_PROBES = {
+    "qpn_m1_op_missing",
+    "qpn_m1_legacy_op_missing",
+    "qpn_m1_tp2",
+    "compact_explicit_op_missing",
+    "indexed_ops_missing_explicit",
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +67,14 @@ def test_row_set(rows):
     assert AWQ_MOE_CATEGORY.name == NAME == "sm70-awq-moe"
     assert len(rows) == 540 + 20
     assert all(ROW_ID.match(i) for i in rows)
-    assert sorted(i.removeprefix("edge:") for i in rows if i.startswith("edge:")) == \
-        sorted(PROBE_NAMES)
+    assert sorted(i.removeprefix("edge:") for i in rows if i.startswith("edge:")) == sorted(
+        PROBE_NAMES
+    )
     per_model = Counter(i.split("/")[0] for i in rows if not i.startswith("edge:"))
     assert per_model == {m.id: 108 for m in MODELS}
-    statuses = Counter(r["status"]["code"] for r in rows.values()
-                       if r.get("kernel") is None and r.get("status"))
+    statuses = Counter(
+        r["status"]["code"] for r in rows.values() if r.get("kernel") is None and r.get("status")
+    )
     assert statuses == {"not_applicable": 216, "not_modelled": 108}
 
 
@@ -61,17 +83,24 @@ def test_qwen38_tp4_default_routes(rows):
     assert route["kernel"] == "TurboMindAwqMoE" and route["fallback"] is False
     assert ops_at(route, 1) == ["awq_moe_single_token_sm70_out"]  # QPN M1 is opt-in
     for m in (2, 8):
-        assert ops_at(route, m) == ["moe_permute_with_scratch",
-                                    "awq_moe_active_dense_stage_sm70_out",
-                                    "awq_moe_active_dense_stage_sm70_out", "moe_unpermute"]
+        assert ops_at(route, m) == [
+            "moe_permute_with_scratch",
+            "awq_moe_active_dense_stage_sm70_out",
+            "awq_moe_active_dense_stage_sm70_out",
+            "moe_unpermute",
+        ]
     for m in (9, 127):
-        assert ops_at(route, m) == ["moe_permute_with_scratch",
-                                    "awq_moe_gemm_sm70_per_expert_dispatch_out",
-                                    "awq_moe_gemm_sm70_per_expert_dispatch_out",
-                                    "moe_unpermute"]
+        assert ops_at(route, m) == [
+            "moe_permute_with_scratch",
+            "awq_moe_gemm_sm70_per_expert_dispatch_out",
+            "awq_moe_gemm_sm70_per_expert_dispatch_out",
+            "moe_unpermute",
+        ]
     for m in (128, 4096, 8192):
-        assert ops_at(route, m)[:2] == ["moe_permute_metadata_with_scratch",
-                                        "awq_moe_indexed_dense_w13_sm70_out"]
+        assert ops_at(route, m)[:2] == [
+            "moe_permute_metadata_with_scratch",
+            "awq_moe_indexed_dense_w13_sm70_out",
+        ]
     assert ops_at(route, 0) == []
     assert [s["m"] for s in route["stages"]] == list(TOKEN_COUNTS)
     assert route["stages"][0]["chosen"] == ["lane.zero_output"]
@@ -90,17 +119,26 @@ def test_metadata_bytes(rows):
     assert rows[DEFAULT]["prepared_layout"] == "3-byte"
     assert rows["edge:compact_off"]["prepared_layout"] == "4-byte"
     assert rows["edge:compact_default_op_missing"]["bytes"]["metadata"] == 78_643_200
-    assert rows["edge:compact_default_op_missing"]["fallbacks"] == [{
-        "field": "sm70_awq_moe.compact_metadata", "requested": True, "effective": False,
-        "reason": "no compact prepare op"}]
+    assert rows["edge:compact_default_op_missing"]["fallbacks"] == [
+        {
+            "field": "sm70_awq_moe.compact_metadata",
+            "requested": True,
+            "effective": False,
+            "reason": "no compact prepare op",
+        }
+    ]
 
 
 def test_every_expert_is_prepared_in_one_record_per_bank(rows):
     assert rows[DEFAULT]["prepare"] == [
-        {"op": "awq_sm70_prepare_compact",
-         "plan": {"group": 32, "gated": True, "k": 2560, "n": 320, "experts": 512}},
-        {"op": "awq_sm70_prepare_compact",
-         "plan": {"group": 32, "gated": False, "k": 160, "n": 2560, "experts": 512}},
+        {
+            "op": "awq_sm70_prepare_compact",
+            "plan": {"group": 32, "gated": True, "k": 2560, "n": 320, "experts": 512},
+        },
+        {
+            "op": "awq_sm70_prepare_compact",
+            "plan": {"group": 32, "gated": False, "k": 160, "n": 2560, "experts": 512},
+        },
     ]
 
 
@@ -114,8 +152,13 @@ def test_qwen3_30b_serves_at_tp2_and_errors_at_tp4(rows):
             assert [v["name"] for v in route["verdicts"]] == ["TurboMindAwqMoE", "MoeWNA16"]
         else:
             assert route["kernel"] == "TurboMindAwqMoE"
-            assert route["prepare"][0]["plan"] == {"group": 128, "gated": True, "k": 2048,
-                                                   "n": 768, "experts": 128}
+            assert route["prepare"][0]["plan"] == {
+                "group": 128,
+                "gated": True,
+                "k": 2048,
+                "n": 768,
+                "experts": 128,
+            }
             assert route["prepared_layout"] == "4-byte"
 
 
@@ -132,11 +175,14 @@ def test_error_probes_are_error_rows(rows):
         route = rows[f"edge:{name}"]
         assert ("error" in route) is (name in ERROR_PROBES), name
     assert rows["edge:qpn_m1_tp2"]["error"]["message"].startswith(
-        "AWQ QPN M1 requires native-g32 TP4 E512 C1")
+        "AWQ QPN M1 requires native-g32 TP4 E512 C1"
+    )
     assert rows["edge:qpn_m1_op_missing"]["error"]["message"].startswith(
-        "AWQ QPN M1 requires a native build with CUDA arch 7.0")
+        "AWQ QPN M1 requires a native build with CUDA arch 7.0"
+    )
     assert rows["edge:compact_explicit_op_missing"]["error"]["message"].endswith(
-        "requires an SM70 build with awq_sm70_prepare_compact.")
+        "requires an SM70 build with awq_sm70_prepare_compact."
+    )
 
 
 @pytest.mark.parametrize("name", ["chunk_4096", "chunk_6144"])
@@ -147,16 +193,19 @@ def test_chunk_probes_chunk_w2_at_8192(rows, name):
     assert "awq_moe_chunked_w2_sm70_out" not in ops_at(rows[DEFAULT], 8192)
 
 
-@pytest.mark.parametrize(("name", "m", "expected"), [
-    ("grouped_off", 2, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
-    ("strict_w13", 2, "awq_moe_dense_stage_sm70_out"),
-    ("exact_w2", 8, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
-    ("active_exact_w2", 9, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
-    ("max_batched_4", 8, "awq_moe_dense_stage_sm70_out"),
-    ("indexed_ops_missing_default", 128, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
-    ("legacy_compact_off", 1, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
-    ("batched_off", 1, "awq_moe_single_token_dense_w13_sm70_out"),
-])
+@pytest.mark.parametrize(
+    ("name", "m", "expected"),
+    [
+        ("grouped_off", 2, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
+        ("strict_w13", 2, "awq_moe_dense_stage_sm70_out"),
+        ("exact_w2", 8, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
+        ("active_exact_w2", 9, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
+        ("max_batched_4", 8, "awq_moe_dense_stage_sm70_out"),
+        ("indexed_ops_missing_default", 128, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
+        ("legacy_compact_off", 1, "awq_moe_gemm_sm70_per_expert_dispatch_out"),
+        ("batched_off", 1, "awq_moe_single_token_dense_w13_sm70_out"),
+    ],
+)
 def test_switch_probes_move_the_w13_stage(rows, name, m, expected):
     route = rows[f"edge:{name}"]
     w13 = [op for op in ops_at(route, m) if "permute" not in op][0]
@@ -194,13 +243,21 @@ def test_probes_are_data_over_known_variables():
 def test_model_totals(rows):
     spec = find_row(AWQ_MOE_CATEGORY, DEFAULT)
     totals = model_totals(spec, rows[DEFAULT])
-    assert totals == {"layers": 48, "weights": 48 * 314_572_800, "metadata": 48 * 58_982_400,
-                      "total": 48 * 373_555_200, "metadata_4byte": 48 * 78_643_200,
-                      "compact_saving": 943_718_400}
+    assert totals == {
+        "layers": 48,
+        "weights": 48 * 314_572_800,
+        "metadata": 48 * 58_982_400,
+        "total": 48 * 373_555_200,
+        "metadata_4byte": 48 * 78_643_200,
+        "compact_saving": 943_718_400,
+    }
     off = model_totals(find_row(AWQ_MOE_CATEGORY, "edge:compact_off"), rows["edge:compact_off"])
     assert off is not None and off["compact_saving"] == 0
-    for row_id in ("edge:moe_disable", "edge:qpn_m1_tp2",
-                   "27b_dflash2_nvfp4/float16/tp4/none/c1/q8192"):
+    for row_id in (
+        "edge:moe_disable",
+        "edge:qpn_m1_tp2",
+        "27b_dflash2_nvfp4/float16/tp4/none/c1/q8192",
+    ):
         assert model_totals(find_row(AWQ_MOE_CATEGORY, row_id), rows[row_id]) is None
     assert AWQ_MOE_CATEGORY.model_totals(spec, rows[DEFAULT]) == totals
 

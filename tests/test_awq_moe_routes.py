@@ -33,9 +33,22 @@ QWEN38 = {"experts": 512, "top_k": 10, "hidden": 2560, "intermediate": 640, "gro
 QWEN3_30B = {"experts": 128, "top_k": 8, "hidden": 2048, "intermediate": 768, "group": 128}
 ALL_OPS = tuple(CATALOGUE.ops)
 DEFAULT = LoadedRoute(
-    capability=70, batched=True, legacy_lane=True, legacy_lane_reason=None, qpn_m1=False,
-    grouped_decode=True, indexed_prefill=True, chunk_tokens=0, strict_w13=False,
-    exact_w2=False, active_exact_w2=False, token_cap=0, hidden=2560, w2_n=2560, experts=512)
+    capability=70,
+    batched=True,
+    legacy_lane=True,
+    legacy_lane_reason=None,
+    qpn_m1=False,
+    grouped_decode=True,
+    indexed_prefill=True,
+    chunk_tokens=0,
+    strict_w13=False,
+    exact_w2=False,
+    active_exact_w2=False,
+    token_cap=0,
+    hidden=2560,
+    w2_n=2560,
+    experts=512,
+)
 
 
 def var(key: str) -> str:
@@ -49,18 +62,23 @@ def moe_env(**values: str) -> dict[str, str]:
 
 
 def call(m: int, top_k: int = 10, **x: object) -> CallFacts:
-    x_facts = TensorFacts((m, 2560), str(x.get("dtype", "float16")),
-                          bool(x.get("contiguous", True)))
-    return CallFacts(x_facts, TensorFacts((m, top_k), str(x.get("ids", "int32"))),
-                     TensorFacts((m, top_k), str(x.get("weights", "float32"))))
+    x_facts = TensorFacts(
+        (m, 2560), str(x.get("dtype", "float16")), bool(x.get("contiguous", True))
+    )
+    return CallFacts(
+        x_facts,
+        TensorFacts((m, top_k), str(x.get("ids", "int32"))),
+        TensorFacts((m, top_k), str(x.get("weights", "float32"))),
+    )
 
 
 def ns(*removed: str) -> InMemoryNamespace:
     return InMemoryNamespace(ALL_OPS).without(*removed)
 
 
-def route(m: int, loaded: LoadedRoute = DEFAULT, namespace: InMemoryNamespace | None = None,
-          **x: object) -> list[str]:
+def route(
+    m: int, loaded: LoadedRoute = DEFAULT, namespace: InMemoryNamespace | None = None, **x: object
+) -> list[str]:
     return select_route(call(m, **x), loaded, namespace or ns()).chosen
 
 
@@ -73,16 +91,20 @@ def routed(permute: str, w13: str, w2: str, reduce: str = "reduce.unpermute") ->
 
 # --- the selector on the Qwen3.8 TP4 defaults ------------------------------------------------
 
-@pytest.mark.parametrize(("m", "expected"), [
-    (0, ["lane.zero_output"]),
-    (1, ["lane.legacy_single_token"]),
-    (2, routed("permute", "active_grouped", "active_grouped")),
-    (8, routed("permute", "active_grouped", "active_grouped")),
-    (9, routed("permute", "per_expert_dispatch", "per_expert_dispatch")),
-    (127, routed("permute", "per_expert_dispatch", "per_expert_dispatch")),
-    (128, routed("permute_metadata", "indexed_prefill_w13", "per_expert_dispatch")),
-    (8192, routed("permute_metadata", "indexed_prefill_w13", "per_expert_dispatch")),
-])
+
+@pytest.mark.parametrize(
+    ("m", "expected"),
+    [
+        (0, ["lane.zero_output"]),
+        (1, ["lane.legacy_single_token"]),
+        (2, routed("permute", "active_grouped", "active_grouped")),
+        (8, routed("permute", "active_grouped", "active_grouped")),
+        (9, routed("permute", "per_expert_dispatch", "per_expert_dispatch")),
+        (127, routed("permute", "per_expert_dispatch", "per_expert_dispatch")),
+        (128, routed("permute_metadata", "indexed_prefill_w13", "per_expert_dispatch")),
+        (8192, routed("permute_metadata", "indexed_prefill_w13", "per_expert_dispatch")),
+    ],
+)
 def test_default_routes_by_token_count(m, expected):
     assert route(m) == expected
 
@@ -90,15 +112,28 @@ def test_default_routes_by_token_count(m, expected):
 def test_every_lane_is_evaluated_in_contract_order():
     choice = select_route(call(1), DEFAULT, ns())
     assert [v.name for v in choice.verdicts] == [
-        "lane.zero_output", "lane.qpn_m1", "lane.legacy_single_token",
-        "lane.single_token_decomposed", "lane.routed"]
+        "lane.zero_output",
+        "lane.qpn_m1",
+        "lane.legacy_single_token",
+        "lane.single_token_decomposed",
+        "lane.routed",
+    ]
     assert [v.not_needed for v in choice.verdicts] == [False, False, False, True, True]
     choice = select_route(call(128), DEFAULT, ns())
     assert [v.name for v in choice.verdicts][5:] == [
-        "permute.permute_metadata", "permute.permute", "w13.indexed_prefill_w13",
-        "w13.active_grouped", "w13.per_expert_dispatch", "w13.dense_stage", "w2.chunked_w2",
-        "w2.active_grouped", "w2.per_expert_dispatch", "w2.dense_stage", "reduce.chunked_w2",
-        "reduce.unpermute"]
+        "permute.permute_metadata",
+        "permute.permute",
+        "w13.indexed_prefill_w13",
+        "w13.active_grouped",
+        "w13.per_expert_dispatch",
+        "w13.dense_stage",
+        "w2.chunked_w2",
+        "w2.active_grouped",
+        "w2.per_expert_dispatch",
+        "w2.dense_stage",
+        "reduce.chunked_w2",
+        "reduce.unpermute",
+    ]
 
 
 QPN = replace(DEFAULT, qpn_m1=True)
@@ -110,9 +145,16 @@ def test_qpn_m1_serves_exactly_one_token_with_contract_inputs():
         assert "lane.qpn_m1" not in route(m, QPN)
 
 
-@pytest.mark.parametrize("x", [{"dtype": "bfloat16"}, {"contiguous": False},
-                               {"ids": "int64"}, {"weights": "float16"},
-                               {"weights": "bfloat16"}])
+@pytest.mark.parametrize(
+    "x",
+    [
+        {"dtype": "bfloat16"},
+        {"contiguous": False},
+        {"ids": "int64"},
+        {"weights": "float16"},
+        {"weights": "bfloat16"},
+    ],
+)
 def test_qpn_m1_call_inputs_fall_back_to_the_legacy_op(x):
     choice = select_route(call(1, **x), QPN, ns())
     assert choice.chosen == ["lane.legacy_single_token"]
@@ -131,17 +173,27 @@ def test_strict_w13_does_not_preempt_the_legacy_lane():
     # Indexed prefill ignores strict_w13 and the cap.
     assert route(128, strict) == routed("permute_metadata", "indexed_prefill_w13", "dense_stage")
     assert route(128, replace(DEFAULT, token_cap=4)) == routed(
-        "permute_metadata", "indexed_prefill_w13", "dense_stage")
+        "permute_metadata", "indexed_prefill_w13", "dense_stage"
+    )
 
 
 def test_decomposed_lane_when_not_batched_or_strict_without_the_legacy_lane():
-    lane = ["lane.single_token_decomposed", "w13.single_token_dense_w13",
-            "w2.single_token_dense_w2"]
-    not_batched = replace(DEFAULT, batched=False, legacy_lane=False,
-                          legacy_lane_reason="batched GEMM is off for layer 0")
+    lane = [
+        "lane.single_token_decomposed",
+        "w13.single_token_dense_w13",
+        "w2.single_token_dense_w2",
+    ]
+    not_batched = replace(
+        DEFAULT,
+        batched=False,
+        legacy_lane=False,
+        legacy_lane_reason="batched GEMM is off for layer 0",
+    )
     assert route(1, not_batched) == [*lane, "reduce.weighted_reduce"]
     assert route(1, not_batched, ns("awq_moe_single_token_weighted_reduce_out")) == [
-        *lane, "reduce.unpermute"]
+        *lane,
+        "reduce.unpermute",
+    ]
     strict = replace(DEFAULT, strict_w13=True, legacy_lane=False, legacy_lane_reason="off")
     assert route(1, strict)[0] == "lane.single_token_decomposed"
     # Without its ops the decomposed lane gives way to the routed lane.
@@ -151,8 +203,7 @@ def test_decomposed_lane_when_not_batched_or_strict_without_the_legacy_lane():
 
 def test_batched_without_the_legacy_lane_routes_one_token():
     legacy_off = replace(DEFAULT, legacy_lane=False, legacy_lane_reason="legacy off")
-    assert route(1, legacy_off) == routed("permute", "per_expert_dispatch",
-                                          "per_expert_dispatch")
+    assert route(1, legacy_off) == routed("permute", "per_expert_dispatch", "per_expert_dispatch")
 
 
 def test_exact_w2_flags():
@@ -164,9 +215,15 @@ def test_exact_w2_flags():
     assert route(13, active) == routed("permute", "per_expert_dispatch", "per_expert_dispatch")
 
 
-@pytest.mark.parametrize(("m", "w13", "w2"), [
-    (2, "active_grouped", "active_grouped"), (4, "active_grouped", "active_grouped"),
-    (5, "dense_stage", "dense_stage"), (9, "dense_stage", "dense_stage")])
+@pytest.mark.parametrize(
+    ("m", "w13", "w2"),
+    [
+        (2, "active_grouped", "active_grouped"),
+        (4, "active_grouped", "active_grouped"),
+        (5, "dense_stage", "dense_stage"),
+        (9, "dense_stage", "dense_stage"),
+    ],
+)
 def test_the_batched_decode_cap(m, w13, w2):
     assert route(m, replace(DEFAULT, token_cap=4)) == routed("permute", w13, w2)
 
@@ -174,30 +231,38 @@ def test_the_batched_decode_cap(m, w13, w2):
 def test_grouped_decode_needs_top_k_10_and_the_load_admission():
     assert route(2, top_k=8) == routed("permute", "per_expert_dispatch", "per_expert_dispatch")
     assert route(2, replace(DEFAULT, grouped_decode=False)) == routed(
-        "permute", "per_expert_dispatch", "per_expert_dispatch")
+        "permute", "per_expert_dispatch", "per_expert_dispatch"
+    )
 
 
 def test_chunked_w2_replaces_w2_and_the_reduction():
     chunked = replace(DEFAULT, chunk_tokens=4096)
-    assert route(8192, chunked) == routed("permute_metadata", "indexed_prefill_w13",
-                                          "chunked_w2", "reduce.chunked_w2")
-    assert route(4096, chunked) == routed("permute_metadata", "indexed_prefill_w13",
-                                          "per_expert_dispatch")
-    assert route(8192, chunked, ns("awq_moe_chunked_w2_sm70_out"))[3] == \
-        "w2.per_expert_dispatch"
+    assert route(8192, chunked) == routed(
+        "permute_metadata", "indexed_prefill_w13", "chunked_w2", "reduce.chunked_w2"
+    )
+    assert route(4096, chunked) == routed(
+        "permute_metadata", "indexed_prefill_w13", "per_expert_dispatch"
+    )
+    assert route(8192, chunked, ns("awq_moe_chunked_w2_sm70_out"))[3] == "w2.per_expert_dispatch"
     # Without the indexed W13 there is no chunking.
     assert route(8192, replace(chunked, indexed_prefill=False)) == routed(
-        "permute", "per_expert_dispatch", "per_expert_dispatch")
+        "permute", "per_expert_dispatch", "per_expert_dispatch"
+    )
 
 
 def test_missing_stage_ops_fall_to_the_next_stage():
     assert route(9, DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out")) == routed(
-        "permute", "dense_stage", "dense_stage")
+        "permute", "dense_stage", "dense_stage"
+    )
     assert route(2, DEFAULT, ns("awq_moe_active_dense_stage_sm70_out")) == routed(
-        "permute", "per_expert_dispatch", "per_expert_dispatch")
+        "permute", "per_expert_dispatch", "per_expert_dispatch"
+    )
     with pytest.raises(SelectionError) as info:
-        select_route(call(9), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out",
-                                          "awq_moe_dense_stage_sm70_out"))
+        select_route(
+            call(9),
+            DEFAULT,
+            ns("awq_moe_gemm_sm70_per_expert_dispatch_out", "awq_moe_dense_stage_sm70_out"),
+        )
     assert info.value.code == "no_moe_stage"
 
 
@@ -209,6 +274,7 @@ def test_indexed_prefill_and_grouped_decode_never_share_a_token_count():
 
 # --- the loader ---------------------------------------------------------------------------
 
+
 def resolve(env: dict[str, str] | None = None, config: object = None, tp: int = 4):
     return PROJECT.resolve(config, env or {}, Hardware(70), EngineConfig(tp=tp))
 
@@ -218,8 +284,13 @@ def recorder(*removed: str) -> RecordingNamespace:
 
 
 def decide(spec=QWEN38, env=None, config=None, tp=4, capability=70, removed=()):
-    return decide_awq_moe(spec, resolve(env, config, tp), Hardware(capability),
-                          EngineConfig(tp=tp), recorder(*removed))
+    return decide_awq_moe(
+        spec,
+        resolve(env, config, tp),
+        Hardware(capability),
+        EngineConfig(tp=tp),
+        recorder(*removed),
+    )
 
 
 def test_default_decision_for_the_qwen38_tp4_layer():
@@ -227,43 +298,66 @@ def test_default_decision_for_the_qwen38_tp4_layer():
     d = plan.decision
     assert d.kernel == TURBOMIND and d.layout == "3-byte" and d.fallbacks == ()
     assert dict(d.flags) == {
-        "batched": True, "legacy_lane": True, "w13_interleaved": True, "qpn_m1": False,
-        "grouped_decode": True, "qwen38_contract": True, "indexed_prefill": True,
-        "w2_chunk_tokens": 0, "compact_metadata": True,
-        "prepare_op": "awq_sm70_prepare_compact", "token_cap": 0}
+        "batched": True,
+        "legacy_lane": True,
+        "w13_interleaved": True,
+        "qpn_m1": False,
+        "grouped_decode": True,
+        "qwen38_contract": True,
+        "indexed_prefill": True,
+        "w2_chunk_tokens": 0,
+        "compact_metadata": True,
+        "prepare_op": "awq_sm70_prepare_compact",
+        "token_cap": 0,
+    }
     assert [v.name for v in d.selection.verdicts] == [TURBOMIND, MOE_WNA16]
     assert d.selection.verdicts[1].not_needed
 
 
-@pytest.mark.parametrize(("env", "flag", "value"), [
-    (moe_env(qpn_m1="1"), "qpn_m1", True),
-    (moe_env(active_grouped_decode="0"), "grouped_decode", False),
-    (moe_env(legacy_compact="0"), "w13_interleaved", False),
-    (moe_env(batched="0"), "legacy_lane", False),
-    (moe_env(batched="0"), "indexed_prefill", False),
-    (moe_env(layer_denylist="0-3"), "batched", False),
-    (moe_env(layer_allowlist="1,2"), "batched", False),
-    (moe_env(layer_allowlist="0"), "batched", True),
-    (moe_env(w2_chunk_tokens="6144"), "w2_chunk_tokens", 6144),
-    (moe_env(compact_metadata="0"), "compact_metadata", False),
-    (moe_env(max_batched_tokens="4"), "token_cap", 4),
-])
+@pytest.mark.parametrize(
+    ("env", "flag", "value"),
+    [
+        (moe_env(qpn_m1="1"), "qpn_m1", True),
+        (moe_env(active_grouped_decode="0"), "grouped_decode", False),
+        (moe_env(legacy_compact="0"), "w13_interleaved", False),
+        (moe_env(batched="0"), "legacy_lane", False),
+        (moe_env(batched="0"), "indexed_prefill", False),
+        (moe_env(layer_denylist="0-3"), "batched", False),
+        (moe_env(layer_allowlist="1,2"), "batched", False),
+        (moe_env(layer_allowlist="0"), "batched", True),
+        (moe_env(w2_chunk_tokens="6144"), "w2_chunk_tokens", 6144),
+        (moe_env(compact_metadata="0"), "compact_metadata", False),
+        (moe_env(max_batched_tokens="4"), "token_cap", 4),
+    ],
+)
 def test_each_switch_reaches_the_decision(env, flag, value):
     assert decide(env=env).decision.flags[flag] == value
 
 
-@pytest.mark.parametrize(("env", "removed", "code"), [
-    (moe_env(qpn_m1="1"), ("awq_moe_qpn_m1_sm70_out",), "qpn_m1_native_missing"),
-    (moe_env(qpn_m1="1"), ("awq_moe_single_token_sm70_out",), "qpn_m1_contract"),
-    (moe_env(qpn_m1="1", legacy_compact="0"), (), "qpn_m1_contract"),
-    (moe_env(qpn_m1="1", batched="0"), (), "qpn_m1_contract"),
-    (moe_env(compact_metadata="1"), ("awq_sm70_prepare_compact",),
-     "compact_metadata_native_missing"),
-    (moe_env(indexed_prefill="1"), ("awq_moe_indexed_dense_w13_sm70_out",),
-     "indexed_prefill_native_missing"),
-    (moe_env(w2_chunk_tokens="4096"), ("awq_moe_chunked_w2_sm70_out",),
-     "chunked_w2_native_missing"),
-])
+@pytest.mark.parametrize(
+    ("env", "removed", "code"),
+    [
+        (moe_env(qpn_m1="1"), ("awq_moe_qpn_m1_sm70_out",), "qpn_m1_native_missing"),
+        (moe_env(qpn_m1="1"), ("awq_moe_single_token_sm70_out",), "qpn_m1_contract"),
+        (moe_env(qpn_m1="1", legacy_compact="0"), (), "qpn_m1_contract"),
+        (moe_env(qpn_m1="1", batched="0"), (), "qpn_m1_contract"),
+        (
+            moe_env(compact_metadata="1"),
+            ("awq_sm70_prepare_compact",),
+            "compact_metadata_native_missing",
+        ),
+        (
+            moe_env(indexed_prefill="1"),
+            ("awq_moe_indexed_dense_w13_sm70_out",),
+            "indexed_prefill_native_missing",
+        ),
+        (
+            moe_env(w2_chunk_tokens="4096"),
+            ("awq_moe_chunked_w2_sm70_out",),
+            "chunked_w2_native_missing",
+        ),
+    ],
+)
 def test_explicit_requests_that_cannot_be_served_fail_the_load(env, removed, code):
     with pytest.raises(SelectionError) as info:
         decide(env=env, removed=removed)
@@ -272,8 +366,11 @@ def test_explicit_requests_that_cannot_be_served_fail_the_load(env, removed, cod
 
 
 def test_explicit_qpn_m1_outside_the_contract():
-    for spec, tp in ((QWEN38, 2), ({**QWEN38, "experts": 256}, 4), ({**QWEN38, "group": 64,
-                                                                      "intermediate": 1024}, 4)):
+    for spec, tp in (
+        (QWEN38, 2),
+        ({**QWEN38, "experts": 256}, 4),
+        ({**QWEN38, "group": 64, "intermediate": 1024}, 4),
+    ):
         with pytest.raises(SelectionError, match="requires native-g32 TP4 E512 C1"):
             decide(spec, env=moe_env(qpn_m1="1"), tp=tp)
 
@@ -284,15 +381,20 @@ def test_typed_requests_are_named_by_their_config_path():
     assert info.value.message.startswith("kernel_config.sm70_awq_moe.compact_metadata=True")
 
 
-@pytest.mark.parametrize(("removed", "field_key", "reason"), [
-    (("awq_sm70_prepare_compact",), "sm70_awq_moe.compact_metadata", "no compact prepare op"),
-    (("moe_permute_metadata_with_scratch",), "sm70_awq_moe.indexed_prefill",
-     "missing native indexed prefill operators"),
-])
+@pytest.mark.parametrize(
+    ("removed", "field_key", "reason"),
+    [
+        (("awq_sm70_prepare_compact",), "sm70_awq_moe.compact_metadata", "no compact prepare op"),
+        (
+            ("moe_permute_metadata_with_scratch",),
+            "sm70_awq_moe.indexed_prefill",
+            "missing native indexed prefill operators",
+        ),
+    ],
+)
 def test_defaults_that_cannot_be_served_are_fallbacks(removed, field_key, reason):
     d = decide(removed=removed).decision
-    assert [(f.field, f.requested, f.effective) for f in d.fallbacks] == [
-        (field_key, True, False)]
+    assert [(f.field, f.requested, f.effective) for f in d.fallbacks] == [(field_key, True, False)]
     assert d.fallbacks[0].reason.startswith(reason)
 
 
@@ -301,22 +403,32 @@ def test_non_contract_layers_keep_the_4_byte_layout_through_the_fallback():
         d = decide(spec, tp=tp).decision
         assert d.kernel == TURBOMIND and d.layout == "4-byte"
         assert [(f.field, f.reason) for f in d.fallbacks] == [
-            ("sm70_awq_moe.compact_metadata", "unsupported layer shape")]
+            ("sm70_awq_moe.compact_metadata", "unsupported layer shape")
+        ]
         assert not d.flags["grouped_decode"] and not d.flags["indexed_prefill"]
     # Explicit grouped/indexed/chunk requests are silently off there.
-    d = decide(QWEN3_30B, env=moe_env(indexed_prefill="1", active_grouped_decode="1",
-                                      w2_chunk_tokens="4096"), tp=2).decision
-    assert (d.flags["indexed_prefill"], d.flags["grouped_decode"],
-            d.flags["w2_chunk_tokens"]) == (False, False, 0)
+    d = decide(
+        QWEN3_30B,
+        env=moe_env(indexed_prefill="1", active_grouped_decode="1", w2_chunk_tokens="4096"),
+        tp=2,
+    ).decision
+    assert (d.flags["indexed_prefill"], d.flags["grouped_decode"], d.flags["w2_chunk_tokens"]) == (
+        False,
+        False,
+        0,
+    )
 
 
-@pytest.mark.parametrize(("env", "capability", "code", "fallback"), [
-    (moe_env(disable="1"), 70, "moe_disabled", False),
-    ({var("sm70_turbomind.quant_backend"): "marlin"}, 70, "backend_override", False),
-    ({var("sm70_turbomind.awq_moe"): "0"}, 70, "turbomind_off", False),
-    ({}, 75, "capability", True),
-    ({}, 80, "capability", True),
-])
+@pytest.mark.parametrize(
+    ("env", "capability", "code", "fallback"),
+    [
+        (moe_env(disable="1"), 70, "moe_disabled", False),
+        ({var("sm70_turbomind.quant_backend"): "marlin"}, 70, "backend_override", False),
+        ({var("sm70_turbomind.awq_moe"): "0"}, 70, "turbomind_off", False),
+        ({}, 75, "capability", True),
+        ({}, 80, "capability", True),
+    ],
+)
 def test_moe_wna16_outside_the_family(env, capability, code, fallback):
     d = decide(env=env, capability=capability).decision
     assert d.kernel == MOE_WNA16
@@ -344,14 +456,17 @@ def test_a_checkpoint_that_cannot_split_is_an_error():
     assert "local W2 K 192 is not a multiple of group 128" in info.value.message
 
 
-@pytest.mark.parametrize(("changes", "code"), [({"group": 256, "intermediate": 1024}, "group_size"),
-                                               ({"bits": 8}, "weight_bits")])
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [({"group": 256, "intermediate": 1024}, "group_size"), ({"bits": 8}, "weight_bits")],
+)
 def test_layers_turbomind_cannot_load_go_to_moe_wna16(changes, code):
     d = decide({**QWEN38, **changes}).decision
     assert d.kernel == MOE_WNA16 and d.selection.verdicts[0].code == code
 
 
 # --- preparation ----------------------------------------------------------------------------
+
 
 def load(env=None, spec=QWEN38, tp=4, removed=()):
     ns_ = recorder(*removed)
@@ -362,10 +477,14 @@ def load(env=None, spec=QWEN38, tp=4, removed=()):
 def test_every_expert_of_both_banks_is_prepared_once_per_bank():
     prepared, ns_ = load()
     assert ns_.calls == [
-        {"op": "awq_sm70_prepare_compact",
-         "plan": {"group": 32, "gated": True, "k": 2560, "n": 320, "experts": 512}},
-        {"op": "awq_sm70_prepare_compact",
-         "plan": {"group": 32, "gated": False, "k": 160, "n": 2560, "experts": 512}},
+        {
+            "op": "awq_sm70_prepare_compact",
+            "plan": {"group": 32, "gated": True, "k": 2560, "n": 320, "experts": 512},
+        },
+        {
+            "op": "awq_sm70_prepare_compact",
+            "plan": {"group": 32, "gated": False, "k": 160, "n": 2560, "experts": 512},
+        },
     ]
     shapes = {name: (tuple(t.shape), str(t.dtype)) for name, t in prepared.resident.items()}
     assert shapes == {
@@ -376,8 +495,9 @@ def test_every_expert_of_both_banks_is_prepared_once_per_bank():
     }
 
 
-@pytest.mark.parametrize(("env", "metadata"), [({}, 58_982_400),
-                                               (moe_env(compact_metadata="0"), 78_643_200)])
+@pytest.mark.parametrize(
+    ("env", "metadata"), [({}, 58_982_400), (moe_env(compact_metadata="0"), 78_643_200)]
+)
 def test_qwen38_tp4_bytes(env, metadata):
     prepared, _ = load(env)
     size = bank_bytes(prepared)
@@ -406,9 +526,11 @@ def test_moe_wna16_prepares_nothing_and_selection_only_prepares_nothing():
 
 
 def meta_inputs(m: int, top_k: int = 10):
-    return (torch.empty((m, 2560), dtype=torch.float16, device="meta"),
-            torch.empty((m, top_k), dtype=torch.int32, device="meta"),
-            torch.empty((m, top_k), dtype=torch.float32, device="meta"))
+    return (
+        torch.empty((m, 2560), dtype=torch.float16, device="meta"),
+        torch.empty((m, top_k), dtype=torch.int32, device="meta"),
+        torch.empty((m, top_k), dtype=torch.float32, device="meta"),
+    )
 
 
 def dispatched(prepared, ns_, m: int) -> list[dict]:
@@ -421,16 +543,35 @@ def dispatched(prepared, ns_, m: int) -> list[dict]:
 def test_apply_dispatches_what_the_selector_chose_with_plans():
     prepared, ns_ = load()
     assert dispatched(prepared, ns_, 0) == []
-    assert dispatched(prepared, ns_, 1) == [{"op": "awq_moe_single_token_sm70_out", "plan": {
-        "m": 1, "routed_slots": 10, "group": 32, "metadata": "3-byte"}}]
+    assert dispatched(prepared, ns_, 1) == [
+        {
+            "op": "awq_moe_single_token_sm70_out",
+            "plan": {"m": 1, "routed_slots": 10, "group": 32, "metadata": "3-byte"},
+        }
+    ]
     calls = dispatched(prepared, ns_, 128)
     assert [c["op"] for c in calls] == [
-        "moe_permute_metadata_with_scratch", "awq_moe_indexed_dense_w13_sm70_out",
-        "awq_moe_gemm_sm70_per_expert_dispatch_out", "moe_unpermute"]
-    assert calls[1]["plan"] == {"m": 128, "routed_slots": 1280, "group": 32, "k": 2560,
-                                "n": 320, "metadata": "3-byte"}
-    assert calls[2]["plan"] == {"m": 128, "routed_slots": 1280, "group": 32, "k": 160,
-                                "n": 2560, "metadata": "3-byte"}
+        "moe_permute_metadata_with_scratch",
+        "awq_moe_indexed_dense_w13_sm70_out",
+        "awq_moe_gemm_sm70_per_expert_dispatch_out",
+        "moe_unpermute",
+    ]
+    assert calls[1]["plan"] == {
+        "m": 128,
+        "routed_slots": 1280,
+        "group": 32,
+        "k": 2560,
+        "n": 320,
+        "metadata": "3-byte",
+    }
+    assert calls[2]["plan"] == {
+        "m": 128,
+        "routed_slots": 1280,
+        "group": 32,
+        "k": 160,
+        "n": 2560,
+        "metadata": "3-byte",
+    }
     for m in (2, 8, 9, 127, 4096):
         choice = prepared.state["route"](*meta_inputs(m))
         ops = [c["op"] for c in dispatched(prepared, ns_, m)]
@@ -439,12 +580,25 @@ def test_apply_dispatches_what_the_selector_chose_with_plans():
 
 def test_qpn_m1_dispatch_and_chunked_w2_plans():
     prepared, ns_ = load(moe_env(qpn_m1="1", compact_metadata="0", w2_chunk_tokens="6144"))
-    assert dispatched(prepared, ns_, 1) == [{"op": "awq_moe_qpn_m1_sm70_out", "plan": {
-        "m": 1, "routed_slots": 10, "metadata": "4-byte"}}]
+    assert dispatched(prepared, ns_, 1) == [
+        {
+            "op": "awq_moe_qpn_m1_sm70_out",
+            "plan": {"m": 1, "routed_slots": 10, "metadata": "4-byte"},
+        }
+    ]
     calls = dispatched(prepared, ns_, 8192)
-    assert calls[-1] == {"op": "awq_moe_chunked_w2_sm70_out", "plan": {
-        "m": 8192, "routed_slots": 81920, "group": 32, "k": 160, "n": 2560,
-        "chunk_tokens": 6144, "metadata": "4-byte"}}
+    assert calls[-1] == {
+        "op": "awq_moe_chunked_w2_sm70_out",
+        "plan": {
+            "m": 8192,
+            "routed_slots": 81920,
+            "group": 32,
+            "k": 160,
+            "n": 2560,
+            "chunk_tokens": 6144,
+            "metadata": "4-byte",
+        },
+    }
 
 
 def test_apply_needs_the_router_outputs():
@@ -476,20 +630,23 @@ def test_real_tensors_are_prepared_into_real_banks():
         qweight, qzeros, scales = layer.checkpoint_shapes(name)
         e = layer.num_experts
         return ExpertBank.from_stacked(
-            torch.randint(-2**31, 2**31 - 1, (e, *qweight), dtype=torch.int32, generator=gen),
-            torch.randint(-2**31, 2**31 - 1, (e, *qzeros), dtype=torch.int32, generator=gen),
-            (torch.rand((e, *scales), generator=gen) * 0.01).half())
+            torch.randint(-(2**31), 2**31 - 1, (e, *qweight), dtype=torch.int32, generator=gen),
+            torch.randint(-(2**31), 2**31 - 1, (e, *qzeros), dtype=torch.int32, generator=gen),
+            (torch.rand((e, *scales), generator=gen) * 0.01).half(),
+        )
 
     checkpoint = MoeCheckpoint(bank("w13"), bank("w2"))
     namespace = InMemoryNamespace(ALL_OPS, impls={"awq_sm70_prepare": prepare})
-    prepared = load_awq_moe(spec, resolve(tp=1), Hardware(70), EngineConfig(tp=1), namespace,
-                            tensors=checkpoint)
+    prepared = load_awq_moe(
+        spec, resolve(tp=1), Hardware(70), EngineConfig(tp=1), namespace, tensors=checkpoint
+    )
     assert prepared.decision.layout == "4-byte"
     for name, interleave in (("w13", True), ("w2", False)):
         source = checkpoint.bank(name)
         for e in range(3):
-            words, meta = prepare(source.qweight[e], source.scales[e], source.qzeros[e], 32,
-                                  interleave)
+            words, meta = prepare(
+                source.qweight[e], source.scales[e], source.qzeros[e], 32, interleave
+            )
             assert torch.equal(prepared.resident[f"{name}_weights"][e], words)
             assert torch.equal(prepared.resident[f"{name}_metadata"][e], meta)
 
@@ -511,21 +668,23 @@ def test_a_shared_checkpoint_runs_the_prepare_op_once_per_expert():
 
     def bank(name: str) -> ExpertBank:
         qweight, qzeros, scales = layer.checkpoint_shapes(name)
-        one = (torch.randint(-2**31, 2**31 - 1, qweight, dtype=torch.int32, generator=gen),
-               torch.randint(-2**31, 2**31 - 1, qzeros, dtype=torch.int32, generator=gen),
-               (torch.rand(scales, generator=gen) * 0.01).half())
+        one = (
+            torch.randint(-(2**31), 2**31 - 1, qweight, dtype=torch.int32, generator=gen),
+            torch.randint(-(2**31), 2**31 - 1, qzeros, dtype=torch.int32, generator=gen),
+            (torch.rand(scales, generator=gen) * 0.01).half(),
+        )
         return ExpertBank.repeated(*one, 3)
 
     checkpoint = MoeCheckpoint(bank("w13"), bank("w2"))
     assert checkpoint.w13.shared() is not None
     namespace = InMemoryNamespace(ALL_OPS, impls={"awq_sm70_prepare": counted})
-    prepared = load_awq_moe(spec, resolve(tp=1), Hardware(70), EngineConfig(tp=1), namespace,
-                            tensors=checkpoint)
+    prepared = load_awq_moe(
+        spec, resolve(tp=1), Hardware(70), EngineConfig(tp=1), namespace, tensors=checkpoint
+    )
     assert len(runs) == 6  # 3 experts x 2 banks
     for name, interleave in (("w13", True), ("w2", False)):
         source = checkpoint.bank(name)
-        words, meta = prepare(source.qweight[0], source.scales[0], source.qzeros[0], 32,
-                              interleave)
+        words, meta = prepare(source.qweight[0], source.scales[0], source.qzeros[0], 32, interleave)
         for e in range(3):
             assert torch.equal(prepared.resident[f"{name}_weights"][e], words)
             assert torch.equal(prepared.resident[f"{name}_metadata"][e], meta)
@@ -540,17 +699,19 @@ def test_distinct_meta_tensors_per_expert_record_what_a_shared_checkpoint_record
     for name in BANKS:
         shapes = layer.checkpoint_shapes(name)
         dtypes = (torch.int32, torch.int32, torch.float16)
-        fields = [tuple(torch.empty(shape, dtype=dtype, device="meta")
-                        for _ in range(layer.num_experts))
-                  for shape, dtype in zip(shapes, dtypes, strict=True)]
+        fields = [
+            tuple(torch.empty(shape, dtype=dtype, device="meta") for _ in range(layer.num_experts))
+            for shape, dtype in zip(shapes, dtypes, strict=True)
+        ]
         banks.append(ExpertBank(*fields))
     distinct = MoeCheckpoint(*banks)
     assert distinct.w13.shared() is None and meta_checkpoint(layer).w13.shared() is not None
     recorded = []
     for tensors in (distinct, None):
         namespace = recorder()
-        load_awq_moe(QWEN38, resolve(), Hardware(70), EngineConfig(tp=4), namespace,
-                     tensors=tensors)
+        load_awq_moe(
+            QWEN38, resolve(), Hardware(70), EngineConfig(tp=4), namespace, tensors=tensors
+        )
         recorded.append(namespace.calls)
     assert recorded[0] == recorded[1]
     assert [c["plan"]["experts"] for c in recorded[0]] == [512, 512]

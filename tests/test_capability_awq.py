@@ -22,8 +22,7 @@ DOWN = "model.layers.0.mlp.down_proj"
 GATE_UP = "model.layers.0.mlp.gate_up_proj"
 
 
-def layer(k: int = 2560, n: int = 3584, group: int = 32, prefix: str = QKV,
-          **changes) -> AwqLayer:
+def layer(k: int = 2560, n: int = 3584, group: int = 32, prefix: str = QKV, **changes) -> AwqLayer:
     return dataclasses.replace(AwqLayer.of(prefix, k, n, group), **changes)
 
 
@@ -32,8 +31,9 @@ def code(kernel, spec, ns=FULL) -> str | None:
     return None if ok else reason.code
 
 
-@pytest.mark.parametrize("capability, ok", [(61, False), (70, True), (72, True), (75, True),
-                                            (80, True)])
+@pytest.mark.parametrize(
+    "capability, ok", [(61, False), (70, True), (72, True), (75, True), (80, True)]
+)
 def test_both_kernels_need_capability_70_or_newer(capability, ok):
     for kernel in (TM, TRITON):
         result, reason = kernel.is_supported(capability)
@@ -58,11 +58,18 @@ def test_unsupported_groups(group):
         assert reason.message == f"requires group_size 32/64/128 (group_size={group})"
 
 
-@pytest.mark.parametrize("changes", [
-    dict(qweight_dtype="int8"), dict(qzeros_dtype="uint8"), dict(scales_dtype="float32"),
-    dict(qweight_shape=(2560, 448, 1)), dict(input_size=2048), dict(output_size=3600),
-    dict(qzeros_shape=(80, 400)),
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(qweight_dtype="int8"),
+        dict(qzeros_dtype="uint8"),
+        dict(scales_dtype="float32"),
+        dict(qweight_shape=(2560, 448, 1)),
+        dict(input_size=2048),
+        dict(output_size=3600),
+        dict(qzeros_shape=(80, 400)),
+    ],
+)
 def test_awq_gemm_packing_is_required(changes):
     for kernel in (TM, TRITON):
         ok, reason = kernel.can_implement(layer(**changes), FULL)
@@ -75,18 +82,27 @@ def test_turbomind_only_rules():
     assert code(TM, layer(weight_type="int4")) == "not_asymmetric_uint4"
     assert code(TM, layer(has_zero_points=False)) == "not_asymmetric_uint4"
     assert code(TM, layer(act_dtype="bfloat16")) == "activation_not_fp16"
-    assert "requires float16 activations" in TM.can_implement(
-        layer(act_dtype="bfloat16"), FULL)[1].message
+    assert (
+        "requires float16 activations"
+        in TM.can_implement(layer(act_dtype="bfloat16"), FULL)[1].message
+    )
     # Triton has its own numerics: none of these are its rules.
     for changes in (dict(weight_type="int4"), dict(act_dtype="bfloat16")):
         assert code(TRITON, layer(**changes)) is None
 
 
-@pytest.mark.parametrize("k, n, group, expected", [
-    (2560, 3584, 64, None), (2592, 3584, 64, "k_not_multiple_of_group"),
-    (2560 + 32, 3584, 32, None), (2560, 3592, 32, None), (2560, 3588, 32, "n_not_multiple_of_8"),
-    (0, 3584, 32, "k_not_positive"), (2560, 0, 32, "n_not_positive"),
-])
+@pytest.mark.parametrize(
+    "k, n, group, expected",
+    [
+        (2560, 3584, 64, None),
+        (2592, 3584, 64, "k_not_multiple_of_group"),
+        (2560 + 32, 3584, 32, None),
+        (2560, 3592, 32, None),
+        (2560, 3588, 32, "n_not_multiple_of_8"),
+        (0, 3584, 32, "k_not_positive"),
+        (2560, 0, 32, "n_not_positive"),
+    ],
+)
 def test_k_n_group_boundaries(k, n, group, expected):
     assert code(TM, layer(k, n, group)) == expected
     assert code(TRITON, layer(k, n, group)) == expected
@@ -94,8 +110,10 @@ def test_k_n_group_boundaries(k, n, group, expected):
 
 def test_k_n_reasons_carry_values_and_packing_must_hold():
     msg = TM.can_implement(layer(2592, 3584, 64), FULL)[1].message
-    assert msg == ("requires positive K/N, complete groups and uint4 packing: "
-                   "K % group != 0 (K=2592, group=64)")
+    assert msg == (
+        "requires positive K/N, complete groups and uint4 packing: "
+        "K % group != 0 (K=2592, group=64)"
+    )
     assert code(TM, layer(scales_shape=(81, 3584), qzeros_shape=(81, 448))) == "packing_mismatch"
 
 
@@ -111,8 +129,7 @@ def test_g_idx_and_missing_prepare_op():
 def test_checks_run_in_contract_order():
     everything = layer(2592, 3588, 16, weight_type="int4", act_dtype="bfloat16", has_g_idx=True)
     assert code(TM, everything, FULL.without(awq.PREPARE_OP)) == "not_asymmetric_uint4"
-    assert code(TM, dataclasses.replace(everything, weight_type="uint4")) == \
-        "activation_not_fp16"
+    assert code(TM, dataclasses.replace(everything, weight_type="uint4")) == "activation_not_fp16"
     fp16 = dataclasses.replace(everything, weight_type="uint4", act_dtype="float16")
     assert code(TM, fp16) == "unsupported_group_size"
     assert code(TM, dataclasses.replace(fp16, group_size=64)) == "k_not_multiple_of_group"
@@ -132,15 +149,18 @@ def test_exact_dense_for_a_qualified_group_128_layer():
     assert result.workspace_elements == awq.EXACT_DENSE_MIN_WORKSPACE == 44_564_480
 
 
-@pytest.mark.parametrize("spec, options, code_", [
-    (layer(2560, 2560, 128, DOWN), dict(prefill_exact_dense=False), "exact_dense_disabled"),
-    (layer(2560, 2560, 64, DOWN), {}, "exact_dense_group"),
-    (layer(2560, 2560, 128, DOWN), dict(exact_dense_role=False), "exact_dense_role"),
-    (layer(2560, 2560, 128, DOWN, qweight_shape=(2560, 320, 1)), {}, "exact_dense_rank"),
-    (layer(2560 + 64, 2560, 128, DOWN), {}, "exact_dense_k"),
-    (layer(2560, 2560 + 8, 128, DOWN), {}, "exact_dense_n"),
-    (layer(2560, 2560, 128, GATE_UP), dict(fused_silu=True), "exact_dense_gated"),
-])
+@pytest.mark.parametrize(
+    "spec, options, code_",
+    [
+        (layer(2560, 2560, 128, DOWN), dict(prefill_exact_dense=False), "exact_dense_disabled"),
+        (layer(2560, 2560, 64, DOWN), {}, "exact_dense_group"),
+        (layer(2560, 2560, 128, DOWN), dict(exact_dense_role=False), "exact_dense_role"),
+        (layer(2560, 2560, 128, DOWN, qweight_shape=(2560, 320, 1)), {}, "exact_dense_rank"),
+        (layer(2560 + 64, 2560, 128, DOWN), {}, "exact_dense_k"),
+        (layer(2560, 2560 + 8, 128, DOWN), {}, "exact_dense_n"),
+        (layer(2560, 2560, 128, GATE_UP), dict(fused_silu=True), "exact_dense_gated"),
+    ],
+)
 def test_each_exact_dense_condition(spec, options, code_):
     result = plan(spec, **options)
     assert not result.exact_dense and result.exact_dense_reason.code == code_
@@ -154,17 +174,23 @@ def test_missing_dequantize_op_and_workspace_are_refusals():
     assert plan(spec, workspace=44_564_480).exact_dense
     short = plan(spec, workspace=44_564_479)
     assert short.exact_dense_refused and not short.exact_dense
-    assert short.exact_dense_reason.message == ("insufficient exact-dense workspace (need "
-                                                "44564480 FP16 elements, have 44564479)")
+    assert short.exact_dense_reason.message == (
+        "insufficient exact-dense workspace (need 44564480 FP16 elements, have 44564479)"
+    )
     big = layer(8192, 8192, 128, DOWN)
     assert awq.exact_dense_workspace_elements(big) == 8192 * 8192
     assert not plan(big, workspace=8192 * 8192 - 1).exact_dense
 
 
-@pytest.mark.parametrize("tp, fused, role, gated, call", [
-    (2, True, GATE_UP, True, True), (4, True, GATE_UP, True, False),
-    (2, False, GATE_UP, False, False), (2, True, DOWN, False, False),
-])
+@pytest.mark.parametrize(
+    "tp, fused, role, gated, call",
+    [
+        (2, True, GATE_UP, True, True),
+        (4, True, GATE_UP, True, False),
+        (2, False, GATE_UP, False, False),
+        (2, True, DOWN, False, False),
+    ],
+)
 def test_fused_silu_prepares_gated_and_calls_gated_only_at_tp2(tp, fused, role, gated, call):
     result = plan(layer(2560, 2560, 128, role), fused_silu=fused, tp=tp)
     assert (result.gated, result.fused_gated_call) == (gated, call)
@@ -187,15 +213,22 @@ def prepared(spec: AwqLayer, ns: RecordingNamespace, **options):
 def test_plain_route_prepares_once_and_gemms_every_m():
     ns = RecordingNamespace(CATALOGUE)
     result = prepared(layer(), ns)
-    assert ns.calls == [{"op": awq.PREPARE_OP,
-                         "plan": {"group": 32, "gated": False, "k": 2560, "n": 3584,
-                                  "experts": 1}}]
+    assert ns.calls == [
+        {
+            "op": awq.PREPARE_OP,
+            "plan": {"group": 32, "gated": False, "k": 2560, "n": 3584, "experts": 1},
+        }
+    ]
     mark = ns.mark()
     for m in TOKENS:
         assert tuple(result.apply(fp16(m)).shape) == (m, 3584)
     assert ns.since(mark) == [
-        {"op": awq.AWQ_GEMM_OP, "plan": {"m": m, "group": 32, "k_ld": 2560, "q_ld": 2560,
-                                         "gated": False}} for m in TOKENS]
+        {
+            "op": awq.AWQ_GEMM_OP,
+            "plan": {"m": m, "group": 32, "k_ld": 2560, "q_ld": 2560, "gated": False},
+        }
+        for m in TOKENS
+    ]
     assert result.resident["awq_words"].shape == (2560, 448)
     assert result.resident["awq_metadata"].shape == (80, 3584)
     assert result.apply_gated is None and result.scratch == {}
@@ -209,8 +242,10 @@ def test_exact_dense_runs_at_exactly_4096_tokens():
         assert tuple(result.apply(fp16(m)).shape) == (m, 2560)
     ops = [c["op"] for c in ns.since(mark)]
     assert ops == [awq.AWQ_GEMM_OP, awq.AWQ_DEQUANTIZE_OP, awq.TORCH_MM_OP, awq.AWQ_GEMM_OP]
-    assert ns.since(mark)[1:3] == [{"op": awq.AWQ_DEQUANTIZE_OP, "plan": {"group": 128}},
-                                   {"op": awq.TORCH_MM_OP, "plan": {"m": 4096}}]
+    assert ns.since(mark)[1:3] == [
+        {"op": awq.AWQ_DEQUANTIZE_OP, "plan": {"group": 128}},
+        {"op": awq.TORCH_MM_OP, "plan": {"m": 4096}},
+    ]
     assert result.scratch == {"exact_dense_workspace": 44_564_480 * 2}
 
 

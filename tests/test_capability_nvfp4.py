@@ -35,8 +35,9 @@ def fp16(m: int, k: int) -> torch.Tensor:
 # --- capability -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("capability, ok", [(70, True), (72, True), (75, False), (80, False),
-                                            (61, False)])
+@pytest.mark.parametrize(
+    "capability, ok", [(70, True), (72, True), (75, False), (80, False), (61, False)]
+)
 def test_turbomind_capability_is_volta_only(capability, ok):
     for kernel in (TM, QPN2, QPN4):
         result, reason = kernel.is_supported(capability)
@@ -98,14 +99,18 @@ def test_qpn2_gated_layers_need_n_multiple_of_64(n, ok):
 def test_qpn2_checks_run_in_contract_order():
     # rank before K; K before local dimensions; local dimensions before gated; gated before ops
     bad_everything = layer(5000, 4128, GATE_UP, input_size=1)
-    assert QPN2.can_implement(dataclasses.replace(bad_everything, weight_shape=(1,)),
-                              FULL)[1].code == "packed_weight_rank"
+    assert (
+        QPN2.can_implement(dataclasses.replace(bad_everything, weight_shape=(1,)), FULL)[1].code
+        == "packed_weight_rank"
+    )
     assert QPN2.can_implement(bad_everything, FULL)[1].code == "k_not_multiple_of_128"
     bad_dims = layer(5120, 4128, GATE_UP, input_size=1)
     assert QPN2.can_implement(bad_dims, FULL)[1].code == "local_dims_mismatch"
     gated = layer(5120, 4128, GATE_UP)
-    assert QPN2.can_implement(gated, FULL.without(nv.QPN2_GEMM_OP))[1].code == \
-        "gated_n_not_multiple_of_64"
+    assert (
+        QPN2.can_implement(gated, FULL.without(nv.QPN2_GEMM_OP))[1].code
+        == "gated_n_not_multiple_of_64"
+    )
 
 
 @pytest.mark.parametrize("op", nv.QPN2_REQUIRED_OPS)
@@ -118,11 +123,14 @@ def test_qpn2_reports_each_missing_operator(op):
 
 def test_missing_operators_are_listed_in_required_order():
     ns = FULL.without(*nv.QPN2_REQUIRED_OPS)
-    assert QPN2.can_implement(layer(), ns)[1].message == \
-        "missing native QPN2 operators: [" + ", ".join(nv.QPN2_REQUIRED_OPS) + "]"
+    assert (
+        QPN2.can_implement(layer(), ns)[1].message
+        == "missing native QPN2 operators: [" + ", ".join(nv.QPN2_REQUIRED_OPS) + "]"
+    )
     # Optional QPN2 ops (shared, prefill, compact) are preparation choices, not capability.
-    optional = FULL.without(*nv.QPN2_SHARED_OPS, nv.QPN2_PREFILL_DISPATCH_OP,
-                            nv.QPN2_COMPACT_GEMM_OP)
+    optional = FULL.without(
+        *nv.QPN2_SHARED_OPS, nv.QPN2_PREFILL_DISPATCH_OP, nv.QPN2_COMPACT_GEMM_OP
+    )
     assert QPN2.can_implement(layer(), optional) == (True, None)
 
 
@@ -180,10 +188,16 @@ def test_tabled_shapes_use_their_measured_configuration(key, expected):
     assert nv.qpn2_tuning(*key) == expected
 
 
-@pytest.mark.parametrize("k, n, gated, split_k", [
-    (5120, 1024, False, 16), (5120, 1024, True, 8), (384, 1024, False, 8),
-    (256, 32, False, 16), (4352, 5120, True, 8),
-])
+@pytest.mark.parametrize(
+    "k, n, gated, split_k",
+    [
+        (5120, 1024, False, 16),
+        (5120, 1024, True, 8),
+        (384, 1024, False, 8),
+        (256, 32, False, 16),
+        (4352, 5120, True, 8),
+    ],
+)
 def test_untabled_shapes_use_the_rule(k, n, gated, split_k):
     assert (k, n, gated) not in QPN2_TUNING
     assert nv.qpn2_tuning(k, n, gated) == (split_k, 2)
@@ -212,8 +226,10 @@ def test_shared_weight_compact_scales_and_batch_prescale_rules(shared_native, re
 def test_missing_shared_ops_fall_back_to_separate_codes_with_a_reason():
     result = plan(ns=FULL.without(nv.QPN2_TM_DISPATCH_OP))
     assert not result.shared_weight and not result.compact_scales
-    assert dict(result.refusals)["shared_weight"].message == \
-        f"missing native shared QPN2 operators: [{nv.QPN2_TM_DISPATCH_OP}]"
+    assert (
+        dict(result.refusals)["shared_weight"].message
+        == f"missing native shared QPN2 operators: [{nv.QPN2_TM_DISPATCH_OP}]"
+    )
     assert result.entry == nv.QPN2_PREFILL_DISPATCH_OP
 
 
@@ -223,26 +239,44 @@ def test_shared_weight_off_by_policy_is_not_a_refusal():
     assert result.compact_reason.code == "compact_needs_shared_weight"
 
 
-@pytest.mark.parametrize("options, ns, code, refused", [
-    (nv.Qpn2Options(batch_layouts=True), FULL, "batch_layouts_supersede_compact", False),
-    (nv.Qpn2Options(shared_scales=False), FULL, "shared_scales_off", False),
-    (nv.Qpn2Options(), FULL.without(nv.QPN2_COMPACT_GEMM_OP), "missing_native_ops", True),
-    (nv.Qpn2Options(), FULL.without(nv.QPN2_COMPACT_VERSION_GETTER), "missing_native_ops",
-     True),
-    (nv.Qpn2Options(), InMemoryNamespace(CATALOGUE.ops, abi={nv.QPN2_COMPACT_VERSION_GETTER: 0}),
-     "compact_abi_revision", True),
-    (nv.Qpn2Options(qualified=False), FULL, "workload_unqualified", False),
-])
+@pytest.mark.parametrize(
+    "options, ns, code, refused",
+    [
+        (nv.Qpn2Options(batch_layouts=True), FULL, "batch_layouts_supersede_compact", False),
+        (nv.Qpn2Options(shared_scales=False), FULL, "shared_scales_off", False),
+        (nv.Qpn2Options(), FULL.without(nv.QPN2_COMPACT_GEMM_OP), "missing_native_ops", True),
+        (
+            nv.Qpn2Options(),
+            FULL.without(nv.QPN2_COMPACT_VERSION_GETTER),
+            "missing_native_ops",
+            True,
+        ),
+        (
+            nv.Qpn2Options(),
+            InMemoryNamespace(CATALOGUE.ops, abi={nv.QPN2_COMPACT_VERSION_GETTER: 0}),
+            "compact_abi_revision",
+            True,
+        ),
+        (nv.Qpn2Options(qualified=False), FULL, "workload_unqualified", False),
+    ],
+)
 def test_each_compact_scale_condition(options, ns, code, refused):
     result = plan(options, ns)
     assert not result.compact_scales and result.compact_reason.code == code
     assert ("shared_scales" in dict(result.refusals)) is refused
 
 
-@pytest.mark.parametrize("prefill, shared, prefill_op, enabled", [
-    (True, True, True, True), (True, True, False, True), (True, False, True, True),
-    (True, False, False, False), (False, True, True, False), (False, False, True, False),
-])
+@pytest.mark.parametrize(
+    "prefill, shared, prefill_op, enabled",
+    [
+        (True, True, True, True),
+        (True, True, False, True),
+        (True, False, True, True),
+        (True, False, False, False),
+        (False, True, True, False),
+        (False, False, True, False),
+    ],
+)
 def test_prefill_enabled_rule(prefill, shared, prefill_op, enabled):
     ns = FULL if prefill_op else FULL.without(nv.QPN2_PREFILL_DISPATCH_OP)
     result = plan(nv.Qpn2Options(prefill=prefill, shared_weight=shared), ns)
@@ -250,12 +284,15 @@ def test_prefill_enabled_rule(prefill, shared, prefill_op, enabled):
     assert ("prefill" in dict(result.refusals)) is (prefill and not enabled)
 
 
-@pytest.mark.parametrize("shared, prefill, entry, min_m", [
-    (True, True, nv.QPN2_TM_DISPATCH_OP, 777),
-    (True, False, nv.QPN2_TM_DISPATCH_OP, 0),
-    (False, True, nv.QPN2_PREFILL_DISPATCH_OP, 777),
-    (False, False, nv.QPN2_DISPATCH_OP, 0),
-])
+@pytest.mark.parametrize(
+    "shared, prefill, entry, min_m",
+    [
+        (True, True, nv.QPN2_TM_DISPATCH_OP, 777),
+        (True, False, nv.QPN2_TM_DISPATCH_OP, 0),
+        (False, True, nv.QPN2_PREFILL_DISPATCH_OP, 777),
+        (False, False, nv.QPN2_DISPATCH_OP, 0),
+    ],
+)
 def test_dispatch_entry_and_prefill_min_m(shared, prefill, entry, min_m):
     result = plan(nv.Qpn2Options(shared_weight=shared, prefill=prefill, prefill_min_m=777))
     assert (result.entry, result.dispatch_prefill_min_m) == (entry, min_m)
@@ -270,8 +307,9 @@ def prepared_qpn2(options: nv.Qpn2Options, ns: RecordingNamespace, **layer_chang
     return spec, result, nv.prepare_qpn2(spec, spec.checkpoint_tensors(), ns, result)
 
 
-@pytest.mark.parametrize("shared, prefill", [(True, True), (True, False), (False, True),
-                                             (False, False)])
+@pytest.mark.parametrize(
+    "shared, prefill", [(True, True), (True, False), (False, True), (False, False)]
+)
 def test_qpn2_dispatch_records_the_entry_and_plan(shared, prefill):
     ns = RecordingNamespace(CATALOGUE)
     options = nv.Qpn2Options(shared_weight=shared, prefill=prefill, prefill_min_m=1024)
@@ -283,8 +321,15 @@ def test_qpn2_dispatch_records_the_entry_and_plan(shared, prefill):
     calls = ns.since(mark)
     assert [c["op"] for c in calls] == [result.entry] * 5
     assert [c["plan"] for c in calls] == [
-        {"m": m, "split_k": 16, "nacc": 2, "gated": False,
-         "prefill_min_m": result.dispatch_prefill_min_m} for m in (1, 8, 32, 64, 1024)]
+        {
+            "m": m,
+            "split_k": 16,
+            "nacc": 2,
+            "gated": False,
+            "prefill_min_m": result.dispatch_prefill_min_m,
+        }
+        for m in (1, 8, 32, 64, 1024)
+    ]
 
 
 def test_qpn2_gated_call_uses_the_gated_tuning_and_half_width():
@@ -321,8 +366,7 @@ def test_leading_dimensions_are_flattened_into_tokens():
 
 def test_separate_codes_count_a_second_copy_padding_included():
     shared = prepared_qpn2(nv.Qpn2Options(), RecordingNamespace(CATALOGUE))[2]
-    separate = prepared_qpn2(nv.Qpn2Options(shared_weight=False),
-                             RecordingNamespace(CATALOGUE))[2]
+    separate = prepared_qpn2(nv.Qpn2Options(shared_weight=False), RecordingNamespace(CATALOGUE))[2]
     padded_codes = 4128 * 5120 // 2
     assert "qpn2_codes" not in shared.resident
     assert separate.resident["qpn2_codes"].numel() == padded_codes
@@ -354,10 +398,14 @@ def test_qpn4_dispatch_passes_a_k_by_n_fp16_workspace():
     def record(**kwargs):
         seen.append(kwargs)
 
-    ns = InMemoryNamespace(CATALOGUE.ops, impls={
-        nv.QPN4_PREPARE_OP: CATALOGUE.op(nv.QPN4_PREPARE_OP).fake,
-        nv.QPN4_PREPARE_SCALE_CODE_OP: CATALOGUE.op(nv.QPN4_PREPARE_SCALE_CODE_OP).fake,
-        nv.QPN4_DISPATCH_OP: record})
+    ns = InMemoryNamespace(
+        CATALOGUE.ops,
+        impls={
+            nv.QPN4_PREPARE_OP: CATALOGUE.op(nv.QPN4_PREPARE_OP).fake,
+            nv.QPN4_PREPARE_SCALE_CODE_OP: CATALOGUE.op(nv.QPN4_PREPARE_SCALE_CODE_OP).fake,
+            nv.QPN4_DISPATCH_OP: record,
+        },
+    )
     spec = layer(4352, 5120, "model.layers.0.mlp.down_proj")
     prepared = nv.prepare_qpn4(spec, spec.checkpoint_tensors(), ns, nv.Qpn4Options())
     assert prepared.apply_gated is None

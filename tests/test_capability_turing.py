@@ -22,14 +22,16 @@ QKVZ = "model.layers.0.linear_attn.in_proj_qkvz"
 QKV = "model.layers.0.self_attn.qkv_proj"
 
 
-def nvfp4(k: int = 5120, n: int = 4120, options: tu.TuringQpn2Options | None = None,
-          **changes) -> tu.TuringNvfp4Request:
+def nvfp4(
+    k: int = 5120, n: int = 4120, options: tu.TuringQpn2Options | None = None, **changes
+) -> tu.TuringNvfp4Request:
     spec = dataclasses.replace(Nvfp4Layer.of(QKVZ, k, n), **changes)
     return tu.TuringNvfp4Request(spec, options or tu.TuringQpn2Options())
 
 
-def fp8(k: int = 5120, n: int = 3584, options: tu.TuringQpn8Options | None = None,
-        **changes) -> tu.TuringFp8Request:
+def fp8(
+    k: int = 5120, n: int = 3584, options: tu.TuringQpn8Options | None = None, **changes
+) -> tu.TuringFp8Request:
     spec = dataclasses.replace(Fp8Layer.of(QKV, k, n), **changes)
     return tu.TuringFp8Request(spec, options or tu.TuringQpn8Options())
 
@@ -46,8 +48,10 @@ def test_turing_kernels_need_exactly_sm75(capability, ok):
         assert result is ok
         if not ok:
             assert reason.code == "requires_sm75"
-            assert reason.message == ("requires Turing SM75; Volta retains its existing kernel, "
-                                      f"got capability {capability}")
+            assert reason.message == (
+                "requires Turing SM75; Volta retains its existing kernel, "
+                f"got capability {capability}"
+            )
 
 
 # --- TuringQpn2NvFp4LinearKernel --------------------------------------------------------
@@ -106,18 +110,24 @@ def test_qpn2_reason_messages_name_the_rule():
 @pytest.mark.parametrize("op", tu.TURING_QPN2_REQUIRED_OPS)
 def test_qpn2_missing_operators(op):
     ok, reason = QPN2.can_implement(nvfp4(), FULL.without(op))
-    assert (ok, reason.code, reason.message) == (False, "missing_native_ops",
-                                                 f"missing native operators: [{op}]")
+    assert (ok, reason.code, reason.message) == (
+        False,
+        "missing_native_ops",
+        f"missing native operators: [{op}]",
+    )
     # The SM70 dispatchers are not Turing requirements.
-    assert QPN2.can_implement(nvfp4(), InMemoryNamespace(tu.TURING_QPN2_REQUIRED_OPS)) == \
-        (True, None)
+    assert QPN2.can_implement(nvfp4(), InMemoryNamespace(tu.TURING_QPN2_REQUIRED_OPS)) == (
+        True,
+        None,
+    )
 
 
 # --- TuringQpn8Fp8LinearKernel ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("options", [tu.TuringQpn8Options(enabled=False),
-                                     tu.TuringQpn8Options(force_marlin=True)])
+@pytest.mark.parametrize(
+    "options", [tu.TuringQpn8Options(enabled=False), tu.TuringQpn8Options(force_marlin=True)]
+)
 def test_qpn8_policy_reason_comes_first(options):
     ok, reason = QPN8.can_implement(fp8(options=options, act_dtype="bfloat16"), FULL)
     assert (ok, reason.code) == (False, "qpn8_disabled")
@@ -125,11 +135,15 @@ def test_qpn8_policy_reason_comes_first(options):
 
 
 def test_qpn8_layer_rules_in_order():
-    assert code(QPN8, fp8(act_dtype="bfloat16", weight_scheme="static_128_block")) == \
-        "input_output_not_fp16"
+    assert (
+        code(QPN8, fp8(act_dtype="bfloat16", weight_scheme="static_128_block"))
+        == "input_output_not_fp16"
+    )
     assert code(QPN8, fp8(out_dtype="bfloat16")) == "input_output_not_fp16"
-    assert code(QPN8, fp8(weight_scheme="static_128_block", weight_shape=(1,))) == \
-        "not_static_per_tensor_e4m3"
+    assert (
+        code(QPN8, fp8(weight_scheme="static_128_block", weight_shape=(1,)))
+        == "not_static_per_tensor_e4m3"
+    )
     assert code(QPN8, fp8(weight_dtype="float8_e5m2")) == "not_static_per_tensor_e4m3"
     assert code(QPN8, fp8(weight_shape=(3584,))) == "weight_rank"
     assert code(QPN8, fp8(weight_shape=(0, 5000))) == "n_not_positive"
@@ -144,8 +158,9 @@ def test_qpn8_n_boundary(n, ok):
     ok_, reason = QPN8.can_implement(fp8(5120, n), FULL)
     assert ok_ is ok
     if not ok:
-        assert reason.message == ("requires positive N divisible by 32 and K divisible by 128: "
-                                  f"N % 32 != 0 (N={n})")
+        assert reason.message == (
+            f"requires positive N divisible by 32 and K divisible by 128: N % 32 != 0 (N={n})"
+        )
 
 
 @pytest.mark.parametrize("op", tu.QPN8_REQUIRED_OPS)
@@ -179,16 +194,21 @@ def test_turing_qpn2_passes_scratch_above_32_rows():
     calls = ns.since(mark)
     assert [c["plan"]["m"] for c in calls] == [m for m in TOKENS if m > 0]
     assert all(c["op"] == tu.QPN2_GEMM_OP for c in calls)
-    assert [c["plan"].get("scratch", False) for c in calls] == \
-        [m > tu.TURING_QPN2_DECODE_MAX_M for m in TOKENS if m > 0]
+    assert [c["plan"].get("scratch", False) for c in calls] == [
+        m > tu.TURING_QPN2_DECODE_MAX_M for m in TOKENS if m > 0
+    ]
     assert prepared.resident["qpn2_codes"].numel() == 4128 * 2560
 
 
 def test_qpn8_scratch_is_a_fresh_k_by_n_fp16_buffer_per_invocation():
     seen: list[dict] = []
-    ns = InMemoryNamespace(CATALOGUE.ops, impls={
-        tu.QPN8_PREPARE_OP: CATALOGUE.op(tu.QPN8_PREPARE_OP).fake,
-        tu.QPN8_DISPATCH_OP: lambda **kw: seen.append(kw)})
+    ns = InMemoryNamespace(
+        CATALOGUE.ops,
+        impls={
+            tu.QPN8_PREPARE_OP: CATALOGUE.op(tu.QPN8_PREPARE_OP).fake,
+            tu.QPN8_DISPATCH_OP: lambda **kw: seen.append(kw),
+        },
+    )
     spec = Fp8Layer.of(QKV, 5120, 3584)
     prepared = tu.prepare_turing_qpn8(spec, spec.checkpoint_tensors(), ns)
     for m in TOKENS:
@@ -196,8 +216,7 @@ def test_qpn8_scratch_is_a_fresh_k_by_n_fp16_buffer_per_invocation():
     assert len(seen) == len(TOKENS) - 1  # M = 0 launches nothing
     with_scratch = [kw["scratch"] for kw in seen if kw["scratch"] is not None]
     assert len(with_scratch) == sum(1 for m in TOKENS if m > tu.QPN8_DECODE_MAX_M)
-    assert all(tuple(s.shape) == (5120, 3584) and s.dtype == torch.float16
-               for s in with_scratch)
+    assert all(tuple(s.shape) == (5120, 3584) and s.dtype == torch.float16 for s in with_scratch)
     assert len({id(s) for s in with_scratch}) == len(with_scratch)
     assert seen[1]["x"].shape[0] == 8 and seen[1]["scratch"] is None
     with pytest.raises(ActivationDtypeError):

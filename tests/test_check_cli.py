@@ -35,6 +35,7 @@ def alter(project: Path, category: str, change) -> None:
 def set_split_k(value: int):
     def change(data):
         row(data, ROW_A)["route"]["dispatch"][0]["plan"]["split_k"] = value
+
     return change
 
 
@@ -49,6 +50,7 @@ def write_expected(project: Path, entries) -> Path:
 
 
 # --- verdicts ------------------------------------------------------------------------------
+
 
 def test_fresh_copy_passes(project):
     result = check(project)
@@ -66,12 +68,14 @@ def test_altered_row_is_unexpected_with_a_field_diff(project):
     assert result.stdout.splitlines()[1:4] == [
         "  changed 1 row (unexpected)",
         "    route.dispatch[0].plan.split_k: 99 -> 4",
-        f"    rows toy-a:{ROW_A}"]
+        f"    rows toy-a:{ROW_A}",
+    ]
     report = load(project / "report.json")
     assert schema_violation("report", report) is None
     assert report["categories"]["toy-a"]["unexpected"] == [f"toy-a:{ROW_A}"]
     assert report["categories"]["toy-a"]["diffs"][f"toy-a:{ROW_A}"] == [
-        {"path": "route.dispatch[0].plan.split_k", "kind": "changed", "old": 99, "new": 4}]
+        {"path": "route.dispatch[0].plan.split_k", "kind": "changed", "old": 99, "new": 4}
+    ]
     # A failing check leaves the fresh snapshot beside the retained one, which is untouched.
     new = snapshots(project) / "toy-a.json.new"
     assert row(load(new), ROW_A)["route"]["dispatch"][0]["plan"]["split_k"] == 4
@@ -125,15 +129,22 @@ def test_bare_ids_attribute_to_their_category(project):
     result = check(project, "--expected-changes", write_expected(project, ["edge:slow"]))
     assert result.code == 2 and len(result.lines) == 1
     assert "several categories (toy-a, toy-b)" in result.stderr
-    result = check(project, "--expected-changes",
-                   write_expected(project, [ROW_B, "edge:no_such_probe"]))
+    result = check(
+        project, "--expected-changes", write_expected(project, [ROW_B, "edge:no_such_probe"])
+    )
     assert result.code == 1
     assert "missing edge:no_such_probe (unknown id: no category has this row)" in result.stdout
 
 
 def test_deleted_row_is_added_and_extra_row_is_removed(project):
-    extra = {"id": "edge:retired", "route": {"kernel": None, "verdicts": [], "status": {
-        "code": "not_modelled", "message": "retired probe"}}}
+    extra = {
+        "id": "edge:retired",
+        "route": {
+            "kernel": None,
+            "verdicts": [],
+            "status": {"code": "not_modelled", "message": "retired probe"},
+        },
+    }
 
     def change(data):
         data["rows"] = [r for r in data["rows"] if r["id"] != ROW_A2] + [extra]
@@ -144,8 +155,7 @@ def test_deleted_row_is_added_and_extra_row_is_removed(project):
     cat = json.loads(result.stdout)["categories"]["toy-a"]
     assert cat["added"] == [f"toy-a:{ROW_A2}"]
     assert cat["removed"] == ["toy-a:edge:retired"]
-    assert cat["changed"] == [] and cat["unexpected"] == ["toy-a:edge:retired",
-                                                          f"toy-a:{ROW_A2}"]
+    assert cat["changed"] == [] and cat["unexpected"] == ["toy-a:edge:retired", f"toy-a:{ROW_A2}"]
 
 
 def test_write_expected_output_passes_when_fed_back(project):
@@ -155,8 +165,10 @@ def test_write_expected_output_passes_when_fed_back(project):
     first = check(project, "--write-expected-ids", listed)
     assert first.code == 1
     entries = load(listed)
-    assert [e["id"] for e in entries] == [f"toy-a:{ROW_A}",
-                                          "toy-b:toy_other/fp8_e4m3/tp2/none/c1/q64"]
+    assert [e["id"] for e in entries] == [
+        f"toy-a:{ROW_A}",
+        "toy-b:toy_other/fp8_e4m3/tp2/none/c1/q64",
+    ]
     assert entries[0]["reason"] == "changed: route.dispatch[0].plan.split_k"
     assert schema_violation("expected-changes", entries) is None
     again = check(project, "--expected-changes", listed, "--write-expected-ids", listed)
@@ -199,6 +211,7 @@ def test_filtered_run_ignores_other_categories_expected_ids(project):
 
 
 # --- update --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("ci", ["true", "1", "yes", "False"])
 def test_update_refuses_in_ci(project, ci):
@@ -244,19 +257,30 @@ def test_update_accept_all_accepts_everything_and_prunes_stale(project):
 
 # --- input and internal errors -------------------------------------------------------------
 
-@pytest.mark.parametrize("content,message", [
-    ("[\"toy-a:edge:slow\"", "is not valid JSON"),
-    ("[\"toy-a:edge:*\"]", "expected.json: [0]"),
-    ("[\"toy-a:edge:slow\", \"toy-a:edge:slow\"]", "listed twice"),
-    ("[\"toy-z:edge:slow\"]", "unknown category 'toy-z'"),
-    ("{\"ids\": []}", "'ids' was unexpected"),
-])
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ('["toy-a:edge:slow"', "is not valid JSON"),
+        ('["toy-a:edge:*"]', "expected.json: [0]"),
+        ('["toy-a:edge:slow", "toy-a:edge:slow"]', "listed twice"),
+        ('["toy-z:edge:slow"]', "unknown category 'toy-z'"),
+        ('{"ids": []}', "'ids' was unexpected"),
+    ],
+)
 def test_bad_expected_changes_file_is_one_line_and_writes_nothing(project, content, message):
     alter(project, "toy-a", set_split_k(5))
     (project / "expected.json").write_text(content)
     before = tree_bytes(project)
-    result = check(project, "--expected-changes", project / "expected.json", "--report",
-                   project / "report.json", "--write-expected", project / "out.json")
+    result = check(
+        project,
+        "--expected-changes",
+        project / "expected.json",
+        "--report",
+        project / "report.json",
+        "--write-expected",
+        project / "out.json",
+    )
     assert result.code == 2 and result.stdout == ""
     assert len(result.lines) == 1 and message in result.stderr, result.stderr
     assert tree_bytes(project) == before
@@ -271,11 +295,12 @@ def test_unreadable_expected_changes_and_unknown_category(project):
     before = tree_bytes(project)
     result = check(project, "-c", "toy-z", "--report", project / "report.json")
     assert result.code == 2 and result.lines == [
-        "error: unknown category 'toy-z'; did you mean toy-b? (known: toy-a, toy-b)"]
+        "error: unknown category 'toy-z'; did you mean toy-b? (known: toy-a, toy-b)"
+    ]
     assert tree_bytes(project) == before
 
 
-BROKEN_ROUTE = '''
+BROKEN_ROUTE = """
 from dataclasses import replace
 
 from toyproj import PROJECT as TOY, ToyCategory
@@ -287,24 +312,34 @@ class Broken(ToyCategory):
 
 
 PROJECT = replace(TOY, categories=(Broken("toy-a", "toy_model", 70),))
-'''
-BROKEN_SCHEMA = BROKEN_ROUTE.replace('else {}["layer_k"]', 'else super().route(ctx)')
+"""
+BROKEN_SCHEMA = BROKEN_ROUTE.replace('else {}["layer_k"]', "else super().route(ctx)")
 
 
-@pytest.mark.parametrize("source,code,prefix,message", [
-    (BROKEN_ROUTE, 3, "error: internal error: ", "KeyError: 'layer_k'"),
-    (BROKEN_SCHEMA, 3, "error: internal error: ",
-     "category toy-a produced an invalid snapshot: row 'edge:refused': route"),
-    # An error raised while importing the project is the project's input (exit 2).
-    ("raise RuntimeError('half-written module')", 2, "error: ",
-     "cannot import toybroken: RuntimeError: half-written module"),
-])
+@pytest.mark.parametrize(
+    "source,code,prefix,message",
+    [
+        (BROKEN_ROUTE, 3, "error: internal error: ", "KeyError: 'layer_k'"),
+        (
+            BROKEN_SCHEMA,
+            3,
+            "error: internal error: ",
+            "category toy-a produced an invalid snapshot: row 'edge:refused': route",
+        ),
+        # An error raised while importing the project is the project's input (exit 2).
+        (
+            "raise RuntimeError('half-written module')",
+            2,
+            "error: ",
+            "cannot import toybroken: RuntimeError: half-written module",
+        ),
+    ],
+)
 def test_broken_category_module_exits_with_one_line(project, source, code, prefix, message):
     (project / "toybroken").mkdir()
     (project / "toybroken" / "__init__.py").write_text(source)
     pyproject = project / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('"toyproj:PROJECT"',
-                                                       '"toybroken:PROJECT"'))
+    pyproject.write_text(pyproject.read_text().replace('"toyproj:PROJECT"', '"toybroken:PROJECT"'))
     before = tree_bytes(snapshots(project))
     result = invoke(["check"], cwd=project)
     assert result.code == code and result.stdout == ""
@@ -314,6 +349,7 @@ def test_broken_category_module_exits_with_one_line(project, source, code, prefi
 
 
 # --- formats -------------------------------------------------------------------------------
+
 
 def test_github_format_and_report_file(project):
     def change(data):
@@ -335,19 +371,22 @@ def test_github_format_and_report_file(project):
         '"FastKernel": toy-b:toy_other/{float16,fp8_e4m3}/tp{1,2}/none/c1/q{64,4096}',
         '::error title=routectl check::1 row changed unexpectedly: route.kernel: "Old" -> '
         '"SlowKernel": toy-b:edge:slow',
-        "::notice title=routectl check::FAILED: 18 unexpected, 0 missing (2 categories, "
-        "22 rows)"]
+        "::notice title=routectl check::FAILED: 18 unexpected, 0 missing (2 categories, 22 rows)",
+    ]
     assert load(project / "r.json")["categories"]["toy-a"]["unexpected"]
     text = check(project, "--report", project / "r2.json")
     assert text.stdout.startswith("toy-a: FAILED")  # text to stdout, JSON to the file
     assert load(project / "r2.json") == load(project / "r.json")
 
 
-@pytest.mark.parametrize("flag,environ,colored", [
-    ("always", {"NO_COLOR": "1"}, True),
-    ("never", {}, False),
-    ("auto", {}, False),  # the test runner's stdout is not a terminal
-])
+@pytest.mark.parametrize(
+    "flag,environ,colored",
+    [
+        ("always", {"NO_COLOR": "1"}, True),
+        ("never", {}, False),
+        ("auto", {}, False),  # the test runner's stdout is not a terminal
+    ],
+)
 def test_color_flag(project, flag, environ, colored):
     alter(project, "toy-a", set_split_k(5))
     result = check(project, "--color", flag, environ=environ)
@@ -356,6 +395,7 @@ def test_color_flag(project, flag, environ, colored):
 
 
 # --- list and explain ----------------------------------------------------------------------
+
 
 def test_list(project):
     result = ok(invoke(["list"], cwd=project))
@@ -369,12 +409,19 @@ def test_explain_text(project):
     result = ok(invoke(["explain", "toy-a:edge:slow"], cwd=project))
     assert result.code == 0
     text = result.stdout
-    for expected in ["row toy-a:edge:slow", "variables TOY_FAST=0",
-                     "toy.fast = false  (alias:TOY_FAST)",
-                     "FastKernel  rejected  [policy_off] toy.fast is off",
-                     "SlowKernel  chosen", "kernel: SlowKernel", "prepared layout: none",
-                     "bytes: total 1,024", "tensor weight: 1,024", "fallbacks: none",
-                     "toy_mm  m=128  split_k=1"]:
+    for expected in [
+        "row toy-a:edge:slow",
+        "variables TOY_FAST=0",
+        "toy.fast = false  (alias:TOY_FAST)",
+        "FastKernel  rejected  [policy_off] toy.fast is off",
+        "SlowKernel  chosen",
+        "kernel: SlowKernel",
+        "prepared layout: none",
+        "bytes: total 1,024",
+        "tensor weight: 1,024",
+        "fallbacks: none",
+        "toy_mm  m=128  split_k=1",
+    ]:
         assert expected in text, expected
     same = ok(invoke(["explain", "edge:slow", "-c", "toy-a"], cwd=project)).stdout
     assert same == text
@@ -390,14 +437,17 @@ def test_explain_json_matches_the_snapshot_row(project):
     assert document["route"] == row(load(snapshots(project) / "toy-a.json"), ROW_A)["route"]
 
 
-@pytest.mark.parametrize("args,message", [
-    (["edge:slow"], "several categories (toy-a, toy-b): pass -c CATEGORY"),
-    (["toy-a:edge:nope"], "unknown row id 'edge:nope' in category toy-a"),
-    (["toy_model/float16/tp9/none/c1/q64"], "no category has it"),
-    (["not-an-id"], "malformed row id 'not-an-id'"),
-    (["-c", "toy-z", "edge:slow"], "unknown category 'toy-z'"),
-    (["-c", "toy-b", "toy-a:edge:slow"], "qualified by toy-a, but -c names toy-b"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["edge:slow"], "several categories (toy-a, toy-b): pass -c CATEGORY"),
+        (["toy-a:edge:nope"], "unknown row id 'edge:nope' in category toy-a"),
+        (["toy_model/float16/tp9/none/c1/q64"], "no category has it"),
+        (["not-an-id"], "malformed row id 'not-an-id'"),
+        (["-c", "toy-z", "edge:slow"], "unknown category 'toy-z'"),
+        (["-c", "toy-b", "toy-a:edge:slow"], "qualified by toy-a, but -c names toy-b"),
+    ],
+)
 def test_explain_input_errors(project, args, message):
     before = tree_bytes(project)
     result = ok(invoke(["explain", *args], cwd=project))

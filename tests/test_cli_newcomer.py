@@ -21,8 +21,10 @@ def test_version():
 
 
 def test_no_command_prints_help_without_error():
-    for args, usage in [([], "Usage: routectl [OPTIONS] COMMAND [ARGS]..."),
-                        (["native"], "Usage: routectl native [OPTIONS] COMMAND [ARGS]...")]:
+    for args, usage in [
+        ([], "Usage: routectl [OPTIONS] COMMAND [ARGS]..."),
+        (["native"], "Usage: routectl native [OPTIONS] COMMAND [ARGS]..."),
+    ]:
         result = ok(invoke(args, cwd=ROOT))
         assert result.stderr.splitlines()[0] == usage
         assert "error:" not in result.stderr and "Commands:" in result.stderr
@@ -44,23 +46,36 @@ def test_help_summaries_are_whole_sentences():
     ]
     probe = ok(invoke(["native", "--help"], cwd=ROOT)).stdout
     assert probe.split("Commands:\n", 1)[1] == (
-        "  probe  Check a torch.ops namespace against the op catalogue.\n")
+        "  probe  Check a torch.ops namespace against the op catalogue.\n"
+    )
 
 
 def test_misspelled_command_category_and_row_id_suggest_the_closest(tmp_path):
     project = make_project(tmp_path)
     cases = [
-        (["chekc"], "error: no such command 'chekc'; did you mean check? (commands: check, "
-                    "config, diff, explain, list, matrix, native, report, snapshot)"),
-        (["native", "prob"], "error: no such command 'prob'; did you mean probe? "
-                             "(commands: probe)"),
-        (["list", "-c", "toy-bb"], "error: unknown category 'toy-bb'; did you mean toy-b? "
-                                   "(known: toy-a, toy-b)"),
-        (["explain", "toy-a:edge:slwo"], "error: unknown row id 'edge:slwo' in category toy-a; "
-                                         "did you mean edge:slow?"),
-        (["explain", "tyo-a:edge:slow"], "error: unknown category 'tyo-a' in "
-                                         "'tyo-a:edge:slow'; did you mean toy-a? "
-                                         "(known: toy-a, toy-b)"),
+        (
+            ["chekc"],
+            "error: no such command 'chekc'; did you mean check? (commands: check, "
+            "config, diff, explain, list, matrix, native, report, snapshot)",
+        ),
+        (
+            ["native", "prob"],
+            "error: no such command 'prob'; did you mean probe? (commands: probe)",
+        ),
+        (
+            ["list", "-c", "toy-bb"],
+            "error: unknown category 'toy-bb'; did you mean toy-b? (known: toy-a, toy-b)",
+        ),
+        (
+            ["explain", "toy-a:edge:slwo"],
+            "error: unknown row id 'edge:slwo' in category toy-a; did you mean edge:slow?",
+        ),
+        (
+            ["explain", "tyo-a:edge:slow"],
+            "error: unknown category 'tyo-a' in "
+            "'tyo-a:edge:slow'; did you mean toy-a? "
+            "(known: toy-a, toy-b)",
+        ),
     ]
     for args, line in cases:
         result = ok(invoke(args, cwd=project))
@@ -68,19 +83,31 @@ def test_misspelled_command_category_and_row_id_suggest_the_closest(tmp_path):
     real = ok(invoke(["explain", "edge:native_mising"], cwd=ROOT))
     assert real.code == 2 and real.stderr.startswith(
         "error: unknown row id 'edge:native_mising': no category has it; did you mean "
-        "edge:native_missing or ")
+        "edge:native_missing or "
+    )
 
 
 def test_list_category_json_and_descriptions(tmp_path):
     project = make_project(tmp_path)
-    document = json.loads(ok(invoke(["list", "-c", "toy-b", "--format", "json"],
-                                    cwd=project)).stdout)
-    assert document == {"schema_version": 1, "categories": [
-        {"name": "toy-b", "description": None, "rows": 11, "matrix_rows": 9,
-         "probes": ["refused", "slow"]}]}
+    document = json.loads(
+        ok(invoke(["list", "-c", "toy-b", "--format", "json"], cwd=project)).stdout
+    )
+    assert document == {
+        "schema_version": 1,
+        "categories": [
+            {
+                "name": "toy-b",
+                "description": None,
+                "rows": 11,
+                "matrix_rows": 9,
+                "probes": ["refused", "slow"],
+            }
+        ],
+    }
     text = ok(invoke(["list", "-c", "sm75-linear"], cwd=ROOT)).stdout
-    assert text == ("sm75-linear  457 rows (432 + 25 probes)  Turing QPN2 NVFP4 and QPN8 FP8 "
-                    "linears\n")
+    assert text == (
+        "sm75-linear  457 rows (432 + 25 probes)  Turing QPN2 NVFP4 and QPN8 FP8 linears\n"
+    )
 
 
 def test_snapshot_to_stdout_and_missing_folders_refused(tmp_path):
@@ -99,21 +126,26 @@ def test_snapshot_to_stdout_and_missing_folders_refused(tmp_path):
     ]:
         result = ok(invoke(args, cwd=project))
         assert (result.code, result.stderr.splitlines()) == (
-            2, [f"error: Invalid value for {option}: folder {missing} does not exist"])
+            2,
+            [f"error: Invalid value for {option}: folder {missing} does not exist"],
+        )
     assert tree_bytes(project) == before
 
 
 def test_explain_shows_the_family_sections_and_formats_bytes():
     text = ok(invoke(["explain", "sm70-awq-moe:edge:qpn_m1_on"], cwd=ROOT)).stdout
     lines = text.splitlines()
-    assert ("policy (value, source; sections sm70_turbomind, sm70_awq_moe and engine-wide; "
-            "--all-policy shows every section):") in lines
+    assert (
+        "policy (value, source; sections sm70_turbomind, sm70_awq_moe and engine-wide; "
+        "--all-policy shows every section):"
+    ) in lines
     assert not any(line.startswith("  sm70_nvfp4.") for line in lines)
-    assert "  linear_backend                     = \"auto\"  (default)" in lines
+    assert '  linear_backend                     = "auto"  (default)' in lines
     assert "bytes: total 373,555,200" in lines
     assert "  w13 metadata: 39,321,600" in lines and "  tensor w2_weights: 104,857,600" in lines
-    every = ok(invoke(["explain", "sm70-awq-moe:edge:qpn_m1_on", "--all-policy"],
-                      cwd=ROOT)).stdout.splitlines()
+    every = ok(
+        invoke(["explain", "sm70-awq-moe:edge:qpn_m1_on", "--all-policy"], cwd=ROOT)
+    ).stdout.splitlines()
     assert "policy (value, source; every section):" in every
     # Every section: the longest key (sm70_fp8.block_qpn8_volta_turbomind_prefill) sets the
     # column.
@@ -133,9 +165,20 @@ def test_explain_says_why_there_is_no_dispatch():
 
 def test_config_and_explain_share_one_policy_json_shape():
     config = json.loads(ok(invoke(["config", "--format", "json"], cwd=ROOT)).stdout)["policy"]
-    explain = json.loads(ok(invoke(["explain", "sm70-awq-linear:edge:native_missing",
-                                    "--format", "json", "--all-policy"],
-                                   cwd=ROOT)).stdout)["policy"]
+    explain = json.loads(
+        ok(
+            invoke(
+                [
+                    "explain",
+                    "sm70-awq-linear:edge:native_missing",
+                    "--format",
+                    "json",
+                    "--all-policy",
+                ],
+                cwd=ROOT,
+            )
+        ).stdout
+    )["policy"]
     assert set(config) == set(explain) == {"values", "sections", "warnings", "ignored"}
     assert config["values"]["sm70_awq.enabled"] == {"value": True, "source": "default"}
     assert explain["values"]["sm70_awq.enabled"] == {"value": True, "source": "default"}
@@ -147,23 +190,40 @@ def test_native_probe_without_an_extension_says_how_to_point_it_at_one():
     assert result.stderr.splitlines() == [
         "note: no native operators were found in torch.ops.no_such_namespace: import the "
         "engine's extension with --import MODULE and name its op namespace with --namespace "
-        "NAME (e.g. --namespace routectl --import native.reference)"]
+        "NAME (e.g. --namespace routectl --import native.reference)"
+    ]
 
 
 def _complete(words: str, cword: int) -> list[str]:
     """What bash's completion function receives, through click's own protocol."""
-    env = {**os.environ, "_ROUTECTL_COMPLETE": "bash_complete", "COMP_WORDS": words,
-           "COMP_CWORD": str(cword), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "routectl"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "_ROUTECTL_COMPLETE": "bash_complete",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(cword),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "routectl"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
 
 
 def test_shell_completion_of_categories_and_row_ids():
-    assert _complete("routectl check -c sm70-a", 3) == ["plain,sm70-awq-linear",
-                                                         "plain,sm70-awq-moe"]
+    assert _complete("routectl check -c sm70-a", 3) == [
+        "plain,sm70-awq-linear",
+        "plain,sm70-awq-moe",
+    ]
     assert _complete("routectl explain sm70-awq-linear:edge:native_m", 2) == [
-        "plain,sm70-awq-linear:edge:native_missing"]
+        "plain,sm70-awq-linear:edge:native_missing"
+    ]
     assert _complete("routectl explain -c sm75-linear edge:qpn8_zero", 4) == [
-        "plain,edge:qpn8_zero_n", "plain,edge:qpn8_zero_k"]
+        "plain,edge:qpn8_zero_n",
+        "plain,edge:qpn8_zero_k",
+    ]

@@ -36,14 +36,24 @@ CATEGORIES = ("cat-a", "cat-b")
 
 
 def make_row(i: int, kernel: str = "K", m: int = 1) -> dict:
-    return {"id": f"model{i}/float16/tp1/none/c1/q8192", "route": {
-        "kernel": kernel,
-        "verdicts": [{"name": kernel, "ok": True, "code": None, "message": None,
-                      "not_needed": False}],
-        "capability": 70, "prepared_layout": None, "flags": {"gated": False},
-        "fallbacks": [], "bytes": {"tensors": {"w": 64}, "total": 64, "scratch": {}},
-        "prepare": [], "dispatch": [{"op": "mm", "plan": {"m": m, "split_k": 4}}],
-        "fallback": False, "status": None}}
+    return {
+        "id": f"model{i}/float16/tp1/none/c1/q8192",
+        "route": {
+            "kernel": kernel,
+            "verdicts": [
+                {"name": kernel, "ok": True, "code": None, "message": None, "not_needed": False}
+            ],
+            "capability": 70,
+            "prepared_layout": None,
+            "flags": {"gated": False},
+            "fallbacks": [],
+            "bytes": {"tensors": {"w": 64}, "total": 64, "scratch": {}},
+            "prepare": [],
+            "dispatch": [{"op": "mm", "plan": {"m": m, "split_k": 4}}],
+            "fallback": False,
+            "status": None,
+        },
+    }
 
 
 class CountingDiffer:
@@ -56,6 +66,7 @@ class CountingDiffer:
 
 
 # --- comparison ----------------------------------------------------------------------------
+
 
 def test_identical_5000_row_snapshots_make_no_deepdiff_call():
     rows = [make_row(i) for i in range(5000)]
@@ -110,11 +121,17 @@ def test_negative_zero_is_not_zero_and_key_order_does_not_matter():
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, -0.0, 1.0, 2.5])
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from([0.0, -0.0, 1.0, 2.5])
     | st.sampled_from(["a", "b"]),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from(["x", "y", "z"]), inner, max_size=3),
-    max_leaves=12)
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["x", "y", "z"]), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -136,14 +153,27 @@ def whole_row_changes(old: dict, new: dict) -> list[FieldChange]:
     found = []
     tree = DeepDiff(old, new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")
     for report_type, levels in tree.items():
-        kind = ("added" if report_type.endswith("_added")
-                else "removed" if report_type.endswith("_removed") else "changed")
+        kind = (
+            "added"
+            if report_type.endswith("_added")
+            else "removed"
+            if report_type.endswith("_removed")
+            else "changed"
+        )
         for level in levels:
             parts = level.path(output_format="list")
             key = [(0, p) if isinstance(p, int) else (1, str(p)) for p in parts]
-            found.append((key, FieldChange(format_path(parts), kind,
-                                           None if kind == "added" else level.t1,
-                                           None if kind == "removed" else level.t2)))
+            found.append(
+                (
+                    key,
+                    FieldChange(
+                        format_path(parts),
+                        kind,
+                        None if kind == "added" else level.t1,
+                        None if kind == "removed" else level.t2,
+                    ),
+                )
+            )
     found.sort(key=lambda item: item[0])
     return [c for _, c in found] or [FieldChange("", "changed", old, new)]
 
@@ -161,7 +191,7 @@ def test_field_changes_equal_deepdiff_over_whole_rows(old, new):
 
 def containers(node) -> list:
     found = [node] if isinstance(node, dict | list) else []
-    for child in (node.values() if isinstance(node, dict) else node if found else ()):
+    for child in node.values() if isinstance(node, dict) else node if found else ():
         found.extend(containers(child))
     return found
 
@@ -213,24 +243,30 @@ def test_comparison_is_set_algebra_on_ids(old_ids, new_ids, bumped):
 
 # --- expected changes ----------------------------------------------------------------------
 
+
 def test_split_id_qualified_bare_and_malformed():
     assert split_id("cat-a:edge:x", CATEGORIES) == ("cat-a", "edge:x")
     assert split_id("edge:x", CATEGORIES) == (None, "edge:x")  # edge is not a category
     assert split_id("m/kv/tp2/none/c1/q8", CATEGORIES) == (None, "m/kv/tp2/none/c1/q8")
-    for bad, message in [("cat-a:nope", "malformed row id 'nope'"),
-                         ("m/kv/tp2", "malformed row id"),
-                         ("edge:X", "malformed row id"),
-                         ("cat-z:edge:x", "unknown category 'cat-z'"),
-                         ("*", "malformed row id")]:
+    for bad, message in [
+        ("cat-a:nope", "malformed row id 'nope'"),
+        ("m/kv/tp2", "malformed row id"),
+        ("edge:X", "malformed row id"),
+        ("cat-z:edge:x", "unknown category 'cat-z'"),
+        ("*", "malformed row id"),
+    ]:
         with pytest.raises(InputError, match=re.escape(message)):
             split_id(bad, CATEGORIES)
 
 
 def test_parse_expected_forms_and_rejections():
-    entries = parse_expected(["cat-a:edge:x", {"id": "edge:y", "reason": "why"}], CATEGORIES,
-                             source="f.json")
+    entries = parse_expected(
+        ["cat-a:edge:x", {"id": "edge:y", "reason": "why"}], CATEGORIES, source="f.json"
+    )
     assert [(e.category, e.row_id, e.reason) for e in entries] == [
-        ("cat-a", "edge:x", None), (None, "edge:y", "why")]
+        ("cat-a", "edge:x", None),
+        (None, "edge:y", "why"),
+    ]
     for data, message in [
         ({"ids": []}, "'ids' was unexpected"),
         ([{"id": "edge:x"}], "f.json"),
@@ -249,8 +285,9 @@ def _entries(*ids):
 
 def test_attribution_of_bare_ids():
     ids = {"cat-a": {"edge:a", "edge:both"}, "cat-b": {"edge:b", "edge:both"}}
-    got = attribute(_entries("edge:a", "cat-b:edge:b", "edge:none"), CATEGORIES,
-                    ids.__getitem__, CATEGORIES)
+    got = attribute(
+        _entries("edge:a", "cat-b:edge:b", "edge:none"), CATEGORIES, ids.__getitem__, CATEGORIES
+    )
     assert set(got.by_category["cat-a"]) == {"edge:a"}
     assert set(got.by_category["cat-b"]) == {"edge:b"}
     assert got.unattributed == ("edge:none",)
@@ -259,10 +296,10 @@ def test_attribution_of_bare_ids():
     with pytest.raises(InputError, match="repeats"):
         attribute(_entries("edge:a", "cat-a:edge:a"), CATEGORIES, ids.__getitem__, CATEGORIES)
     # A filtered run judges only its own categories; one judged category owns unknown ids.
-    got = attribute(_entries("edge:b", "cat-b:edge:zz", "edge:none"), ["cat-a"],
-                    ids.__getitem__, CATEGORIES)
-    assert dict(got.by_category) == {"cat-a": {"edge:none": got.by_category["cat-a"][
-        "edge:none"]}}
+    got = attribute(
+        _entries("edge:b", "cat-b:edge:zz", "edge:none"), ["cat-a"], ids.__getitem__, CATEGORIES
+    )
+    assert dict(got.by_category) == {"cat-a": {"edge:none": got.by_category["cat-a"]["edge:none"]}}
     assert got.unattributed == ()
 
 
@@ -288,8 +325,10 @@ def test_verdict_unexpected_missing_unknown():
 
 # --- report --------------------------------------------------------------------------------
 
-def _outcome(n_changed: int, fields: int, *, stale=(), expected=(), scattered=False
-             ) -> CheckOutcome:
+
+def _outcome(
+    n_changed: int, fields: int, *, stale=(), expected=(), scattered=False
+) -> CheckOutcome:
     old = [make_row(i) for i in range(n_changed)]
     if scattered:  # ids no few patterns describe: model i at tp i
         for i, r in enumerate(old):
@@ -304,8 +343,9 @@ def _outcome(n_changed: int, fields: int, *, stale=(), expected=(), scattered=Fa
 
 
 def test_report_json_lists_qualified_ids_and_validates():
-    outcome = _outcome(3, 2, stale=["gone"],
-                       expected=[f"cat-a:{make_row(0)['id']}", "cat-a:edge:nothing"])
+    outcome = _outcome(
+        3, 2, stale=["gone"], expected=[f"cat-a:{make_row(0)['id']}", "cat-a:edge:nothing"]
+    )
     report = build_report(outcome)
     assert schema_violation("report", report) is None
     cat = report["categories"]["cat-a"]
@@ -321,34 +361,43 @@ def test_report_json_lists_qualified_ids_and_validates():
 def test_text_prints_a_group_once_and_caps_fields_and_ids():
     outcome = _outcome(53, 24, scattered=True)
     lines = render_text(outcome).splitlines()
-    assert lines[:3] == ["cat-a: FAILED: 53 rows, 53 changed, 0 added, 0 removed",
-                         "  changed 53 rows (unexpected)",
-                         "    route.flags.f00: added 0"]
-    assert lines[21:24] == ["    route.flags.f19: added 19",
-                            "    ... 5 more field changes",  # 25 changes, 20 shown
-                            "    row cat-a:model0/float16/tp0/none/c1/q8192"]
+    assert lines[:3] == [
+        "cat-a: FAILED: 53 rows, 53 changed, 0 added, 0 removed",
+        "  changed 53 rows (unexpected)",
+        "    route.flags.f00: added 0",
+    ]
+    assert lines[21:24] == [
+        "    route.flags.f19: added 19",
+        "    ... 5 more field changes",  # 25 changes, 20 shown
+        "    row cat-a:model0/float16/tp0/none/c1/q8192",
+    ]
     assert sum(line.startswith("    row cat-a:") for line in lines) == 50
-    assert lines[-2:] == ["    ... and 3 more",
-                          "FAILED: 53 unexpected, 0 missing (1 category, 53 rows)"]
+    assert lines[-2:] == [
+        "    ... and 3 more",
+        "FAILED: 53 unexpected, 0 missing (1 category, 53 rows)",
+    ]
     every = render_text(outcome, max_rows=0, max_fields=0).splitlines()
     assert len(every) == 1 + 1 + 25 + 53 + 1
     assert render_text(outcome, quiet=True).splitlines() == [
         "cat-a: FAILED: 53 rows, 53 changed, 0 added, 0 removed",
-        "FAILED: 53 unexpected, 0 missing (1 category, 53 rows)"]
+        "FAILED: 53 unexpected, 0 missing (1 category, 53 rows)",
+    ]
     assert "\x1b[" not in "\n".join(lines)
     assert "\x1b[31m" in render_text(_outcome(1, 1), color=True)
 
 
 def test_github_at_most_ten_errors_then_one_notice():
     expected = ["cat-a:edge:none" + str(i) for i in range(13)]
-    lines = render_github(_outcome(14, 1, stale=["gone"], expected=expected),
-                          command="diff").splitlines()
+    lines = render_github(
+        _outcome(14, 1, stale=["gone"], expected=expected), command="diff"
+    ).splitlines()
     assert [line.split(" ", 1)[0] for line in lines] == ["::error"] * 10 + ["::notice"]
     assert lines[:2] == [
         "::error title=routectl diff::stale snapshot category gone: it is no longer listed",
         "::error title=routectl diff::14 rows changed unexpectedly: route.flags.f00: added 0 "
         "(+1 more): cat-a:{model0,model1,model10,model11,model12,model13,model2,model3,model4,"
-        "model5,model6,model7,model8,model9}/float16/tp1/none/c1/q8192"]
+        "model5,model6,model7,model8,model9}/float16/tp1/none/c1/q8192",
+    ]
     assert "5 more not shown" in lines[-1]
     passing = render_github(_outcome(0, 1)).splitlines()
     assert len(passing) == 1 and passing[0].startswith("::notice title=routectl check::ok: ")
@@ -363,13 +412,16 @@ def test_github_escapes_data():
     assert escape_data("50%\r\nnext") == "50%25%0D%0Anext"
 
 
-@pytest.mark.parametrize("choice,environ,tty,expected", [
-    ("auto", {}, True, True),
-    ("auto", {"NO_COLOR": ""}, True, True),
-    ("auto", {"NO_COLOR": "1"}, True, False),
-    ("auto", {}, False, False),
-    ("always", {"NO_COLOR": "1"}, False, True),
-    ("never", {}, True, False),
-])
+@pytest.mark.parametrize(
+    "choice,environ,tty,expected",
+    [
+        ("auto", {}, True, True),
+        ("auto", {"NO_COLOR": ""}, True, True),
+        ("auto", {"NO_COLOR": "1"}, True, False),
+        ("auto", {}, False, False),
+        ("always", {"NO_COLOR": "1"}, False, True),
+        ("never", {}, True, False),
+    ],
+)
 def test_color_rules(choice, environ, tty, expected):
     assert use_color(choice, environ, tty) is expected

@@ -22,8 +22,14 @@ def test_text_output_lists_sections_sources_qualification_and_hash():
     result = config("--spec", "dflash", "--tp", "4", "--max-num-seqs", "4")
     assert result.code == 0, result.stderr
     out = result.stdout
-    for section in ("[sm70_nvfp4]", "[sm70_turbomind]", "[sm70_awq]", "[sm70_awq_moe]",
-                    "[sm70_fp8]", "[engine]"):
+    for section in (
+        "[sm70_nvfp4]",
+        "[sm70_turbomind]",
+        "[sm70_awq]",
+        "[sm70_awq_moe]",
+        "[sm70_fp8]",
+        "[engine]",
+    ):
         assert section in out
     assert "qpn2" in out and "(default)" in out
     assert "nvfp4_workload: yes" in out
@@ -50,13 +56,14 @@ def test_explicit_config_variables_and_ignored(tmp_path):
     path.write_text(json.dumps({"sm70_nvfp4": {"qpn2": False}}))
     result = config("--kernel-config", f"@{path}", "--format", "json", environ={QPN2: "1"})
     data = json.loads(result.stdout)
-    assert data["policy"]["values"]["sm70_nvfp4.qpn2"] == {"value": False,
-                                                           "source": "explicit"}
+    assert data["policy"]["values"]["sm70_nvfp4.qpn2"] == {"value": False, "source": "explicit"}
     assert {"variable": QPN2, "field": "sm70_nvfp4.qpn2"} in data["policy"]["ignored"]
     # A deprecated variable warns on stderr, one line.
     lines = result.stderr.splitlines()
-    assert lines == [f"warning: {QPN2} is deprecated; use kernel_config.sm70_nvfp4.qpn2. "
-                     "Explicit configuration takes precedence."]
+    assert lines == [
+        f"warning: {QPN2} is deprecated; use kernel_config.sm70_nvfp4.qpn2. "
+        "Explicit configuration takes precedence."
+    ]
 
 
 def test_invalid_variable_is_one_error_line_and_exit_2():
@@ -68,24 +75,26 @@ def test_invalid_variable_is_one_error_line_and_exit_2():
 
 
 def test_bad_kernel_config_and_usage_errors_exit_2():
-    for args in (["--kernel-config", "{nope"],
-                 ["--kernel-config", '{"sm70_nvfp4": {"qpn3": true}}'],
-                 ["--spec", "eagle"]):
+    for args in (
+        ["--kernel-config", "{nope"],
+        ["--kernel-config", '{"sm70_nvfp4": {"qpn3": true}}'],
+        ["--spec", "eagle"],
+    ):
         result = config(*args)
         assert result.code == 2, args
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
 
 
 def test_error_importing_the_project_exits_2_naming_file_key_and_line(tmp_path):
-    (tmp_path / "pyproject.toml").write_text(
-        '[tool.routectl]\nproject = "brokenproj:PROJECT"\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.routectl]\nproject = "brokenproj:PROJECT"\n')
     (tmp_path / "brokenproj.py").write_text("raise RuntimeError('boom')\n")
     result = invoke(["config"], cwd=tmp_path)
     assert result.code == 2
     assert result.stderr == (
         f"error: {tmp_path / 'pyproject.toml'}: [tool.routectl] project = 'brokenproj:PROJECT':"
         f" cannot import brokenproj: RuntimeError: boom ({tmp_path / 'brokenproj.py'}, line 1)"
-        "\n")
+        "\n"
+    )
     debug = invoke(["--debug", "config"], cwd=tmp_path)
     assert debug.code == 2 and "Traceback" in debug.stderr
     assert debug.stderr.splitlines()[-1] == result.stderr.strip()

@@ -27,14 +27,26 @@ from routectl.replay import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
 from tests import contract_literals as C
 
-QUALIFIED = EngineConfig(tp=4, pp=1, spec_method="dflash", spec_tokens=7, selector_top_k=16,
-                         max_num_seqs=4, max_num_batched_tokens=8192, kv_dtype="fp8_e4m3")
+QUALIFIED = EngineConfig(
+    tp=4,
+    pp=1,
+    spec_method="dflash",
+    spec_tokens=7,
+    selector_top_k=16,
+    max_num_seqs=4,
+    max_num_batched_tokens=8192,
+    kv_dtype="fp8_e4m3",
+)
 
 
 # The resolution context of the qualified NVFP4 workload without model facts (the DFlash2
 # verifier unqualified, no FP8 checkpoint), as the project builds it for QUALIFIED.
-CONTEXT = {"qualified": True, "dflash2_qualified": False, "model_quantization": None,
-           "capability": 70}
+CONTEXT = {
+    "qualified": True,
+    "dflash2_qualified": False,
+    "model_quantization": None,
+    "capability": 70,
+}
 
 
 def resolve(env: dict[str, str], config: Any = None) -> ResolvedPolicy:
@@ -51,14 +63,21 @@ def deprecation_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 def variables_of_kind(kind: str) -> set[str]:
     # Kinds compared by their string value so obsolete/removed (CONTRACTS-dflash2 1.4) need
     # no change here when they join the Kind enum.
-    return ({f.variable for f in FIELDS if f.variable and str(f.kind) == kind}
-            | {r.variable for r in RETIRED if str(r.kind) == kind})
+    return {f.variable for f in FIELDS if f.variable and str(f.kind) == kind} | {
+        r.variable for r in RETIRED if str(r.kind) == kind
+    }
 
 
-@pytest.mark.parametrize("kind, expected", [
-    ("deprecated", C.DEPRECATED_VARIABLES), ("legacy", C.LEGACY_VARIABLES),
-    ("current", C.CURRENT_VARIABLES), ("obsolete", C.OBSOLETE_VARIABLES),
-    ("removed", C.REMOVED_VARIABLES)])
+@pytest.mark.parametrize(
+    "kind, expected",
+    [
+        ("deprecated", C.DEPRECATED_VARIABLES),
+        ("legacy", C.LEGACY_VARIABLES),
+        ("current", C.CURRENT_VARIABLES),
+        ("obsolete", C.OBSOLETE_VARIABLES),
+        ("removed", C.REMOVED_VARIABLES),
+    ],
+)
 def test_exact_variable_names_of_each_kind(kind: str, expected: frozenset[str]) -> None:
     assert variables_of_kind(kind) == expected
 
@@ -98,8 +117,9 @@ def test_each_deprecated_variable_warns_with_the_contract_message(name: str) -> 
     assert list(policy.warnings) == [C.DEPRECATION_MESSAGES[name]]
 
 
-@pytest.mark.parametrize("name", sorted((C.LEGACY_VARIABLES | C.CURRENT_VARIABLES)
-                                        - C.DEPRECATED_VARIABLES))
+@pytest.mark.parametrize(
+    "name", sorted((C.LEGACY_VARIABLES | C.CURRENT_VARIABLES) - C.DEPRECATED_VARIABLES)
+)
 def test_legacy_and_current_variables_never_warn(name: str) -> None:
     text, _ = C.NON_DEFAULT_TEXT[name]
     with warnings.catch_warnings(record=True) as caught:
@@ -147,8 +167,10 @@ def test_resolve_fields_warns_by_default() -> None:
     assert deprecation_warnings(caught) == [C.DEPRECATION_MESSAGES[name]]
 
 
-@pytest.mark.skipif("MUTANT_UNDER_TEST" in os.environ,
-                    reason="mutmut's trampoline adds a frame between caller and resolver")
+@pytest.mark.skipif(
+    "MUTANT_UNDER_TEST" in os.environ,
+    reason="mutmut's trampoline adds a frame between caller and resolver",
+)
 def test_the_warning_points_at_the_code_that_resolved_the_policy() -> None:
     # stacklevel: the engine's (here this test's) line, not routectl's internals.
     with warnings.catch_warnings(record=True) as caught:
@@ -168,8 +190,9 @@ def test_validation_precedes_any_warning() -> None:
 
 def test_unknown_sm70_names_are_reported_as_typos() -> None:
     policy = resolve({"VLLM_SM70_NVFP4_QPN22": "1", "VLLM_OTHER": "1", "VLLM_SM70_AWQ": "0"})
-    assert policy.warnings == ("unknown VLLM_SM70_* variables (typos?): VLLM_SM70_AWQ, "
-                               "VLLM_SM70_NVFP4_QPN22",)
+    assert policy.warnings == (
+        "unknown VLLM_SM70_* variables (typos?): VLLM_SM70_AWQ, VLLM_SM70_NVFP4_QPN22",
+    )
 
 
 # --- precedence (CONTRACTS 1.2) -------------------------------------------------------------
@@ -203,9 +226,13 @@ def test_the_shared_awq_variable_is_ignored_per_field() -> None:
     name = "VLLM_SM70_AWQ_TURBOMIND"
     policy = resolve({name: "0"}, {"sm70_awq": {"enabled": True}})
     assert (policy.value("sm70_awq.enabled"), policy.source("sm70_awq.enabled")) == (
-        True, "explicit")
+        True,
+        "explicit",
+    )
     assert (policy.value("sm70_turbomind.awq_moe"), policy.source("sm70_turbomind.awq_moe")) == (
-        False, f"alias:{name}")
+        False,
+        f"alias:{name}",
+    )
     assert policy.ignored == ((name, "sm70_awq.enabled"),)
     assert policy.warnings == (C.DEPRECATION_MESSAGES[name],)
 
@@ -216,10 +243,24 @@ def test_use_turbomind_backend_override() -> None:
         ({}, True, True),
         ({"VLLM_SM70_AWQ_TURBOMIND": "0"}, False, True),
         ({"VLLM_SM70_QUANT_BACKEND": "marlin"}, False, False),
-        ({"VLLM_SM70_QUANT_BACKEND": "turbomind", "VLLM_SM70_AWQ_TURBOMIND": "0",
-          "VLLM_SM70_FP8_TURBOMIND": "0"}, True, True),
-        ({"VLLM_SM70_QUANT_BACKEND": "auto", "VLLM_SM70_AWQ_TURBOMIND": "0",
-          "VLLM_SM70_FP8_TURBOMIND": "0"}, False, False),
+        (
+            {
+                "VLLM_SM70_QUANT_BACKEND": "turbomind",
+                "VLLM_SM70_AWQ_TURBOMIND": "0",
+                "VLLM_SM70_FP8_TURBOMIND": "0",
+            },
+            True,
+            True,
+        ),
+        (
+            {
+                "VLLM_SM70_QUANT_BACKEND": "auto",
+                "VLLM_SM70_AWQ_TURBOMIND": "0",
+                "VLLM_SM70_FP8_TURBOMIND": "0",
+            },
+            False,
+            False,
+        ),
     ]
     for env, awq_enabled, fp8_enabled in cases:
         policy = resolve(env)
@@ -234,20 +275,30 @@ def test_use_turbomind_backend_override() -> None:
 
 
 def test_disabled_kernels_merge_typed_and_variable() -> None:
-    policy = resolve({"VLLM_DISABLED_KERNELS": "MarlinLinearKernel, TritonAwqLinearKernel"},
-                     {"disabled_kernels": ["TritonAwqLinearKernel", "ExllamaLinearKernel"]})
+    policy = resolve(
+        {"VLLM_DISABLED_KERNELS": "MarlinLinearKernel, TritonAwqLinearKernel"},
+        {"disabled_kernels": ["TritonAwqLinearKernel", "ExllamaLinearKernel"]},
+    )
     assert policy.value("disabled_kernels") == (
-        "TritonAwqLinearKernel", "ExllamaLinearKernel", "MarlinLinearKernel")
+        "TritonAwqLinearKernel",
+        "ExllamaLinearKernel",
+        "MarlinLinearKernel",
+    )
     assert policy.source("disabled_kernels") == "explicit" and policy.ignored == ()
 
 
-@pytest.mark.parametrize("name, key", [
-    ("VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE", "active_grouped_decode"),
-    ("VLLM_SM70_AWQ_MOE_BATCHED_ACTIVE_EXACT_W2", "active_exact_w2")])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("VLLM_SM70_AWQ_QWEN38_MOE_COMPACT_GROUPED_DECODE", "active_grouped_decode"),
+        ("VLLM_SM70_AWQ_MOE_BATCHED_ACTIVE_EXACT_W2", "active_exact_w2"),
+    ],
+)
 def test_natively_read_fields_must_agree_with_the_environment(name: str, key: str) -> None:
     default = C.QUALIFIED_DEFAULTS[f"sm70_awq_moe.{key}"]
     assert resolve({}, {"sm70_awq_moe": {key: default}}).source(f"sm70_awq_moe.{key}") == (
-        "explicit")
+        "explicit"
+    )
     with pytest.raises(InputError, match=f"kernel_config.sm70_awq_moe.{key}=.*{name}"):
         resolve({}, {"sm70_awq_moe": {key: not default}})
     with pytest.raises(InputError, match=f"{name}={int(not default)}"):
@@ -261,8 +312,10 @@ def test_natively_read_fields_must_agree_with_the_environment(name: str, key: st
 
 @pytest.mark.parametrize("text, value", [("1", 1), ("1024", 1024)])
 def test_prefill_min_m_accepts_positive(text: str, value: int) -> None:
-    assert resolve({"VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M": text}).value(
-        "sm70_nvfp4.prefill_min_m") == value
+    assert (
+        resolve({"VLLM_SM70_NVFP4_QPN2_PREFILL_MIN_M": text}).value("sm70_nvfp4.prefill_min_m")
+        == value
+    )
 
 
 @pytest.mark.parametrize("text", ["0", "-1"])
@@ -273,8 +326,9 @@ def test_prefill_min_m_refuses_zero_and_below(text: str) -> None:
         resolve({}, {"sm70_nvfp4": {"prefill_min_m": int(text)}})
 
 
-@pytest.mark.parametrize("text, value", [("0", False), ("1", True), ("2", True), ("-1", True),
-                                         (" 0 ", False)])
+@pytest.mark.parametrize(
+    "text, value", [("0", False), ("1", True), ("2", True), ("-1", True), (" 0 ", False)]
+)
 def test_integer_booleans(text: str, value: bool) -> None:
     assert resolve({"VLLM_SM70_NVFP4_QPN4": text}).value("sm70_nvfp4.qpn4") is value
 
@@ -285,8 +339,9 @@ def test_non_integer_booleans_are_input_errors(text: str) -> None:
         resolve({"VLLM_SM70_NVFP4_QPN4": text})
 
 
-@pytest.mark.parametrize("text, ok", [("0", True), ("1", True), ("2", False), (" 1", False),
-                                      ("", False)])
+@pytest.mark.parametrize(
+    "text, ok", [("0", True), ("1", True), ("2", False), (" 1", False), ("", False)]
+)
 def test_qpn_m1_accepts_only_0_and_1(text: str, ok: bool) -> None:
     env = {"VLLM_SM70_AWQ_QWEN38_QPN_M1": text}
     if ok:
@@ -296,8 +351,9 @@ def test_qpn_m1_accepts_only_0_and_1(text: str, ok: bool) -> None:
             resolve(env)
 
 
-@pytest.mark.parametrize("text, ok", [("0", True), ("4096", True), ("6144", True),
-                                      ("4095", False), ("8192", False)])
+@pytest.mark.parametrize(
+    "text, ok", [("0", True), ("4096", True), ("6144", True), ("4095", False), ("8192", False)]
+)
 def test_w2_chunk_tokens_values(text: str, ok: bool) -> None:
     env = {"VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS": text}
     if ok:
@@ -307,8 +363,10 @@ def test_w2_chunk_tokens_values(text: str, ok: bool) -> None:
             resolve(env)
 
 
-@pytest.mark.parametrize("text, ok", [("auto", True), ("turbomind", True), ("marlin", True),
-                                      ("cutlass", False), ("", False)])
+@pytest.mark.parametrize(
+    "text, ok",
+    [("auto", True), ("turbomind", True), ("marlin", True), ("cutlass", False), ("", False)],
+)
 def test_quant_backend_values(text: str, ok: bool) -> None:
     env = {"VLLM_SM70_QUANT_BACKEND": text}
     if ok:
@@ -318,8 +376,9 @@ def test_quant_backend_values(text: str, ok: bool) -> None:
             resolve(env)
 
 
-@pytest.mark.parametrize("text, value", [("0,3,10-12", ("0", "3", "10-12")), ("4-4", ("4-4",)),
-                                         ("", ())])
+@pytest.mark.parametrize(
+    "text, value", [("0,3,10-12", ("0", "3", "10-12")), ("4-4", ("4-4",)), ("", ())]
+)
 def test_layer_lists(text: str, value: tuple[str, ...]) -> None:
     env = {"VLLM_SM70_AWQ_MOE_BATCHED_LAYER_DENYLIST": text}
     assert resolve(env).value("sm70_awq_moe.layer_denylist") == value
@@ -331,8 +390,10 @@ def test_bad_layer_lists(text: str) -> None:
         resolve({"VLLM_SM70_AWQ_MOE_BATCHED_LAYER_ALLOWLIST": text})
 
 
-@pytest.mark.parametrize("value, normal", [("Flashinfer-Cutlass", "flashinfer_cutlass"),
-                                           (" auto ", "auto"), ("emulation", "emulation")])
+@pytest.mark.parametrize(
+    "value, normal",
+    [("Flashinfer-Cutlass", "flashinfer_cutlass"), (" auto ", "auto"), ("emulation", "emulation")],
+)
 def test_linear_backend_is_normalised(value: str, normal: str) -> None:
     assert resolve({}, {"linear_backend": value}).value("linear_backend") == normal
 
@@ -345,8 +406,7 @@ def test_unknown_linear_backend_and_kernel_name_are_input_errors() -> None:
     # The error names where the bad name came from: the variable or the typed field.
     with pytest.raises(InputError, match="'MarlinLinearKernal' in VLLM_DISABLED_KERNELS"):
         resolve({"VLLM_DISABLED_KERNELS": "MarlinLinearKernal"})
-    with pytest.raises(InputError,
-                       match="'MarlinLinearKernal' in kernel_config.disabled_kernels"):
+    with pytest.raises(InputError, match="'MarlinLinearKernal' in kernel_config.disabled_kernels"):
         resolve({}, {"disabled_kernels": ["MarlinLinearKernal"]})
 
 
@@ -358,13 +418,24 @@ def test_qpn2_tuning_table_entries(key: tuple[int, int, bool]) -> None:
     assert nv.qpn2_tuning(*key) == C.QPN2_TUNING[key]
 
 
-@pytest.mark.parametrize("k, n_padded, gated, expected", [
-    # otherwise: split_k = 8 if gated or K % 256 else 16, nacc = 2
-    (5120, 1024, False, (16, 2)), (5120, 1024, True, (8, 2)), (384, 1024, False, (8, 2)),
-    (256, 32, False, (16, 2)), (4352, 5120, True, (8, 2)), (1536, 5120, True, (8, 2)),
-    (1536, 4096, False, (16, 2)), (5120, 3584, True, (8, 2)), (128, 32, False, (8, 2))])
-def test_qpn2_tuning_rule_outside_the_table(k: int, n_padded: int, gated: bool,
-                                            expected: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    "k, n_padded, gated, expected",
+    [
+        # otherwise: split_k = 8 if gated or K % 256 else 16, nacc = 2
+        (5120, 1024, False, (16, 2)),
+        (5120, 1024, True, (8, 2)),
+        (384, 1024, False, (8, 2)),
+        (256, 32, False, (16, 2)),
+        (4352, 5120, True, (8, 2)),
+        (1536, 5120, True, (8, 2)),
+        (1536, 4096, False, (16, 2)),
+        (5120, 3584, True, (8, 2)),
+        (128, 32, False, (8, 2)),
+    ],
+)
+def test_qpn2_tuning_rule_outside_the_table(
+    k: int, n_padded: int, gated: bool, expected: tuple[int, int]
+) -> None:
     assert nv.qpn2_tuning(k, n_padded, gated) == expected
 
 
@@ -384,17 +455,21 @@ def dispatched_plans(k: int, n: int, prefix: str, gated_call: bool) -> list[dict
     return [c["plan"] for c in ns.since(mark)]
 
 
-@pytest.mark.parametrize("k, n, prefix, gated_call, split_k", [
-    (1536, 5120, "model.layers.0.self_attn.o_proj", False, 8),
-    (5120, 3584, "model.layers.0.self_attn.qkv_proj", False, 16),
-    (5120, 4120, "model.layers.0.linear_attn.in_proj_qkvz", False, 16),  # N pads to 4128
-    (5120, 8704, "model.layers.0.mlp.gate_up_proj", True, 8),
-    (5120, 8704, "model.layers.0.mlp.gate_up_proj", False, 8),
-    (4352, 5120, "model.layers.0.mlp.down_proj", False, 16),
-    (1536, 4096, "model.layers.0.self_attn.o_proj", False, 16),  # untabled: K % 256 == 0
-])
-def test_dispatch_plans_carry_the_tuned_split_k(k: int, n: int, prefix: str, gated_call: bool,
-                                                split_k: int) -> None:
+@pytest.mark.parametrize(
+    "k, n, prefix, gated_call, split_k",
+    [
+        (1536, 5120, "model.layers.0.self_attn.o_proj", False, 8),
+        (5120, 3584, "model.layers.0.self_attn.qkv_proj", False, 16),
+        (5120, 4120, "model.layers.0.linear_attn.in_proj_qkvz", False, 16),  # N pads to 4128
+        (5120, 8704, "model.layers.0.mlp.gate_up_proj", True, 8),
+        (5120, 8704, "model.layers.0.mlp.gate_up_proj", False, 8),
+        (4352, 5120, "model.layers.0.mlp.down_proj", False, 16),
+        (1536, 4096, "model.layers.0.self_attn.o_proj", False, 16),  # untabled: K % 256 == 0
+    ],
+)
+def test_dispatch_plans_carry_the_tuned_split_k(
+    k: int, n: int, prefix: str, gated_call: bool, split_k: int
+) -> None:
     plans = dispatched_plans(k, n, prefix, gated_call)
     assert [(p["split_k"], p["nacc"], p["gated"]) for p in plans] == [(split_k, 2, gated_call)]
 
@@ -402,10 +477,20 @@ def test_dispatch_plans_carry_the_tuned_split_k(k: int, n: int, prefix: str, gat
 # --- exact-W2 boundary, M * top_k vs 128 (CONTRACTS 3.4) ------------------------------------
 
 
-@pytest.mark.parametrize("m, top_k, admitted", [
-    (16, 8, True), (17, 8, False), (15, 8, True),  # 16 * 8 == 128 exactly
-    (12, 10, True), (13, 10, False), (128, 1, True), (129, 1, False), (1, 128, True),
-    (1, 129, False)])
+@pytest.mark.parametrize(
+    "m, top_k, admitted",
+    [
+        (16, 8, True),
+        (17, 8, False),
+        (15, 8, True),  # 16 * 8 == 128 exactly
+        (12, 10, True),
+        (13, 10, False),
+        (128, 1, True),
+        (129, 1, False),
+        (1, 128, True),
+        (1, 129, False),
+    ],
+)
 def test_active_exact_w2_slot_boundary(m: int, top_k: int, admitted: bool) -> None:
     ok, reason = active_exact_w2_call(True, m, top_k)
     assert ok is admitted
@@ -417,24 +502,51 @@ def test_active_exact_w2_slot_boundary(m: int, top_k: int, admitted: bool) -> No
 
 
 ACTIVE = LoadedRoute(
-    capability=70, batched=True, legacy_lane=True, legacy_lane_reason=None, qpn_m1=False,
-    grouped_decode=True, indexed_prefill=True, chunk_tokens=0, strict_w13=False,
-    exact_w2=False, active_exact_w2=True, token_cap=0, hidden=2560, w2_n=2560, experts=512)
+    capability=70,
+    batched=True,
+    legacy_lane=True,
+    legacy_lane_reason=None,
+    qpn_m1=False,
+    grouped_decode=True,
+    indexed_prefill=True,
+    chunk_tokens=0,
+    strict_w13=False,
+    exact_w2=False,
+    active_exact_w2=True,
+    token_cap=0,
+    hidden=2560,
+    w2_n=2560,
+    experts=512,
+)
 
 
 def moe_call(m: int, top_k: int) -> CallFacts:
-    return CallFacts(TensorFacts((m, 2560), "float16", True), TensorFacts((m, top_k), "int32"),
-                     TensorFacts((m, top_k), "float32"))
+    return CallFacts(
+        TensorFacts((m, 2560), "float16", True),
+        TensorFacts((m, top_k), "int32"),
+        TensorFacts((m, top_k), "float32"),
+    )
 
 
-@pytest.mark.parametrize("m, top_k, w2", [
-    (16, 8, "w2.active_grouped"), (17, 8, "w2.per_expert_dispatch"),
-    (12, 10, "w2.active_grouped"), (13, 10, "w2.per_expert_dispatch")])
+@pytest.mark.parametrize(
+    "m, top_k, w2",
+    [
+        (16, 8, "w2.active_grouped"),
+        (17, 8, "w2.per_expert_dispatch"),
+        (12, 10, "w2.active_grouped"),
+        (13, 10, "w2.per_expert_dispatch"),
+    ],
+)
 def test_active_exact_w2_route_at_the_boundary(m: int, top_k: int, w2: str) -> None:
     namespace = InMemoryNamespace(tuple(CATALOGUE.ops))
     chosen = select_route(moe_call(m, top_k), ACTIVE, namespace).chosen
-    assert chosen == ["lane.routed", "permute.permute", "w13.per_expert_dispatch", w2,
-                      "reduce.unpermute"]
+    assert chosen == [
+        "lane.routed",
+        "permute.permute",
+        "w13.per_expert_dispatch",
+        w2,
+        "reduce.unpermute",
+    ]
     # Without the flag the same call takes the per-expert W2.
     plain = select_route(moe_call(m, top_k), replace(ACTIVE, active_exact_w2=False), namespace)
     assert plain.chosen[3] == "w2.per_expert_dispatch"
@@ -457,13 +569,19 @@ def test_round_trips_keep_ignored_variables_and_warnings() -> None:
     import json
     import pickle
 
-    policy = resolve({"VLLM_SM70_AWQ_TURBOMIND": "0", "VLLM_SM70_NVFP4_QPN2": "0"},
-                     {"sm70_awq": {"enabled": True}, "sm70_nvfp4": {"qpn2": True}})
-    assert policy.ignored == (("VLLM_SM70_AWQ_TURBOMIND", "sm70_awq.enabled"),
-                              ("VLLM_SM70_NVFP4_QPN2", "sm70_nvfp4.qpn2"))
+    policy = resolve(
+        {"VLLM_SM70_AWQ_TURBOMIND": "0", "VLLM_SM70_NVFP4_QPN2": "0"},
+        {"sm70_awq": {"enabled": True}, "sm70_nvfp4": {"qpn2": True}},
+    )
+    assert policy.ignored == (
+        ("VLLM_SM70_AWQ_TURBOMIND", "sm70_awq.enabled"),
+        ("VLLM_SM70_NVFP4_QPN2", "sm70_nvfp4.qpn2"),
+    )
     data = policy.to_json()
-    assert data["ignored"] == [["VLLM_SM70_AWQ_TURBOMIND", "sm70_awq.enabled"],
-                               ["VLLM_SM70_NVFP4_QPN2", "sm70_nvfp4.qpn2"]]
+    assert data["ignored"] == [
+        ["VLLM_SM70_AWQ_TURBOMIND", "sm70_awq.enabled"],
+        ["VLLM_SM70_NVFP4_QPN2", "sm70_nvfp4.qpn2"],
+    ]
     assert data["format"] == 1
     again = ResolvedPolicy.from_json(json.loads(json.dumps(data)))
     assert again == policy and again.ignored == policy.ignored
@@ -479,12 +597,18 @@ def test_an_unknown_policy_format_is_refused() -> None:
 
 
 def test_typed_values_outside_their_sets_name_the_field_and_the_accepted_values() -> None:
-    with pytest.raises(InputError, match=r"invalid value 5000 for "
-                       r"kernel_config\.sm70_awq_moe\.w2_chunk_tokens: accepted values are "
-                       r"0, 4096, 6144"):
+    with pytest.raises(
+        InputError,
+        match=r"invalid value 5000 for "
+        r"kernel_config\.sm70_awq_moe\.w2_chunk_tokens: accepted values are "
+        r"0, 4096, 6144",
+    ):
         resolve({}, {"sm70_awq_moe": {"w2_chunk_tokens": 5000}})
-    with pytest.raises(InputError, match=r"invalid layer id 5-4 in "
-                       r"kernel_config\.sm70_awq_moe\.layer_denylist"):
+    with pytest.raises(
+        InputError,
+        match=r"invalid layer id 5-4 in "
+        r"kernel_config\.sm70_awq_moe\.layer_denylist",
+    ):
         resolve({}, {"sm70_awq_moe": {"layer_denylist": ["5-4"]}})
 
 
@@ -494,8 +618,10 @@ def test_even_a_far_off_kernel_name_gets_the_closest_suggestion() -> None:
         resolve({"VLLM_DISABLED_KERNELS": "Zq"})
 
 
-@pytest.mark.parametrize("m, cap, within", [
-    (2, 1, False), (1, 1, True), (4, 4, True), (5, 4, False), (8192, 0, True), (8192, -1, True)])
+@pytest.mark.parametrize(
+    "m, cap, within",
+    [(2, 1, False), (1, 1, True), (4, 4, True), (5, 4, False), (8192, 0, True), (8192, -1, True)],
+)
 def test_batched_decode_cap_boundaries(m: int, cap: int, within: bool) -> None:
     # 1.2/3.5: M <= max_batched_tokens when that is > 0; <= 0 is unbounded.
     from policies.awq_moe_admission import within_cap

@@ -14,9 +14,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def snapshot_all(out: Path, env: dict[str, str], jobs: int) -> dict[str, bytes]:
-    subprocess.run([sys.executable, "-m", "routectl", "snapshot", "--all", "--output-dir",
-                    str(out), "--jobs", str(jobs)], cwd=ROOT, env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "routectl",
+            "snapshot",
+            "--all",
+            "--output-dir",
+            str(out),
+            "--jobs",
+            str(jobs),
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
 
 
@@ -26,8 +40,7 @@ def test_byte_identical_across_hash_seeds_caller_variables_and_processes(tmp_pat
     # Every variable the policy knows, set to a non-default value by the caller: rows resolve
     # their own overlay, so nothing may move.
     hostile = {f.variable: "0" for f in FIELDS if f.variable and f.parser.name == "int_bool"}
-    second = snapshot_all(tmp_path / "b", {**base, **hostile, "PYTHONHASHSEED": "987"},
-                          jobs=1)
+    second = snapshot_all(tmp_path / "b", {**base, **hostile, "PYTHONHASHSEED": "987"}, jobs=1)
     assert first == second
     retained = {p.name: p.read_bytes() for p in sorted((ROOT / "snapshots").glob("*.json"))}
     assert first == retained

@@ -17,10 +17,18 @@ from routectl.snapshot import validate_rows
 from routectl.workload import EngineConfig, Hardware
 from tests.test_dflash2_policy import ALLOW_CANDIDATE_ORDER, DENSE_ORDER, TABLE
 
-GUARDS = ["enable_sm70_dflash2_fused_gdn_verify", "enable_sm70_dflash2_fused_gdn_norm",
-          "enable_sm70_dflash2_fused_gdn_split", "enable_sm70_dflash2_fused_gdn_combined_split"]
-GUARD_OF = {"fused_gdn_verify": 0, "fused_gdn_norm": 1, "fused_gdn_split": 2,
-            "fused_gdn_combined_split": 3}
+GUARDS = [
+    "enable_sm70_dflash2_fused_gdn_verify",
+    "enable_sm70_dflash2_fused_gdn_norm",
+    "enable_sm70_dflash2_fused_gdn_split",
+    "enable_sm70_dflash2_fused_gdn_combined_split",
+]
+GUARD_OF = {
+    "fused_gdn_verify": 0,
+    "fused_gdn_norm": 1,
+    "fused_gdn_split": 2,
+    "fused_gdn_combined_split": 3,
+}
 MODELS = ("27b_dflash2_nvfp4", "flash_next_mtp4_nvfp4", "35b_a3b_awq")
 EDGE_VALUES = {"0": "0", "1": "1", "2": "2", "-1": "m1"}
 
@@ -31,9 +39,16 @@ def rows():
 
 
 def matrix_ids(model):
-    return [f"{model}/{kv}/tp{tp}/{spec}/c{c}/q{q}" for kv, tp, spec, c, q in itertools.product(
-        ("float16", "fp8_e4m3", "fp8_e5m2"), (2, 4), ("none", "mtp", "dflash"), (1, 4, 8),
-        (4096, 8192))]
+    return [
+        f"{model}/{kv}/tp{tp}/{spec}/c{c}/q{q}"
+        for kv, tp, spec, c, q in itertools.product(
+            ("float16", "fp8_e4m3", "fp8_e5m2"),
+            (2, 4),
+            ("none", "mtp", "dflash"),
+            (1, 4, 8),
+            (4096, 8192),
+        )
+    ]
 
 
 def values(route):
@@ -52,39 +67,60 @@ ALL_OFF = {name: (False, "default") for name, _ in TABLE}
 def test_406_rows_324_matrix_and_82_edges(rows):
     assert len(rows) == 406
     assert sorted(i for i in rows if not i.startswith("edge:")) == sorted(
-        i for m in MODELS for i in matrix_ids(m))
+        i for m in MODELS for i in matrix_ids(m)
+    )
     edges = {i for i in rows if i.startswith("edge:")}
     expected = {f"edge:{name}_{v}" for name, _ in TABLE for v in EDGE_VALUES.values()}
-    expected |= {f"edge:{n}_{v}" for n in ("dense_order", "allow_candidate_order")
-                 for v in EDGE_VALUES.values()}
+    expected |= {
+        f"edge:{n}_{v}"
+        for n in ("dense_order", "allow_candidate_order")
+        for v in EDGE_VALUES.values()
+    }
     expected |= {"edge:retired_order_pair", "edge:gdn_k8_v24_tp2"}
     assert len(expected) == 82 and edges == expected
 
 
 def test_36_qualified_matrix_rows(rows):
-    qualified = [i for i, r in rows.items() if not i.startswith("edge:")
-                 and r["qualification"]["ok"]]
-    assert sorted(qualified) == sorted(i for i in matrix_ids("27b_dflash2_nvfp4")
-                                       if "/dflash/" in i)
+    qualified = [
+        i for i, r in rows.items() if not i.startswith("edge:") and r["qualification"]["ok"]
+    ]
+    assert sorted(qualified) == sorted(
+        i for i in matrix_ids("27b_dflash2_nvfp4") if "/dflash/" in i
+    )
     for row_id in qualified:
         route = rows[row_id]
         assert route["qualification"] == {"ok": True, "code": None, "message": None}
         assert values(route) == ALL_ON and route["warnings"] == []
         if "/tp4/" in row_id:
             assert guards(route) == ALL_ADMITTED
-            assert route["gdn_layout"] == {"key_heads": 16, "value_heads": 48, "head_dim": 128,
-                                           "qkv": 2560, "z": 1536, "ba": 12}
+            assert route["gdn_layout"] == {
+                "key_heads": 16,
+                "value_heads": 48,
+                "head_dim": 128,
+                "qkv": 2560,
+                "z": 1536,
+                "ba": 12,
+            }
         else:
             assert guards(route) == [*ALL_ADMITTED[:3], (GUARDS[3], False, "local_tail_layout")]
-            assert route["gdn_layout"] == {"key_heads": 16, "value_heads": 48, "head_dim": 128,
-                                           "qkv": 5120, "z": 3072, "ba": 24}
+            assert route["gdn_layout"] == {
+                "key_heads": 16,
+                "value_heads": 48,
+                "head_dim": 128,
+                "qkv": 5120,
+                "z": 3072,
+                "ba": 24,
+            }
 
 
-@pytest.mark.parametrize("model,code,count", [
-    ("flash_next_mtp4_nvfp4", "architecture_not_qwen3_5", 108),
-    ("35b_a3b_awq", "hidden_size_not_5120", 108),
-    ("27b_dflash2_nvfp4", "spec_method_not_dflash", 72),
-])
+@pytest.mark.parametrize(
+    "model,code,count",
+    [
+        ("flash_next_mtp4_nvfp4", "architecture_not_qwen3_5", 108),
+        ("35b_a3b_awq", "hidden_size_not_5120", 108),
+        ("27b_dflash2_nvfp4", "spec_method_not_dflash", 72),
+    ],
+)
 def test_the_other_288_rows_are_off_with_their_first_failing_code(rows, model, code, count):
     ids = [i for i in matrix_ids(model) if not rows[i]["qualification"]["ok"]]
     assert len(ids) == count
@@ -94,7 +130,8 @@ def test_the_other_288_rows_are_off_with_their_first_failing_code(rows, model, c
         assert route["capability"] == 70
         assert values(route) == ALL_OFF
         assert [(n, ok, c) for n, ok, c in guards(route)] == [
-            (g, False, "policy_disabled") for g in GUARDS]
+            (g, False, "policy_disabled") for g in GUARDS
+        ]
     if code == "hidden_size_not_5120":
         assert "2048" in rows[ids[0]]["qualification"]["message"]
 
@@ -124,9 +161,13 @@ def test_alias_edges(rows, name, variable, text):
     assert guards(route) == admitted
 
 
-@pytest.mark.parametrize("label,variable,kind", [
-    ("dense_order", DENSE_ORDER, "obsolete"),
-    ("allow_candidate_order", ALLOW_CANDIDATE_ORDER, "removed")])
+@pytest.mark.parametrize(
+    "label,variable,kind",
+    [
+        ("dense_order", DENSE_ORDER, "obsolete"),
+        ("allow_candidate_order", ALLOW_CANDIDATE_ORDER, "removed"),
+    ],
+)
 @pytest.mark.parametrize("suffix", ["0", "1", "2", "m1"])
 def test_retired_name_edges_change_no_field(rows, label, variable, kind, suffix):
     route = rows[f"edge:{label}_{suffix}"]
@@ -137,19 +178,28 @@ def test_retired_name_edges_change_no_field(rows, label, variable, kind, suffix)
 def test_retired_order_pair(rows):
     route = rows["edge:retired_order_pair"]
     assert values(route) == ALL_ON and guards(route) == ALL_ADMITTED
-    assert route["warnings"] == [{"variable": DENSE_ORDER, "kind": "obsolete"},
-                                 {"variable": ALLOW_CANDIDATE_ORDER, "kind": "removed"}]
+    assert route["warnings"] == [
+        {"variable": DENSE_ORDER, "kind": "obsolete"},
+        {"variable": ALLOW_CANDIDATE_ORDER, "kind": "removed"},
+    ]
 
 
 def test_gdn_k8_v24_tp2_admits_all_four_guards(rows):
     route = rows["edge:gdn_k8_v24_tp2"]
     assert route["qualification"]["ok"] is True and values(route) == ALL_ON
     assert guards(route) == ALL_ADMITTED
-    assert route["gdn_layout"] == {"key_heads": 8, "value_heads": 24, "head_dim": 128,
-                                   "qkv": 2560, "z": 1536, "ba": 12}
+    assert route["gdn_layout"] == {
+        "key_heads": 8,
+        "value_heads": 24,
+        "head_dim": 128,
+        "qkv": 2560,
+        "z": 1536,
+        "ba": 12,
+    }
 
 
 # --- the reference's intended change ---------------------------------------------------------
+
 
 def older_combined_rule(engine: EngineConfig, layout: GdnLayout) -> Check:
     """Before the layout change: TP exactly 4 and model hidden size 5120, no layout
@@ -167,8 +217,9 @@ def test_the_older_combined_split_rule_flips_exactly_the_head_split_edge():
         policy = resolve_row(PROJECT, spec)
         hardware, layout = Hardware(spec.capability), GdnLayout(**spec.layer)
         new = gdn_admissions(policy, hardware, spec.engine, layout)
-        old = gdn_admissions(policy, hardware, spec.engine, layout,
-                             combined_rule=older_combined_rule)
+        old = gdn_admissions(
+            policy, hardware, spec.engine, layout, combined_rule=older_combined_rule
+        )
         assert new[:3] == old[:3]
         if new[3][1][0] != old[3][1][0]:
             changed_ok.add(f"sm70-dflash2-policy:{spec.id}")
@@ -177,8 +228,7 @@ def test_the_older_combined_split_rule_flips_exactly_the_head_split_edge():
     # As ../shared/reference-golden/sm70_dflash2_capability_changes.json records upstream.
     assert changed_ok == {"sm70-dflash2-policy:edge:gdn_k8_v24_tp2"}
     # The 18 qualified TP2 rows keep "not admitted", only its code and message change.
-    assert changed_reason == {i for i in matrix_ids("27b_dflash2_nvfp4")
-                              if "/tp2/dflash/" in i}
+    assert changed_reason == {i for i in matrix_ids("27b_dflash2_nvfp4") if "/tp2/dflash/" in i}
     assert len(changed_reason) == 18
 
 
@@ -190,8 +240,7 @@ def test_policy_rows_are_strict_in_the_snapshot_schema(rows):
         {**route, "extra": 1},
         {**route, "policy": {k: v for k, v in route["policy"].items() if k != "fp32_logits"}},
         {**route, "policy": {**route["policy"], "fp32_logits": {"value": 1, "source": "default"}}},
-        {**route, "policy": {**route["policy"],
-                             "fp32_logits": {"value": True, "source": "typed"}}},
+        {**route, "policy": {**route["policy"], "fp32_logits": {"value": True, "source": "typed"}}},
         {**route, "warnings": ["VLLM_SM70_FP8_QPN8 is deprecated"]},
         {**route, "warnings": [{"variable": "VLLM_SM70_FP8_QPN8", "kind": "legacy"}]},
         {**route, "gdn_admission": [{**route["gdn_admission"][0], "name": "other_guard"}]},

@@ -35,8 +35,15 @@ from routectl.workload import EngineConfig, Hardware
 
 HW = Hardware(70)
 WORKLOAD = EngineConfig(tp=4, max_num_batched_tokens=8192)
-MOE = {"prefix": "model.layers.0.mlp.experts", "layer_id": 0, "experts": 512, "top_k": 10,
-       "hidden": 2560, "intermediate": 640, "group": 32}
+MOE = {
+    "prefix": "model.layers.0.mlp.experts",
+    "layer_id": 0,
+    "experts": 512,
+    "top_k": 10,
+    "hidden": 2560,
+    "intermediate": 640,
+    "group": 32,
+}
 QPN_VAR = field("sm70_awq_moe.qpn_m1").variable
 DISABLE_VAR = field("sm70_awq_moe.disable").variable
 DEPRECATED_VAR = next(f.variable for f in FIELDS if f.kind is Kind.DEPRECATED)
@@ -53,16 +60,21 @@ def _moe(layer_id: int = 0) -> dict:
 
 
 def _meta_inputs(m: int) -> tuple[torch.Tensor, ...]:
-    return (torch.empty((m, 2560), dtype=torch.float16, device="meta"),
-            torch.empty((m, 10), dtype=torch.int32, device="meta"),
-            torch.empty((m, 10), dtype=torch.float32, device="meta"))
+    return (
+        torch.empty((m, 2560), dtype=torch.float16, device="meta"),
+        torch.empty((m, 10), dtype=torch.int32, device="meta"),
+        torch.empty((m, 10), dtype=torch.float32, device="meta"),
+    )
 
 
 def _composite() -> CompositeNamespace:
     reference = TorchOpsNamespace(REFERENCE_NAMESPACE)
     catalogue = PROJECT.catalogue
-    return CompositeNamespace(reference, [op for op in catalogue.ops if not reference.has_op(op)],
-                              abi={op: 1 for op, s in catalogue.ops.items() if s.getter})
+    return CompositeNamespace(
+        reference,
+        [op for op in catalogue.ops if not reference.has_op(op)],
+        abi={op: 1 for op, s in catalogue.ops.items() if s.getter},
+    )
 
 
 def _errors(document: dict) -> list[str]:
@@ -71,6 +83,7 @@ def _errors(document: dict) -> list[str]:
 
 
 # --- environ ----------------------------------------------------------------------------------
+
 
 def test_explicit_environ_is_used_and_os_environ_ignored(monkeypatch):
     monkeypatch.setenv(QPN_VAR, "1")
@@ -100,11 +113,13 @@ def test_explicit_config_wins_over_the_environment():
     session = start(PROJECT, QPN_ON, HW, WORKLOAD, environ={QPN_VAR: "0"})
     assert session.policy.value("sm70_awq_moe.qpn_m1") is True
     assert session.policy.source("sm70_awq_moe.qpn_m1") == "explicit"
-    assert [(i["variable"], i["key"]) for i in session.report().to_json()["policy"]["ignored"]] \
-        == [(QPN_VAR, "sm70_awq_moe.qpn_m1")]
+    assert [(i["variable"], i["key"]) for i in session.report().to_json()["policy"]["ignored"]] == [
+        (QPN_VAR, "sm70_awq_moe.qpn_m1")
+    ]
 
 
 # --- logging ----------------------------------------------------------------------------------
+
 
 def test_no_handlers_are_installed():
     logger = logging.getLogger(LOGGER_NAME)
@@ -123,16 +138,21 @@ def test_each_fallback_is_logged_once_with_the_rows_reason(caplog):
     for layer_id in (0, 1, 2):
         session.load_layer(FAMILY, _moe(layer_id), None, ns)
     reasons = {f["reason"] for layer in session.report().layers for f in layer["fallbacks"]}
-    assert len(reasons) == 1 and all(len(layer["fallbacks"]) == 1
-                                     for layer in session.report().layers)
+    assert len(reasons) == 1 and all(
+        len(layer["fallbacks"]) == 1 for layer in session.report().layers
+    )
     reason = reasons.pop()
-    fallback_records = [r for r in caplog.records
-                        if r.name == LOGGER_NAME and r.levelno == logging.WARNING]
+    fallback_records = [
+        r for r in caplog.records if r.name == LOGGER_NAME and r.levelno == logging.WARNING
+    ]
     assert len(fallback_records) == 1
     assert fallback_records[0].getMessage().endswith(f": {reason}")
     assert "model.layers.0.mlp.experts" in fallback_records[0].getMessage()
-    loads = [r for r in caplog.records if r.levelno == logging.INFO and "prepared layout" in
-             r.getMessage()]
+    loads = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.INFO and "prepared layout" in r.getMessage()
+    ]
     assert len(loads) == 3
 
 
@@ -163,11 +183,13 @@ def test_selection_errors_are_logged_and_raised(caplog):
     with pytest.raises(SelectionError) as error:
         session.load_layer(FAMILY, MOE, None, _recording(QPN_M1_OP))
     assert [r.getMessage() for r in caplog.records] == [
-        f"model.layers.0.mlp.experts [{FAMILY}]: {error.value.code}: {error.value.message}"]
+        f"model.layers.0.mlp.experts [{FAMILY}]: {error.value.code}: {error.value.message}"
+    ]
     assert session.layers == ()
 
 
 # --- loading ------------------------------------------------------------------------------------
+
 
 def test_families_are_the_selector_families():
     session = start(PROJECT, None, HW, WORKLOAD, environ={})
@@ -182,19 +204,30 @@ def test_unknown_family_and_unwanted_workspace_are_input_errors():
         session.load_layer(FAMILY, MOE, None, _recording(), workspace=1)
 
 
-QUALIFIED = EngineConfig(tp=4, spec_method="dflash", spec_tokens=7, selector_top_k=16,
-                         max_num_seqs=4, max_num_batched_tokens=8192)
+QUALIFIED = EngineConfig(
+    tp=4,
+    spec_method="dflash",
+    spec_tokens=7,
+    selector_top_k=16,
+    max_num_seqs=4,
+    max_num_batched_tokens=8192,
+)
 # Family -> (capability, layer, kernel_config): one served layer of every engine family.
 FAMILY_CASES = {
-    "sm70-nvfp4-linear": (70, Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5120,
-                                            4120), None),
+    "sm70-nvfp4-linear": (
+        70,
+        Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5120, 4120),
+        None,
+    ),
     "sm70-awq-linear": (70, AwqLayer.of("model.layers.0.mlp.down_proj", 8704, 5120, 128), None),
-    "sm75-nvfp4-linear": (75, Nvfp4Layer.of("model.layers.0.mlp.gate_up_proj", 5120, 17408),
-                          None),
+    "sm75-nvfp4-linear": (75, Nvfp4Layer.of("model.layers.0.mlp.gate_up_proj", 5120, 17408), None),
     "sm75-fp8-linear": (75, Fp8Layer.of("model.layers.0.mlp.down_proj", 8704, 5120), None),
     "sm70-awq-moe": (70, MOE, QPN_ON),
-    "sm70-fp8-linear": (70, BlockFp8Layer.of("model.layers.0.mlp.down_proj", 4352, 5120, tp=4),
-                        None),
+    "sm70-fp8-linear": (
+        70,
+        BlockFp8Layer.of("model.layers.0.mlp.down_proj", 4352, 5120, tp=4),
+        None,
+    ),
 }
 
 
@@ -219,8 +252,9 @@ def test_dispatch_follows_the_token_count(family):
         for sample in token_class["samples"]:
             mark = ns.mark()
             layer(*loader.call_inputs(spec, layer.prepared, sample["m"]))
-            assert [{"op": c["op"], "plan": {"m": sample["m"], **c["plan"]}}
-                    for c in ns.since(mark)] == sample["ops"]
+            assert [
+                {"op": c["op"], "plan": {"m": sample["m"], **c["plan"]}} for c in ns.since(mark)
+            ] == sample["ops"]
 
 
 def test_a_method_routectl_does_not_dispatch():
@@ -242,10 +276,12 @@ def test_linear_layer_end_to_end_on_the_composite_namespace():
     spec = AwqLayer.of("model.layers.0.self_attn.qkv_proj", 2560, 3584, 32)
     g = torch.Generator().manual_seed(3)
     tensors = {
-        "qweight": torch.randint(-(2**31), 2**31, spec.qweight_shape, generator=g,
-                                 dtype=torch.int64).to(torch.int32),
-        "qzeros": torch.randint(-(2**31), 2**31, spec.qzeros_shape, generator=g,
-                                dtype=torch.int64).to(torch.int32),
+        "qweight": torch.randint(
+            -(2**31), 2**31, spec.qweight_shape, generator=g, dtype=torch.int64
+        ).to(torch.int32),
+        "qzeros": torch.randint(
+            -(2**31), 2**31, spec.qzeros_shape, generator=g, dtype=torch.int64
+        ).to(torch.int32),
         "scales": (torch.rand(spec.scales_shape, generator=g) * 0.01 + 0.001).half(),
     }
     with OpObserver(PROJECT.catalogue, REFERENCE_NAMESPACE) as seen:
@@ -254,8 +290,9 @@ def test_linear_layer_end_to_end_on_the_composite_namespace():
     assert entry["kernel"] == layer.kernel and entry["replay_matches_load"]
     assert entry["prepare"] == seen.calls and len(seen.calls) == 1
     assert entry["bytes"]["total"] == sum(c.nbytes for c in seen.observed)
-    with pytest.raises(NoImplementationError, match=f"no reference implementation for "
-                                                    f"{AWQ_GEMM_OP}") as error:
+    with pytest.raises(
+        NoImplementationError, match=f"no reference implementation for {AWQ_GEMM_OP}"
+    ) as error:
         layer(torch.zeros((1, 2560), dtype=torch.float16))
     spec_op = PROJECT.catalogue.op(error.value.op)
     plan = derive_plan(spec_op, bind_arguments(spec_op, (), error.value.arguments))
@@ -266,11 +303,14 @@ def test_linear_layer_end_to_end_on_the_composite_namespace():
 
 # --- composite namespace -----------------------------------------------------------------------
 
+
 def test_composite_namespace_declares_without_implementing():
-    implemented = InMemoryNamespace(["a", "getter"], name="impl", abi={"getter": 7},
-                                    impls={"a": lambda **kw: ("a", kw)})
-    ns = CompositeNamespace(implemented, ["a", "b", "declared_getter", "bare_getter"],
-                            abi={"declared_getter": 3})
+    implemented = InMemoryNamespace(
+        ["a", "getter"], name="impl", abi={"getter": 7}, impls={"a": lambda **kw: ("a", kw)}
+    )
+    ns = CompositeNamespace(
+        implemented, ["a", "b", "declared_getter", "bare_getter"], abi={"declared_getter": 3}
+    )
     assert ns.name == "impl+declared"
     assert [ns.has_op(op) for op in ("a", "b", "c")] == [True, True, False]
     assert ns.declared == {"b", "declared_getter", "bare_getter"}
@@ -280,8 +320,11 @@ def test_composite_namespace_declares_without_implementing():
     assert e.value.op == "b" and e.value.arguments == {"x": 2}
     with pytest.raises(RuntimeError, match="impl\\+declared::c is not available"):
         ns.call("c")
-    assert (ns.abi_revision("getter"), ns.abi_revision("declared_getter"),
-            ns.abi_revision("c")) == (7, 3, None)
+    assert (
+        ns.abi_revision("getter"),
+        ns.abi_revision("declared_getter"),
+        ns.abi_revision("c"),
+    ) == (7, 3, None)
     with pytest.raises(NoImplementationError, match="bare_getter"):
         ns.abi_revision("bare_getter")
 
@@ -295,6 +338,7 @@ def test_composite_namespace_reports_reference_schemas():
 
 # --- the report ---------------------------------------------------------------------------------
 
+
 def test_report_covers_every_class_policy_value_and_candidate():
     session = start(PROJECT, QPN_ON, HW, WORKLOAD, environ={QPN_VAR: "1"})
     ns = _recording(PREPARE_COMPACT_OP)
@@ -304,12 +348,14 @@ def test_report_covers_every_class_policy_value_and_candidate():
     validate_report(document, PROJECT)
     policy = session.policy
     assert {v["key"]: (v["value"], v["source"]) for v in document["policy"]["values"]} == {
-        k: (policy.to_json()["values"][k], policy.source(k)) for k, _ in policy.values}
+        k: (policy.to_json()["values"][k], policy.source(k)) for k, _ in policy.values
+    }
     layer = document["layers"][0]
     assert [c["name"] for c in layer["classes"]] == [c.name for c in TOKEN_CLASSES]
     assert all(c["samples"] for c in layer["classes"])
     assert [v["name"] for v in layer["candidates"]] == [
-        v.name for v in session.layers[0].decision.selection.verdicts]
+        v.name for v in session.layers[0].decision.selection.verdicts
+    ]
     assert layer["prepared_layout"] == session.layers[0].decision.layout
     assert layer["namespace"]["missing"] == [PREPARE_COMPACT_OP]
     assert layer["replay_matches_load"] is True

@@ -29,9 +29,14 @@ def test_example_passes_for_both_layouts(tmp_path):
     # without any policy variable of the caller's.
     env = {k: v for k, v in os.environ.items() if not k.startswith(VARIABLE_PREFIX)}
     env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--report-json", str(report)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=HANG_S)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--report-json", str(report)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     margins = MARGINS.findall(proc.stdout)
     assert [label for label, _, _ in margins] == ["4-byte", "3-byte"]
@@ -45,7 +50,9 @@ def test_example_passes_for_both_layouts(tmp_path):
     # The startup report was printed for both startups, QPN M1 serving M = 1 in each.
     qpn_lines = [line for line in lines if line.startswith("  M 1 at 1: lane.qpn_m1 -> ")]
     assert [("metadata=4-byte" in line, "metadata=3-byte" in line) for line in qpn_lines] == [
-        (True, False), (False, True)]
+        (True, False),
+        (False, True),
+    ]
     document = json.loads(report.read_text())
     validator = Draft202012Validator(schema("startup-report"))
     assert [e.message for e in validator.iter_errors(document)] == []
@@ -70,8 +77,15 @@ def test_example_fails_unless_every_check_passes():
     within = BoundCheck(1.0, 2.0, 1.0, 2.0)
 
     def run(**changes):
-        fields = {"label": "3-byte", "report": None, "replay": record, "execution": record,
-                  "margins": within, "banks_ok": True, "out": torch.zeros(1)}
+        fields = {
+            "label": "3-byte",
+            "report": None,
+            "replay": record,
+            "execution": record,
+            "margins": within,
+            "banks_ok": True,
+            "out": torch.zeros(1),
+        }
         return module.LayoutRun(**{**fields, **changes})
 
     assert run().passed

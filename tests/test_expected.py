@@ -21,32 +21,39 @@ from routectl.groups import group_changes
 from routectl.snapshot import schema_violation
 
 CATS = ("cat-a", "cat-b")
-A1, A2, A3 = "m/float16/tp2/none/c1/q4096", "m/float16/tp4/none/c1/q4096", \
-    "m/float16/tp2/none/c4/q4096"
+A1, A2, A3 = (
+    "m/float16/tp2/none/c1/q4096",
+    "m/float16/tp4/none/c1/q4096",
+    "m/float16/tp2/none/c4/q4096",
+)
 SPLIT = "route.dispatch[*].plan.split_k"
 
 
 def row(row_id: str, split_k: int = 4, kernel: str = "K") -> dict:
-    return {"id": row_id, "route": {"kernel": kernel, "dispatch": [
-        {"op": "mm", "plan": {"m": m, "split_k": split_k}} for m in (1, 8)]}}
+    return {
+        "id": row_id,
+        "route": {
+            "kernel": kernel,
+            "dispatch": [{"op": "mm", "plan": {"m": m, "split_k": split_k}} for m in (1, 8)],
+        },
+    }
 
 
 def base() -> list[dict]:
     return [row(A1), row(A2), row(A3)]
 
 
-def judge(new: list[dict], document, *, old=None, categories=CATS, judged=("cat-a",),
-          known=None):
+def judge(new: list[dict], document, *, old=None, categories=CATS, judged=("cat-a",), known=None):
     """Judge category cat-a (its rows: `old` against `new`) under an expected document."""
     old = base() if old is None else old
     changes = parse_document(document, categories, source="f.json")
     comparison = compare_rows(old, new)
     ids = {"cat-a": comparison.fresh_ids | comparison.baseline_ids, **(known or {})}
-    stated = resolve_stated(changes.stated, list(judged), lambda n: ids.get(n, set()),
-                            list(categories))
+    stated = resolve_stated(
+        changes.stated, list(judged), lambda n: ids.get(n, set()), list(categories)
+    )
     groups = group_changes("cat-a", comparison, {}, {})
-    verdict, covered = judge_category("cat-a", comparison, {}, stated.by_category["cat-a"],
-                                      groups)
+    verdict, covered = judge_category("cat-a", comparison, {}, stated.by_category["cat-a"], groups)
     missing = (*stated.missing, *unmatched_fields(stated.judged, covered))
     return verdict, missing
 
@@ -60,8 +67,9 @@ def doc(*entries) -> dict:
 
 
 def test_a_pattern_without_fields_expects_any_change_of_its_rows():
-    verdict, missing = judge(moved_split(A1, A2),
-                             doc({"rows": "cat-a:m/float16/tp{2,4}/none/c1/*", "reason": "r"}))
+    verdict, missing = judge(
+        moved_split(A1, A2), doc({"rows": "cat-a:m/float16/tp{2,4}/none/c1/*", "reason": "r"})
+    )
     assert verdict.ok and not missing
     assert verdict.reasons == {A1: ("r",), A2: ("r",)}
 
@@ -79,38 +87,44 @@ def test_an_extra_field_in_a_stated_row_is_unexpected_and_named():
     verdict, missing = judge(new, doc(entry))
     assert verdict.unexpected == (A1,)
     assert [(c.path, c.old, c.new) for c in verdict.unexpected_fields[A1]] == [
-        ("route.kernel", "K", "Other")]
+        ("route.kernel", "K", "Other")
+    ]
     assert not missing
 
 
 def test_other_values_of_a_stated_path_are_not_covered():
-    entry = {"rows": [f"cat-a:{A1}", f"cat-a:{A2}"], "fields": {SPLIT: [4, 16]},
-             "reason": "r"}
+    entry = {"rows": [f"cat-a:{A1}", f"cat-a:{A2}"], "fields": {SPLIT: [4, 16]}, "reason": "r"}
     verdict, missing = judge(moved_split(A1, A2), doc(entry))
     assert verdict.unexpected == (A1, A2)
-    assert missing == (MissingItem(0, f'["cat-a:{A1}", "cat-a:{A2}"]', SPLIT,
-                                   "stated [4, 16] but no matched row changed it so"),)
+    assert missing == (
+        MissingItem(
+            0,
+            f'["cat-a:{A1}", "cat-a:{A2}"]',
+            SPLIT,
+            "stated [4, 16] but no matched row changed it so",
+        ),
+    )
 
 
 def test_a_stated_field_that_does_not_move_is_missing():
-    entry = {"rows": A1, "fields": {SPLIT: [4, 8], "route.kernel": ["K", "L"]},
-             "reason": "r"}
+    entry = {"rows": A1, "fields": {SPLIT: [4, 8], "route.kernel": ["K", "L"]}, "reason": "r"}
     verdict, missing = judge(moved_split(A1), doc(entry))
     assert verdict.ok
-    assert missing == (MissingItem(0, A1, "route.kernel",
-                                   'stated ["K", "L"] but no matched row changed it so'),)
+    assert missing == (
+        MissingItem(0, A1, "route.kernel", 'stated ["K", "L"] but no matched row changed it so'),
+    )
 
 
 def test_every_matched_row_that_did_not_move_is_missing():
-    verdict, _ = judge(moved_split(A1), doc({"rows": "m/float16/tp2/none/*/q4096",
-                                             "reason": "r"}))
+    verdict, _ = judge(moved_split(A1), doc({"rows": "m/float16/tp2/none/*/q4096", "reason": "r"}))
     assert verdict.unexpected == () and verdict.missing == (A1.replace("c1", "c4"),)
     assert verdict.missing == (A3,) and verdict.unknown == ()
 
 
 def test_a_pattern_that_matches_no_row_is_missing():
-    _, missing = judge(moved_split(A1), doc({"rows": A1, "reason": "r"},
-                                            {"rows": "cat-a:x/**", "reason": "r"}))
+    _, missing = judge(
+        moved_split(A1), doc({"rows": A1, "reason": "r"}, {"rows": "cat-a:x/**", "reason": "r"})
+    )
     assert missing == (MissingItem(1, "cat-a:x/**", None, "matches no row"),)
 
 
@@ -125,9 +139,12 @@ def test_a_null_side_states_an_added_field():
 def test_two_entries_stating_different_values_for_one_row_path_are_an_input_error():
     first = {"rows": "m/**", "fields": {SPLIT: [4, 8]}, "reason": "r"}
     second = {"rows": A1, "fields": {SPLIT: [4, 16]}, "reason": "s"}
-    with pytest.raises(InputError, match=r"entries \[0\] and \[1\] state different changes "
-                                         r"of route.dispatch\[\*\].plan.split_k for row "
-                                         r"cat-a:m/float16/tp2/none/c1/q4096"):
+    with pytest.raises(
+        InputError,
+        match=r"entries \[0\] and \[1\] state different changes "
+        r"of route.dispatch\[\*\].plan.split_k for row "
+        r"cat-a:m/float16/tp2/none/c1/q4096",
+    ):
         judge(moved_split(A1, A2, A3), doc(first, second))
     same = {"rows": A1, "fields": {SPLIT: [4, 8]}, "reason": "s"}
     assert judge(moved_split(A1, A2, A3), doc(first, same))[0].ok
@@ -135,11 +152,11 @@ def test_two_entries_stating_different_values_for_one_row_path_are_an_input_erro
 
 def test_a_bare_pattern_must_resolve_to_one_category():
     with pytest.raises(InputError, match="several categories .cat-a, cat-b.: qualify it"):
-        judge(moved_split(A1), doc({"rows": "m/**", "reason": "r"}),
-              known={"cat-b": {A2}})
+        judge(moved_split(A1), doc({"rows": "m/**", "reason": "r"}), known={"cat-b": {A2}})
     # Qualified, it judges its own category only.
-    assert judge(moved_split(A1), doc({"rows": f"cat-a:{A1}", "reason": "r"}),
-                 known={"cat-b": {A1}})[0].ok
+    assert judge(
+        moved_split(A1), doc({"rows": f"cat-a:{A1}", "reason": "r"}), known={"cat-b": {A1}}
+    )[0].ok
 
 
 def test_file_forms_versions_and_rejections():
@@ -152,9 +169,11 @@ def test_file_forms_versions_and_rejections():
     assert stated.rows == ((None, "edge:*"), ("cat-b", "m/**")) and stated.fields is None
     for data, message in [
         ({"schema_version": 3, "changes": []}, "newer than this routectl reads (2)"),
-        (doc({"rows": "m/**", "fields": {SPLIT: [1]}, "reason": "r"}),
-         "f.json: [0]: field 'route.dispatch[*].plan.split_k' states [1]: state [OLD, NEW]"),
-        (doc({"rows": [], "reason": "r"}), "f.json: [0]: \"rows\" is an empty list"),
+        (
+            doc({"rows": "m/**", "fields": {SPLIT: [1]}, "reason": "r"}),
+            "f.json: [0]: field 'route.dispatch[*].plan.split_k' states [1]: state [OLD, NEW]",
+        ),
+        (doc({"rows": [], "reason": "r"}), 'f.json: [0]: "rows" is an empty list'),
         (doc({"rows": "m/**"}), "'reason' is a required property"),
         (doc({"rows": "cat-q:m/**", "reason": "r"}), "unknown category 'cat-q'"),
         (doc({"rows": "m/x", "reason": "r"}), "malformed row id 'm/x'"),
@@ -167,12 +186,19 @@ def test_the_stated_document_of_a_verdict_passes_schema_and_states_each_group():
     new = moved_split(A1, A2)
     new.append(row("edge:new", kernel="Z"))
     verdict, _ = judge(new, [])
-    verdict = replace(verdict, groups=group_changes("cat-a", verdict.comparison,
-                                                    {"edge:new": new[-1]}, {}))
+    verdict = replace(
+        verdict, groups=group_changes("cat-a", verdict.comparison, {"edge:new": new[-1]}, {})
+    )
     document = stated_document([verdict])
     assert schema_violation("expected-changes", document) is None
-    assert document == {"schema_version": 2, "changes": [
-        {"rows": "cat-a:m/float16/tp{2,4}/none/c1/q4096", "fields": {SPLIT: [4, 8]},
-         "reason": f"TODO: say why {SPLIT} moves"},
-        {"rows": "cat-a:edge:new", "reason": "TODO: say why these rows are added (kernel Z)"},
-    ]}
+    assert document == {
+        "schema_version": 2,
+        "changes": [
+            {
+                "rows": "cat-a:m/float16/tp{2,4}/none/c1/q4096",
+                "fields": {SPLIT: [4, 8]},
+                "reason": f"TODO: say why {SPLIT} moves",
+            },
+            {"rows": "cat-a:edge:new", "reason": "TODO: say why these rows are added (kernel Z)"},
+        ],
+    }

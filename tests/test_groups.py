@@ -19,15 +19,20 @@ def rid(model="m", kv="float16", tp=2, spec="none", c=1, q=4096) -> str:
 
 
 def route_row(row_id: str, *, kernel="K", ms=(1, 8), split_k=4) -> dict:
-    return {"id": row_id, "route": {
-        "kernel": kernel, "flags": {"gated": False}, "status": None,
-        "dispatch": [{"op": "mm", "plan": {"m": m, "split_k": split_k}} for m in ms]}}
+    return {
+        "id": row_id,
+        "route": {
+            "kernel": kernel,
+            "flags": {"gated": False},
+            "status": None,
+            "dispatch": [{"op": "mm", "plan": {"m": m, "split_k": split_k}} for m in ms],
+        },
+    }
 
 
 def groups_of(old, new):
     comparison = compare_rows(old, new)
-    return group_changes("cat", comparison, {r["id"]: r for r in new},
-                         {r["id"]: r for r in old})
+    return group_changes("cat", comparison, {r["id"]: r for r in new}, {r["id"]: r for r in old})
 
 
 def test_rows_with_the_same_change_form_one_group_with_places_per_row():
@@ -37,23 +42,40 @@ def test_rows_with_the_same_change_form_one_group_with_places_per_row():
     new[2] = route_row(ids[2], split_k=16)  # another new value: another group
     groups = groups_of(old, new)
     assert [(g.kind, g.row_ids) for g in groups] == [
-        ("changed", (rid(tp=2), rid(tp=4))), ("changed", (rid(c=4),))]
+        ("changed", (rid(tp=2), rid(tp=4))),
+        ("changed", (rid(c=4),)),
+    ]
     field = groups[0].fields[0]
     assert (field.path, field.kind, field.old, field.new, field.places, field.concrete) == (
-        "route.dispatch[*].plan.split_k", "changed", 4, 8, (2, 2), None)
+        "route.dispatch[*].plan.split_k",
+        "changed",
+        4,
+        8,
+        (2, 2),
+        None,
+    )
     assert groups[0].patterns == ("cat:m/float16/tp{2,4}/none/c1/q4096",)
     assert groups[1].to_json() == {
-        "category": "cat", "kind": "changed", "label": "",
-        "signature": [{"path": "route.dispatch[*].plan.split_k", "kind": "changed",
-                       "old": 4, "new": 16, "places": [2, 2]}],
+        "category": "cat",
+        "kind": "changed",
+        "label": "",
+        "signature": [
+            {
+                "path": "route.dispatch[*].plan.split_k",
+                "kind": "changed",
+                "old": 4,
+                "new": 16,
+                "places": [2, 2],
+            }
+        ],
         "rows": ["cat:m/float16/tp2/none/c4/q4096"],
-        "patterns": ["cat:m/float16/tp2/none/c4/q4096"]}
+        "patterns": ["cat:m/float16/tp2/none/c4/q4096"],
+    }
 
 
 def test_places_may_differ_between_rows_of_one_group():
     old = [route_row(rid(tp=2), ms=(1,)), route_row(rid(tp=4), ms=(1, 8, 32))]
-    new = [route_row(rid(tp=2), ms=(1,), split_k=8),
-           route_row(rid(tp=4), ms=(1, 8, 32), split_k=8)]
+    new = [route_row(rid(tp=2), ms=(1,), split_k=8), route_row(rid(tp=4), ms=(1, 8, 32), split_k=8)]
     (group,) = groups_of(old, new)
     assert group.fields[0].places == (1, 3)
 
@@ -67,8 +89,10 @@ def test_added_and_removed_fields_and_list_length_changes():
     new[2]["route"]["dispatch"].append({"op": "mm", "plan": {"m": 32, "split_k": 4}})
     groups = groups_of(old, new)
     assert [[(f.path, f.kind, f.old, f.new) for f in g.fields] for g in groups] == [
-        [("route.flags.compact", "added", None, True),
-         ("route.flags.gated", "removed", False, None)],
+        [
+            ("route.flags.compact", "added", None, True),
+            ("route.flags.gated", "removed", False, None),
+        ],
         [("route.dispatch[*]", "added", None, {"op": "mm", "plan": {"m": 32, "split_k": 4}})],
     ]
     assert groups[1].fields[0].concrete == "route.dispatch[2]"
@@ -77,11 +101,17 @@ def test_added_and_removed_fields_and_list_length_changes():
 
 def test_added_and_removed_rows_group_by_kernel_or_status():
     kept = route_row(rid())
-    status_row = {"id": "edge:gone", "route": {"kernel": None, "status": {
-        "code": "not_modelled", "message": "m"}}}
+    status_row = {
+        "id": "edge:gone",
+        "route": {"kernel": None, "status": {"code": "not_modelled", "message": "m"}},
+    }
     old = [kept, route_row(rid(tp=4), kernel="A"), status_row]
-    new = [kept, route_row(rid(c=4), kernel="A"), route_row(rid(c=8), kernel="A"),
-           route_row(rid(q=8192), kernel="B")]
+    new = [
+        kept,
+        route_row(rid(c=4), kernel="A"),
+        route_row(rid(c=8), kernel="A"),
+        route_row(rid(q=8192), kernel="B"),
+    ]
     groups = groups_of(old, new)
     assert [(g.kind, g.label, g.row_ids) for g in groups] == [
         ("added", "kernel A", (rid(c=4), rid(c=8))),
@@ -94,22 +124,32 @@ def test_added_and_removed_rows_group_by_kernel_or_status():
 
 # --- patterns ------------------------------------------------------------------------------
 
+
 def expand(pattern: str, universe) -> set[str]:
     return set(matching(pattern, universe))
 
 
-UNIVERSE = [rid("27b", kv, tp, spec, c, q) for kv in KVS for tp in (2, 4)
-            for spec in ("none", "dflash") for c in (1, 4, 8) for q in (4096, 8192)]
+UNIVERSE = [
+    rid("27b", kv, tp, spec, c, q)
+    for kv in KVS
+    for tp in (2, 4)
+    for spec in ("none", "dflash")
+    for c in (1, 4, 8)
+    for q in (4096, 8192)
+]
 
 
 def test_an_exact_cross_product_is_one_pattern():
-    ids = [rid("27b", kv, tp, "dflash", c, q) for kv, tp, c, q in
-           product(KVS, (2, 4), (1, 4, 8), (4096, 8192))]
+    ids = [
+        rid("27b", kv, tp, "dflash", c, q)
+        for kv, tp, c, q in product(KVS, (2, 4), (1, 4, 8), (4096, 8192))
+    ]
     edges = ["edge:b_probe", "edge:a_probe"]
     found = describe([*ids, *edges])
     assert found.patterns == (
         "27b/{float16,fp8_e4m3,fp8_e5m2}/tp{2,4}/dflash/c{1,4,8}/q{4096,8192}",
-        "edge:{a_probe,b_probe}")
+        "edge:{a_probe,b_probe}",
+    )
     assert describe(["edge:only"]).patterns == ("edge:only",)
 
 
@@ -137,10 +177,12 @@ def test_scattered_rows_fall_back_to_their_ids():
 
 def test_globs_star_within_a_segment_globstar_across_and_braces():
     assert expand("27b/*/tp2/none/c1/q4096", UNIVERSE) == {
-        rid("27b", kv, 2, "none", 1, 4096) for kv in KVS}
+        rid("27b", kv, 2, "none", 1, 4096) for kv in KVS
+    }
     assert expand("27b/**/q8192", UNIVERSE) == {i for i in UNIVERSE if i.endswith("q8192")}
     assert expand("27b/fp8_*/tp{2,4}/dflash/c8/q4096", UNIVERSE) == {
-        rid("27b", kv, tp, "dflash", 8, 4096) for kv in KVS[1:] for tp in (2, 4)}
+        rid("27b", kv, tp, "dflash", 8, 4096) for kv in KVS[1:] for tp in (2, 4)
+    }
     assert expand("*/c1", UNIVERSE) == set()  # `*` never crosses a `/`
     assert expand("edge:*", ["edge:a", "edge:b", rid()]) == {"edge:a", "edge:b"}
     assert len(expand("**", [*UNIVERSE, "edge:a"])) == len(UNIVERSE) + 1
@@ -151,7 +193,11 @@ def test_the_readme_groups_example_prints_what_it_shows(capsys):
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    example, shown = re.search(r"Change groups and row patterns.*?```python\n(.*?)```\n\n"
-                               r"prints\n\n```text\n(.*?)```", readme, flags=re.S).groups()
+    example, shown = re.search(
+        r"Change groups and row patterns.*?```python\n(.*?)```\n\n"
+        r"prints\n\n```text\n(.*?)```",
+        readme,
+        flags=re.S,
+    ).groups()
     exec(compile(example, "README.md", "exec"), {})
     assert capsys.readouterr().out == shown

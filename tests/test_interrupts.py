@@ -49,23 +49,36 @@ def moved(document: dict) -> None:
 
 
 def environ(stops: Path, **extra: str) -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", os.defpath), "PYTHONPATH": str(ROOT),
-            "ROUTECTL_TEST_CHECKPOINTS": str(stops), "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", **extra}
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "PYTHONPATH": str(ROOT),
+        "ROUTECTL_TEST_CHECKPOINTS": str(stops),
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LC_ALL": "C",
+        **extra,
+    }
 
 
-def start(project: Path, stops: Path, args: list[str], *, ignore_sigint: bool = False,
-          **extra: str) -> subprocess.Popen[str]:
+def start(
+    project: Path, stops: Path, args: list[str], *, ignore_sigint: bool = False, **extra: str
+) -> subprocess.Popen[str]:
     stops.mkdir(exist_ok=True)
 
     def prepare() -> None:
         if ignore_sigint:  # as a shell starts a background job: inherited across exec
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    return subprocess.Popen([sys.executable, "-m", "routectl", *args], cwd=project,
-                            env=environ(stops, **extra), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=prepare)
+    return subprocess.Popen(
+        [sys.executable, "-m", "routectl", *args],
+        cwd=project,
+        env=environ(stops, **extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=prepare,
+    )
 
 
 def reached(process: subprocess.Popen[str], stops: Path, point: str) -> Path:
@@ -107,8 +120,9 @@ def test_ctrl_c_at_startup(project: Path, tmp_path: Path) -> None:
     assert tree_bytes(project / "snapshots") == before
 
 
-def test_ctrl_c_during_replay_stops_workers_and_writes_nothing(project: Path,
-                                                               tmp_path: Path) -> None:
+def test_ctrl_c_during_replay_stops_workers_and_writes_nothing(
+    project: Path, tmp_path: Path
+) -> None:
     stops = tmp_path / "stops"
     data = json.loads((project / "snapshots" / "toy-a.json").read_text())
     moved(data)  # so that --update would write
@@ -154,8 +168,9 @@ def test_ignored_sigint_is_ignored_by_workers_too(project: Path, tmp_path: Path)
     assert err == "" and out.splitlines()[-1].startswith("ok: 2 categories")
 
 
-def test_default_workers_die_with_ctrl_c_and_the_run_exits_130(project: Path,
-                                                               tmp_path: Path) -> None:
+def test_default_workers_die_with_ctrl_c_and_the_run_exits_130(
+    project: Path, tmp_path: Path
+) -> None:
     stops = tmp_path / "stops"
     process = start(project, stops, ["check", "-j", "2"])
     reached(process, stops, "startup").unlink()
@@ -166,8 +181,13 @@ def test_default_workers_die_with_ctrl_c_and_the_run_exits_130(project: Path,
 
 
 def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], env=environ(repo),
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        env=environ(repo),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -178,8 +198,17 @@ def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
     git(repo, "init", "-q", "-b", "main")
     (repo / ".gitignore").write_text("__pycache__/\n")
     git(repo, "add", "-A")
-    git(repo, "-c", "user.email=t@routectl.invalid", "-c", "user.name=t", "commit", "-q",
-        "-m", "toy")
+    git(
+        repo,
+        "-c",
+        "user.email=t@routectl.invalid",
+        "-c",
+        "user.name=t",
+        "commit",
+        "-q",
+        "-m",
+        "toy",
+    )
     temp = tmp_path / "tmp"
     temp.mkdir()
     stops = tmp_path / "stops"
@@ -192,7 +221,8 @@ def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
     assert_interrupted(code, err)
     listed = git(repo, "worktree", "list", "--porcelain")
     assert [line for line in listed.splitlines() if line.startswith("worktree ")] == [
-        f"worktree {repo}"]
+        f"worktree {repo}"
+    ]
     assert list(temp.iterdir()) == []
     assert git(repo, "status", "--porcelain") == ""
 

@@ -15,16 +15,24 @@ from routectl.errors import InputError
 from routectl.jsonread import nesting_depth_exceeds, parse_json
 
 CATEGORIES = ("toy-a", "toy-b")
-SETTINGS = settings(max_examples=200, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Text with every character that matters to the depth scan: brackets, quotes, backslashes.
 TRICKY_TEXT = st.text(alphabet=st.sampled_from('[]{}"\\/ab\u00e9\u4e2d\n'), max_size=12)
-SCALARS = (st.none() | st.booleans()
-           | st.integers(min_value=-(2**63), max_value=2**64 - 1)
-           | st.floats(allow_nan=False, allow_infinity=False) | TRICKY_TEXT)
-VALUES = st.recursive(SCALARS, lambda children: st.lists(children, max_size=4)
-                      | st.dictionaries(TRICKY_TEXT, children, max_size=4), max_leaves=30)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TRICKY_TEXT
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(TRICKY_TEXT, children, max_size=4)
+    ),
+    max_leaves=30,
+)
 
 
 def depth(value: Any) -> int:
@@ -93,8 +101,10 @@ def test_integers_outside_64_bits_are_refused(number):
 
 
 @SETTINGS
-@given(st.binary(max_size=300) | st.text(max_size=300).map(lambda t: t.encode("utf-8",
-                                                                                "surrogatepass")))
+@given(
+    st.binary(max_size=300)
+    | st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass"))
+)
 def test_any_bytes_give_a_value_or_one_input_error_line(data):
     try:
         parse_json(data, "doc")
@@ -104,8 +114,11 @@ def test_any_bytes_give_a_value_or_one_input_error_line(data):
 
 
 @SETTINGS
-@given(st.lists(st.sampled_from('[]{}",:0123456789.eE-+ntrufalse\\ x'), max_size=200)
-       .map(lambda chars: "".join(chars).encode()))
+@given(
+    st.lists(st.sampled_from('[]{}",:0123456789.eE-+ntrufalse\\ x'), max_size=200).map(
+        lambda chars: "".join(chars).encode()
+    )
+)
 def test_json_like_noise_gives_a_value_or_one_input_error_line(data):
     try:
         parse_json(data, "doc")
@@ -116,16 +129,23 @@ def test_json_like_noise_gives_a_value_or_one_input_error_line(data):
 # --- the expected-changes parser -----------------------------------------------------------
 
 MODEL = st.from_regex(r"[a-z0-9_]{1,8}", fullmatch=True)
-ROW_IDS = (st.builds(lambda m, kv, tp, spec, c, q: f"{m}/{kv}/tp{tp}/{spec}/c{c}/q{q}", MODEL,
-                     MODEL, st.integers(0, 64), st.from_regex(r"[a-z]{1,6}", fullmatch=True),
-                     st.integers(0, 99), st.integers(0, 99999))
-           | MODEL.map(lambda name: f"edge:{name}"))
+ROW_IDS = st.builds(
+    lambda m, kv, tp, spec, c, q: f"{m}/{kv}/tp{tp}/{spec}/c{c}/q{q}",
+    MODEL,
+    MODEL,
+    st.integers(0, 64),
+    st.from_regex(r"[a-z]{1,6}", fullmatch=True),
+    st.integers(0, 99),
+    st.integers(0, 99999),
+) | MODEL.map(lambda name: f"edge:{name}")
 QUALIFIED = st.tuples(st.sampled_from((None, *CATEGORIES)), ROW_IDS)
 
 
 @SETTINGS
-@given(st.lists(QUALIFIED, max_size=8, unique=True),
-       st.lists(st.none() | st.text(max_size=20), min_size=8, max_size=8))
+@given(
+    st.lists(QUALIFIED, max_size=8, unique=True),
+    st.lists(st.none() | st.text(max_size=20), min_size=8, max_size=8),
+)
 def test_valid_expected_lists_parse_to_their_entries(ids, reasons):
     document: list[Any] = []
     wanted = []
@@ -138,12 +158,18 @@ def test_valid_expected_lists_parse_to_their_entries(ids, reasons):
 
 
 EXPECTED_NOISE = st.recursive(
-    SCALARS | ROW_IDS | QUALIFIED.map(lambda q: q[1] if q[0] is None else f"{q[0]}:{q[1]}")
+    SCALARS
+    | ROW_IDS
+    | QUALIFIED.map(lambda q: q[1] if q[0] is None else f"{q[0]}:{q[1]}")
     | st.text(max_size=30),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.sampled_from(["id", "reason", "x"]) | TRICKY_TEXT, children,
-                      max_size=3),
-    max_leaves=20)
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(
+            st.sampled_from(["id", "reason", "x"]) | TRICKY_TEXT, children, max_size=3
+        )
+    ),
+    max_leaves=20,
+)
 
 
 @SETTINGS

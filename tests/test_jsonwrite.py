@@ -59,14 +59,49 @@ def nested(depth: int) -> object:
 
 
 EDGE_VALUES = [
-    1e-05, -1e-05, 1.2345e-05, 1e-06, 1e-07, 5e-08, 9.87654321e-09, 1e-10, 1e-4, 5e-324,
-    1e16, 1e-300, 1.7976931348623157e308, -0.0, 0.1, 1.0, 123456789.125,
-    2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30, -(10**30),
-    nested(254), nested(255), nested(256), nested(300),
-    {"a": 1e-05, "b": [2**64, "x"]}, (1, 2, (3,)), [],
-    {}, {"z": {}, "a": []}, {1: "int key"}, {"b": 1, "a": {"d": 2, "c": 3}},
-    "\u2028\u2029\x00\x1f\x7f\"\\/é😀", Level.HIGH, Tag("sub"), {"k": Tag("v")},
-    True, False, None,
+    1e-05,
+    -1e-05,
+    1.2345e-05,
+    1e-06,
+    1e-07,
+    5e-08,
+    9.87654321e-09,
+    1e-10,
+    1e-4,
+    5e-324,
+    1e16,
+    1e-300,
+    1.7976931348623157e308,
+    -0.0,
+    0.1,
+    1.0,
+    123456789.125,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+    2**64,
+    -(2**63),
+    -(2**63) - 1,
+    10**30,
+    -(10**30),
+    nested(254),
+    nested(255),
+    nested(256),
+    nested(300),
+    {"a": 1e-05, "b": [2**64, "x"]},
+    (1, 2, (3,)),
+    [],
+    {},
+    {"z": {}, "a": []},
+    {1: "int key"},
+    {"b": 1, "a": {"d": 2, "c": 3}},
+    '\u2028\u2029\x00\x1f\x7f"\\/é😀',
+    Level.HIGH,
+    Tag("sub"),
+    {"k": Tag("v")},
+    True,
+    False,
+    None,
 ]
 
 
@@ -76,8 +111,9 @@ def test_edge_values_match_json_dumps(value):
     assert jsonwrite.dumps_bytes(value) == reference(value).encode("utf-8")
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, {"rows": [{"x": math.nan}]},
-                                   [1.0, -math.inf]])
+@pytest.mark.parametrize(
+    "value", [math.nan, math.inf, -math.inf, {"rows": [{"x": math.nan}]}, [1.0, -math.inf]]
+)
 def test_nan_and_infinity_are_refused(value):
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         jsonwrite.dumps_bytes(value)
@@ -99,11 +135,16 @@ def test_a_lone_surrogate_is_refused_when_written_as_bytes():
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
-                                                           allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=6), children, max_size=4),
-    max_leaves=30)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=300, deadline=None)

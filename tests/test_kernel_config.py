@@ -11,8 +11,14 @@ from tests.policy_helpers import resolve
 
 
 def test_sections_and_fields_come_from_the_table():
-    assert set(SECTIONS) == {"sm70_nvfp4", "sm70_turbomind", "sm70_awq", "sm70_awq_moe",
-                             "sm70_fp8", "sm70_dflash2"}
+    assert set(SECTIONS) == {
+        "sm70_nvfp4",
+        "sm70_turbomind",
+        "sm70_awq",
+        "sm70_awq_moe",
+        "sm70_fp8",
+        "sm70_dflash2",
+    }
     config = KernelConfig()
     for f in FIELDS:
         holder = config if f.section is None else getattr(config, f.section)
@@ -29,14 +35,17 @@ def test_kwargs_json_and_file_forms(tmp_path):
     assert from_file.sm70_nvfp4.qpn2 is False
 
 
-@pytest.mark.parametrize("value, fragment", [
-    ({"sm70_nvfp4": {"qpn3": True}}, "kernel_config.sm70_nvfp4.qpn3"),
-    ({"sm70_nvfp5": {}}, "kernel_config.sm70_nvfp5"),
-    ({"sm70_nvfp4": {"qpn2": "yes"}}, "kernel_config.sm70_nvfp4.qpn2"),
-    ({"sm70_nvfp4": {"prefill_min_m": "9"}}, "kernel_config.sm70_nvfp4.prefill_min_m"),
-    ({"sm70_awq_moe": {"batched": 1}}, "kernel_config.sm70_awq_moe.batched"),
-    ({"disabled_kernels": "TritonAwqLinearKernel"}, "kernel_config.disabled_kernels"),
-])
+@pytest.mark.parametrize(
+    "value, fragment",
+    [
+        ({"sm70_nvfp4": {"qpn3": True}}, "kernel_config.sm70_nvfp4.qpn3"),
+        ({"sm70_nvfp5": {}}, "kernel_config.sm70_nvfp5"),
+        ({"sm70_nvfp4": {"qpn2": "yes"}}, "kernel_config.sm70_nvfp4.qpn2"),
+        ({"sm70_nvfp4": {"prefill_min_m": "9"}}, "kernel_config.sm70_nvfp4.prefill_min_m"),
+        ({"sm70_awq_moe": {"batched": 1}}, "kernel_config.sm70_awq_moe.batched"),
+        ({"disabled_kernels": "TritonAwqLinearKernel"}, "kernel_config.disabled_kernels"),
+    ],
+)
 def test_unknown_fields_and_wrong_types_name_the_field(value, fragment):
     with pytest.raises(InputError, match=fragment.replace(".", r"\.")):
         PROJECT.load_config(value)
@@ -51,23 +60,28 @@ def test_malformed_json_and_missing_file(tmp_path):
 
 def test_disabled_kernels_accepts_catalogue_and_upstream_names():
     var = field("disabled_kernels").variable
-    policy = resolve({var: "MarlinLinearKernel"},
-                     {"disabled_kernels": ["TurboMindAwqLinearKernel"]})
+    policy = resolve(
+        {var: "MarlinLinearKernel"}, {"disabled_kernels": ["TurboMindAwqLinearKernel"]}
+    )
     assert policy.disabled_kernels == ("TurboMindAwqLinearKernel", "MarlinLinearKernel")
 
 
 @pytest.mark.parametrize("where", ["typed", "variable"])
 def test_unknown_kernel_name_suggests_the_closest(where):
     var = field("disabled_kernels").variable
-    env, config = ({}, {"disabled_kernels": ["Qpn2NvFp4LinearKernal"]}) if where == "typed" \
+    env, config = (
+        ({}, {"disabled_kernels": ["Qpn2NvFp4LinearKernal"]})
+        if where == "typed"
         else ({var: "Qpn2NvFp4LinearKernal"}, None)
+    )
     with pytest.raises(InputError, match="did you mean Qpn2NvFp4LinearKernel"):
         resolve(env, config)
 
 
 def test_linear_backend_is_normalised_and_checked():
-    assert resolve({}, {"linear_backend": "FlashInfer-Cutlass"}).linear_backend == \
-        "flashinfer_cutlass"
+    assert (
+        resolve({}, {"linear_backend": "FlashInfer-Cutlass"}).linear_backend == "flashinfer_cutlass"
+    )
     assert resolve({}).linear_backend == "auto"
     with pytest.raises(InputError, match="linear_backend"):
         resolve({}, {"linear_backend": "cudnn"})

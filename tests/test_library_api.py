@@ -14,8 +14,9 @@ from native.layers import AwqLayer, Nvfp4Layer
 from policies import PROJECT
 
 ROOT = Path(__file__).resolve().parents[1]
-QUALIFIED = routectl.EngineConfig(tp=4, spec_method="dflash", spec_tokens=7, selector_top_k=16,
-                                  max_num_seqs=4)
+QUALIFIED = routectl.EngineConfig(
+    tp=4, spec_method="dflash", spec_tokens=7, selector_top_k=16, max_num_seqs=4
+)
 
 
 def _select(family, layer, config=None, env=None):
@@ -26,14 +27,17 @@ def _select(family, layer, config=None, env=None):
 
 
 def test_select_nvfp4_and_awq_layers_from_plain_specs():
-    nvfp4 = _select("sm70-nvfp4-linear",
-                    Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5120, 4120))
+    nvfp4 = _select(
+        "sm70-nvfp4-linear", Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5120, 4120)
+    )
     assert nvfp4.kernel == "Qpn2NvFp4LinearKernel"
-    awq = _select("sm70-awq-linear", AwqLayer.of("model.layers.0.self_attn.qkv_proj", 2560,
-                                                  3584, 32))
+    awq = _select(
+        "sm70-awq-linear", AwqLayer.of("model.layers.0.self_attn.qkv_proj", 2560, 3584, 32)
+    )
     assert awq.kernel == "TurboMindAwqLinearKernel"
-    misaligned = _select("sm70-nvfp4-linear",
-                         Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5000, 4120))
+    misaligned = _select(
+        "sm70-nvfp4-linear", Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5000, 4120)
+    )
     assert misaligned.kernel == "TurboMindNvFp4LinearKernel"
     qpn2 = next(v for v in misaligned.selection.verdicts if v.name == "Qpn2NvFp4LinearKernel")
     assert qpn2.message == "K % 128 != 0 (K=5000)"
@@ -63,23 +67,27 @@ def test_library_resolution_and_selection_never_import_torch():
                             policy, hw, wl, ns)
         print(a.kernel, b.kernel, "torch" in sys.modules)
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert out.stdout.split() == ["Qpn2NvFp4LinearKernel", "TurboMindAwqLinearKernel", "False"]
 
 
 def test_import_routectl_defers_pydantic_and_tomllib():
     # The engine's start-up import: pydantic and tomllib were most of its time; they load
     # when a typed config is resolved or a project is looked up.
-    code = ("import sys, routectl\n"
-            "print(sorted(m for m in ('pydantic', 'tomllib', 'torch', 'jsonschema',\n"
-            "      'jsonschema_rs', 'orjson', 'deepdiff') if m in sys.modules))\n"
-            "project = routectl.load_project()\n"
-            "routectl.resolve(project, '{\"sm70_awq\": {\"enabled\": true}}', {},\n"
-            "                 routectl.Hardware(70), routectl.EngineConfig(tp=1))\n"
-            "print('pydantic' in sys.modules, 'tomllib' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    code = (
+        "import sys, routectl\n"
+        "print(sorted(m for m in ('pydantic', 'tomllib', 'torch', 'jsonschema',\n"
+        "      'jsonschema_rs', 'orjson', 'deepdiff') if m in sys.modules))\n"
+        "project = routectl.load_project()\n"
+        'routectl.resolve(project, \'{"sm70_awq": {"enabled": true}}\', {},\n'
+        "                 routectl.Hardware(70), routectl.EngineConfig(tp=1))\n"
+        "print('pydantic' in sys.modules, 'tomllib' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert out.stdout.splitlines() == ["[]", "True True"]
 
 

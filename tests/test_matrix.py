@@ -23,26 +23,35 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOTS = ROOT / "snapshots"
 
 
-def verdict(name: str, ok_: bool, code: str | None = None, message: str | None = None
-            ) -> dict[str, Any]:
+def verdict(
+    name: str, ok_: bool, code: str | None = None, message: str | None = None
+) -> dict[str, Any]:
     return {"name": name, "ok": ok_, "code": code, "message": message, "not_needed": False}
 
 
-def kernel_route(kernel: str, *, refused: tuple[str, str, str] | None = None,
-                 total: int = 100) -> dict[str, Any]:
+def kernel_route(
+    kernel: str, *, refused: tuple[str, str, str] | None = None, total: int = 100
+) -> dict[str, Any]:
     verdicts = [verdict(*refused[:1], False, refused[1], refused[2])] if refused else []
     verdicts.append(verdict(kernel, True))
-    return {"kernel": kernel, "status": None, "verdicts": verdicts,
-            "bytes": {"total": total, "tensors": {}, "scratch": {}}, "prepared_layout": "lay",
-            "dispatch": [], "prepare": []}
+    return {
+        "kernel": kernel,
+        "status": None,
+        "verdicts": verdicts,
+        "bytes": {"total": total, "tensors": {}, "scratch": {}},
+        "prepared_layout": "lay",
+        "dispatch": [],
+        "prepare": [],
+    }
 
 
 def status_route(code: str, message: str = "no route here") -> dict[str, Any]:
     return {"kernel": None, "status": {"code": code, "message": message}, "verdicts": []}
 
 
-def rid(model: str, kv: str = "float16", tp: int = 2, spec: str = "none", c: int = 1,
-        q: int = 4096) -> str:
+def rid(
+    model: str, kv: str = "float16", tp: int = 2, spec: str = "none", c: int = 1, q: int = 4096
+) -> str:
     return f"{model}/{kv}/tp{tp}/{spec}/c{c}/q{q}"
 
 
@@ -53,18 +62,28 @@ def grid_rows() -> list[dict[str, Any]]:
             for c in (1, 8):
                 kernel = "FastKernel" if tp == 4 else "SlowKernel"
                 rows.append({"id": rid("m1", kv, tp, "none", c), "route": kernel_route(kernel)})
-                rows.append({"id": rid("m2", kv, tp, "none", c),
-                             "route": status_route("not_applicable")})
-    rows.append({"id": "edge:odd_shape",
-                 "route": kernel_route("SlowKernel", refused=("FastKernel", "k_misaligned",
-                                                              "K % 128 != 0"))})
-    rows.append({"id": "edge:broken", "route": {"error": {"code": "missing_ops",
-                                                          "message": "no ops"},
-                                                "verdicts": []}})
+                rows.append(
+                    {"id": rid("m2", kv, tp, "none", c), "route": status_route("not_applicable")}
+                )
+    rows.append(
+        {
+            "id": "edge:odd_shape",
+            "route": kernel_route(
+                "SlowKernel", refused=("FastKernel", "k_misaligned", "K % 128 != 0")
+            ),
+        }
+    )
+    rows.append(
+        {
+            "id": "edge:broken",
+            "route": {"error": {"code": "missing_ops", "message": "no ops"}, "verdicts": []},
+        }
+    )
     return rows
 
 
 # --- layout and labels ---------------------------------------------------------------------
+
 
 def test_default_layout_and_dimension_parsing():
     assert layout(None, None) == (("model", "tp", "spec"), ("kv", "c", "q"))
@@ -81,24 +100,37 @@ def test_default_layout_and_dimension_parsing():
 
 
 def test_grid_symbols_legend_and_probes():
-    matrix = build_matrix("cat", grid_rows(), rows_dims=("model", "tp", "spec"),
-                          cols_dims=("kv", "c", "q"))
-    assert matrix.row_keys == (("m1", "2", "none"), ("m1", "4", "none"),
-                               ("m2", "2", "none"), ("m2", "4", "none"))
-    assert matrix.col_keys == (("float16", "1", "4096"), ("float16", "8", "4096"),
-                               ("fp8_e4m3", "1", "4096"), ("fp8_e4m3", "8", "4096"))
+    matrix = build_matrix(
+        "cat", grid_rows(), rows_dims=("model", "tp", "spec"), cols_dims=("kv", "c", "q")
+    )
+    assert matrix.row_keys == (
+        ("m1", "2", "none"),
+        ("m1", "4", "none"),
+        ("m2", "2", "none"),
+        ("m2", "4", "none"),
+    )
+    assert matrix.col_keys == (
+        ("float16", "1", "4096"),
+        ("float16", "8", "4096"),
+        ("fp8_e4m3", "1", "4096"),
+        ("fp8_e4m3", "8", "4096"),
+    )
     # Kernels upper-case, statuses lower-case, errors digits; sorted by kind then text.
     assert [(e.symbol, e.label.text, e.cells) for e in matrix.legend] == [
-        ("A", "FastKernel", 4), ("B", "SlowKernel", 5), ("a", "status not_applicable", 8),
-        ("1", "error missing_ops", 1)]
+        ("A", "FastKernel", 4),
+        ("B", "SlowKernel", 5),
+        ("a", "status not_applicable", 8),
+        ("1", "error missing_ops", 1),
+    ]
     assert [p.id for p in matrix.probes] == ["edge:odd_shape", "edge:broken"]
     assert matrix.probes[0].reason == "over FastKernel [k_misaligned] K % 128 != 0"
     assert matrix.probes[1].reason == "[missing_ops] no ops"
 
 
 def test_text_view_lines():
-    matrix = build_matrix("cat", grid_rows(), rows_dims=("model", "tp", "spec"),
-                          cols_dims=("kv", "c", "q"))
+    matrix = build_matrix(
+        "cat", grid_rows(), rows_dims=("model", "tp", "spec"), cols_dims=("kv", "c", "q")
+    )
     text = render_matrix_text(matrix)
     assert text.splitlines()[:8] == [
         "cat: kernel per row; 18 rows (16 in the grid, 2 edge probes)",
@@ -117,9 +149,14 @@ def test_text_view_lines():
 
 def test_moe_label_is_the_kernel_with_its_m1_stages():
     route = kernel_route("MoeKernel")
-    route["stages"] = [{"m": 0, "chosen": ["lane.zero"], "rejected": []},
-                       {"m": 1, "chosen": ["lane.single"],
-                        "rejected": [verdict("lane.fast", False, "not_admitted", "opt-in")]}]
+    route["stages"] = [
+        {"m": 0, "chosen": ["lane.zero"], "rejected": []},
+        {
+            "m": 1,
+            "chosen": ["lane.single"],
+            "rejected": [verdict("lane.fast", False, "not_admitted", "opt-in")],
+        },
+    ]
     matrix = build_matrix("moe", [{"id": rid("m"), "route": route}])
     assert [e.label.text for e in matrix.legend] == ["MoeKernel, M=1 lane.single"]
     assert deciding_reason(route) == "M=1 over lane.fast [not_admitted] opt-in"
@@ -128,30 +165,42 @@ def test_moe_label_is_the_kernel_with_its_m1_stages():
 def test_multi_layer_routes_name_each_layer_when_they_differ():
     same = {"layers": {"qkv": kernel_route("K1"), "o": kernel_route("K1")}}
     mixed = {"layers": {"qkv": kernel_route("K1"), "o": status_route("dequant_fallback")}}
-    matrix = build_matrix("fp8", [{"id": rid("a"), "route": same},
-                                  {"id": rid("b"), "route": mixed}])
+    matrix = build_matrix(
+        "fp8", [{"id": rid("a"), "route": same}, {"id": rid("b"), "route": mixed}]
+    )
     assert sorted(e.label.text for e in matrix.legend) == [
-        "K1", "qkv K1; o status dequant_fallback"]
+        "K1",
+        "qkv K1; o status dequant_fallback",
+    ]
 
 
 def test_field_view_shows_values():
-    rows = [{"id": rid("m", c=1), "route": kernel_route("K", total=1234567)},
-            {"id": rid("m", c=8), "route": kernel_route("K", total=7)},
-            {"id": rid("n"), "route": status_route("not_applicable")}]
+    rows = [
+        {"id": rid("m", c=1), "route": kernel_route("K", total=1234567)},
+        {"id": rid("m", c=8), "route": kernel_route("K", total=7)},
+        {"id": rid("n"), "route": status_route("not_applicable")},
+    ]
     matrix = build_matrix("cat", rows, field_path="bytes.total")
     assert [(e.symbol, e.label.text) for e in matrix.legend] == [
-        ("A", "bytes.total 1,234,567"), ("B", "bytes.total 7"),
-        ("a", "status not_applicable")]
+        ("A", "bytes.total 1,234,567"),
+        ("B", "bytes.total 7"),
+        ("a", "status not_applicable"),
+    ]
 
 
 def test_category_hook_labels_rows():
     def hook(route: Any) -> tuple[str, str] | None:
         return ("qualified", "value") if route.get("ok") else None
 
-    matrix = build_matrix("cat", [{"id": rid("m"), "route": {"ok": True}},
-                                  {"id": rid("n"), "route": status_route("x")}], hook=hook)
-    assert [e.label for e in matrix.legend] == [Label("qualified", "value"),
-                                                 Label("status x", "status")]
+    matrix = build_matrix(
+        "cat",
+        [{"id": rid("m"), "route": {"ok": True}}, {"id": rid("n"), "route": status_route("x")}],
+        hook=hook,
+    )
+    assert [e.label for e in matrix.legend] == [
+        Label("qualified", "value"),
+        Label("status x", "status"),
+    ]
 
 
 def test_baseline_marks_changed_added_and_removed_rows():
@@ -165,10 +214,12 @@ def test_baseline_marks_changed_added_and_removed_rows():
     current = [r for r in rows]
     matrix = build_matrix("cat", current, baseline=baseline)
     marks = {c.id: c.change for c in (*matrix.grid.values(), *matrix.probes) if c.change}
-    assert marks == {rid("m1", "float16", 2, "none", 8): "added",
-                     rid("m1", "fp8_e4m3", 2, "none", 1): "changed",
-                     rid("m1", "fp8_e4m3", 4, "none", 8): "changed",
-                     "edge:gone": "removed"}
+    assert marks == {
+        rid("m1", "float16", 2, "none", 8): "added",
+        rid("m1", "fp8_e4m3", 2, "none", 1): "changed",
+        rid("m1", "fp8_e4m3", 4, "none", 8): "changed",
+        "edge:gone": "removed",
+    }
     text = render_matrix_text(matrix)
     assert "changes against the baseline (4 rows):" in text
     assert "  A -> B: 1 row" in text
@@ -177,6 +228,7 @@ def test_baseline_marks_changed_added_and_removed_rows():
 
 
 # --- the real project: terminal --------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def matrix_text() -> str:
@@ -201,8 +253,13 @@ def test_real_moe_grid_shows_the_m1_route(matrix_text):
 
 
 def test_colour_follows_the_flag_and_no_color():
-    plain = ok(invoke(["matrix", "-c", "sm70-awq-linear", "--color", "always"], cwd=ROOT,
-                      environ={"NO_COLOR": "1"}))
+    plain = ok(
+        invoke(
+            ["matrix", "-c", "sm70-awq-linear", "--color", "always"],
+            cwd=ROOT,
+            environ={"NO_COLOR": "1"},
+        )
+    )
     assert "\x1b[" in plain.stdout  # an explicit flag wins over NO_COLOR
     auto = ok(invoke(["matrix", "-c", "sm70-awq-linear"], cwd=ROOT, environ={"NO_COLOR": "1"}))
     assert "\x1b[" not in auto.stdout
@@ -210,14 +267,19 @@ def test_colour_follows_the_flag_and_no_color():
 
 
 def test_field_option_and_bad_dimensions():
-    result = ok(invoke(["matrix", "-c", "sm70-awq-linear", "--field", "prepared_layout",
-                        "--color", "never"], cwd=ROOT))
+    result = ok(
+        invoke(
+            ["matrix", "-c", "sm70-awq-linear", "--field", "prepared_layout", "--color", "never"],
+            cwd=ROOT,
+        )
+    )
     assert result.code == 0
     assert "sm70-awq-linear: prepared_layout per row;" in result.stdout
     bad = ok(invoke(["matrix", "--rows", "gpu"], cwd=ROOT))
     assert bad.code == 2
-    assert bad.stderr == ("error: unknown matrix dimension 'gpu': choose from model, kv, tp, "
-                          "spec, c, q\n")
+    assert bad.stderr == (
+        "error: unknown matrix dimension 'gpu': choose from model, kv, tp, spec, c, q\n"
+    )
 
 
 def test_baseline_file_marks_the_changed_cell(tmp_path):
@@ -238,6 +300,7 @@ def test_baseline_file_marks_the_changed_cell(tmp_path):
 
 
 # --- HTML ----------------------------------------------------------------------------------
+
 
 class Page(html.parser.HTMLParser):
     """What the tests look for in the report: cells, legends, links, scripts, sources."""
@@ -307,7 +370,8 @@ def test_report_holds_every_row_and_legend_and_no_url(real_report):
     assert sorted(page.sections) == sorted(f"cat-{n}" for n in retained)
     rows = json.loads(page.scripts[0])["rows"]
     assert sorted(r["id"] for r in rows) == sorted(
-        f"{name}:{i}" for name, ids in retained.items() for i in ids)
+        f"{name}:{i}" for name, ids in retained.items() for i in ids
+    )
     assert len(page.cells) == sum(len(ids) for ids in retained.values())
     assert page.legend_rows >= 2 * len(retained)  # a header and at least one entry each
     assert page.urls == []
@@ -327,11 +391,12 @@ def test_report_marks_changes_and_lists_groups_linking_to_cells(tmp_path):
     assert result.code == 0, result.stderr
     page = parse(out.read_text())
     changed = [c for c in page.cells if "changed" in str(c.get("class"))]
-    assert [c["title"] for c in changed] == [
-        f"{target}: TurboMindAwqLinearKernel (changed)"]
+    assert [c["title"] for c in changed] == [f"{target}: TurboMindAwqLinearKernel (changed)"]
     assert len(page.group_links) == 1
-    assert ('>sm70-awq-linear: changed 1 row: route.kernel: &quot;TritonAwqLinearKernel&quot; '
-            '-&gt; &quot;TurboMindAwqLinearKernel&quot;</a>') in out.read_text()
+    assert (
+        ">sm70-awq-linear: changed 1 row: route.kernel: &quot;TritonAwqLinearKernel&quot; "
+        "-&gt; &quot;TurboMindAwqLinearKernel&quot;</a>"
+    ) in out.read_text()
     link = page.group_links[0]
     assert link["href"] == f"#{changed[0]['id']}"
     assert changed[0]["data-groups"] == link["data-group"]
@@ -363,9 +428,11 @@ def test_report_bytes_are_deterministic():
     """The same rows give the same bytes, whatever order the routes' keys were built in."""
     rows = grid_rows()
     first = render_html([build_matrix("cat", rows, baseline=rows[1:])], title="t", subtitle="s")
-    again = render_html([build_matrix("cat", reversed_keys(rows),
-                                      baseline=reversed_keys(rows[1:]))],
-                        title="t", subtitle="s")
+    again = render_html(
+        [build_matrix("cat", reversed_keys(rows), baseline=reversed_keys(rows[1:]))],
+        title="t",
+        subtitle="s",
+    )
     assert first == again
 
 
@@ -380,7 +447,8 @@ def test_transitions_are_listed_as_row_patterns(tmp_path):
     assert result.stdout.splitlines()[-3:] == [
         "changes against the baseline (18 rows):",
         "  A -> B: 18 rows",
-        "    35b_a3b_awq/float16/tp4/{dflash,mtp,none}/c{1,4,8}/q{4096,8192}"]
+        "    35b_a3b_awq/float16/tp4/{dflash,mtp,none}/c{1,4,8}/q{4096,8192}",
+    ]
 
 
 def test_report_refuses_a_missing_folder(tmp_path):
@@ -410,11 +478,17 @@ def test_policy_category_cells_show_qualification_and_guards():
     result = ok(invoke(["matrix", "-c", "sm70-dflash2-policy", "--color", "never"], cwd=ROOT))
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert ("  F  qualified; 18/18 on; guards admitted: verify, norm, split  (18 rows)"
-            in lines)
-    assert any(line.startswith("  G  qualified; 18/18 on; guards admitted: verify, norm, "
-                               "split, combined_split  (") for line in lines)
-    assert ("  c  not qualified (spec_method_not_dflash); 0/18 on; guards admitted: none  "
-            "(72 rows)") in lines
-    assert ("  edge:fused_gdn_verify_0           A  fused_gdn_verify off "
-            "(alias:VLLM_SM70_DFLASH2_FUSED_GDN_VERI…") in lines
+    assert "  F  qualified; 18/18 on; guards admitted: verify, norm, split  (18 rows)" in lines
+    assert any(
+        line.startswith(
+            "  G  qualified; 18/18 on; guards admitted: verify, norm, split, combined_split  ("
+        )
+        for line in lines
+    )
+    assert (
+        "  c  not qualified (spec_method_not_dflash); 0/18 on; guards admitted: none  (72 rows)"
+    ) in lines
+    assert (
+        "  edge:fused_gdn_verify_0           A  fused_gdn_verify off "
+        "(alias:VLLM_SM70_DFLASH2_FUSED_GDN_VERI…"
+    ) in lines

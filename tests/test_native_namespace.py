@@ -31,7 +31,8 @@ def test_availability_abi_revision_and_a_call():
     out = real.call("nvfp4_qpn2_prepare_sm70", weight=torch.ones(2))
     assert out.tolist() == [2.0, 2.0]
     assert "nvfp4_qpn2_gemm_sm70_out(Tensor(a!) out, Tensor x) -> ()" in real.schema(
-        "nvfp4_qpn2_gemm_sm70_out")
+        "nvfp4_qpn2_gemm_sm70_out"
+    )
 
 
 def test_missing_op_reasons_are_identical_to_the_doubles():
@@ -39,13 +40,15 @@ def test_missing_op_reasons_are_identical_to_the_doubles():
     double = InMemoryNamespace((*PRESENT, GETTER), abi={GETTER: 3})
     layer = Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5120, 4120)
     assert missing_ops(real, Qpn2NvFp4LinearKernel.required_ops) == missing_ops(
-        double, Qpn2NvFp4LinearKernel.required_ops)
-    assert Qpn2NvFp4LinearKernel.can_implement(layer, real) == \
-        Qpn2NvFp4LinearKernel.can_implement(layer, double)
+        double, Qpn2NvFp4LinearKernel.required_ops
+    )
+    assert Qpn2NvFp4LinearKernel.can_implement(layer, real) == Qpn2NvFp4LinearKernel.can_implement(
+        layer, double
+    )
     ok, reason = Qpn2NvFp4LinearKernel.can_implement(layer, real)
-    assert not ok and reason.message == ("missing native QPN2 operators: "
-                                         "[nvfp4_qpn2_gated_sm70_out, "
-                                         "nvfp4_qpn2_dispatch_sm70_out]")
+    assert not ok and reason.message == (
+        "missing native QPN2 operators: [nvfp4_qpn2_gated_sm70_out, nvfp4_qpn2_dispatch_sm70_out]"
+    )
     assert real.abi_revision(GETTER) == double.abi_revision(GETTER)
 
 
@@ -66,12 +69,18 @@ def test_a_recorder_records_repeats_under_the_aggregation_rule():
     from native.moe_layer import AwqMoeLayer, meta_checkpoint
     from routectl.replay import RecordingNamespace
 
-    layer = AwqMoeLayer.for_rank({"experts": 8, "top_k": 2, "hidden": 64,
-                                  "intermediate": 64, "group": 32}, 1)
+    layer = AwqMoeLayer.for_rank(
+        {"experts": 8, "top_k": 2, "hidden": 64, "intermediate": 64, "group": 32}, 1
+    )
     qweight, scales, qzeros = meta_checkpoint(layer).w2.shared()  # type: ignore[misc]
     recorder = RecordingNamespace(CATALOGUE)
-    args = {"kernel": qweight, "scaling_factors": scales, "zeros": qzeros, "group_size": 32,
-            "interleave_gated_silu": False}
+    args = {
+        "kernel": qweight,
+        "scaling_factors": scales,
+        "zeros": qzeros,
+        "group_size": 32,
+        "interleave_gated_silu": False,
+    }
     recorder.call_repeated("awq_sm70_prepare", 5, **args)
     recorder.call("awq_sm70_prepare", **args)
     assert [c["plan"]["experts"] for c in recorder.calls] == [6]
@@ -87,11 +96,17 @@ def test_a_recorder_refuses_a_wrong_call_after_a_right_one_of_the_same_op():
     from native.moe_layer import AwqMoeLayer, meta_checkpoint
     from routectl.replay import RecordingNamespace, ReplayError
 
-    layer = AwqMoeLayer.for_rank({"experts": 8, "top_k": 2, "hidden": 64,
-                                  "intermediate": 64, "group": 32}, 1)
+    layer = AwqMoeLayer.for_rank(
+        {"experts": 8, "top_k": 2, "hidden": 64, "intermediate": 64, "group": 32}, 1
+    )
     qweight, scales, qzeros = meta_checkpoint(layer).w2.shared()  # type: ignore[misc]
-    args = {"kernel": qweight, "scaling_factors": scales, "zeros": qzeros, "group_size": 32,
-            "interleave_gated_silu": False}
+    args = {
+        "kernel": qweight,
+        "scaling_factors": scales,
+        "zeros": qzeros,
+        "group_size": 32,
+        "interleave_gated_silu": False,
+    }
     wrong = [
         ({**args, "group_size": qweight}, "argument group_size must be a scalar"),
         ({**args, "kernel": 3}, "argument kernel must be a tensor"),

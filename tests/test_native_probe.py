@@ -14,8 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MISMATCH_NS = "routectl_probe_mismatch"
 
 _lib = torch.library.Library(MISMATCH_NS, "DEF")  # noqa: TOR901 - throwaway test namespace
-_lib.define("awq_sm70_prepare(Tensor kernel, Tensor scaling_factors, int group_size) -> "
-            "Tensor[]")
+_lib.define("awq_sm70_prepare(Tensor kernel, Tensor scaling_factors, int group_size) -> Tensor[]")
 
 
 def probe(*args):
@@ -23,16 +22,23 @@ def probe(*args):
 
 
 def test_reference_ops_serve_the_qpn_stage_and_turbomind_awq():
-    result = probe("--namespace", "routectl", "--import", "native.reference",
-                   "--kernel", "awq_moe.qpn_m1", "--kernel", "TurboMindAwqLinearKernel")
+    result = probe(
+        "--namespace",
+        "routectl",
+        "--import",
+        "native.reference",
+        "--kernel",
+        "awq_moe.qpn_m1",
+        "--kernel",
+        "TurboMindAwqLinearKernel",
+    )
     assert result.code == 0, result.stdout + result.stderr
     assert "routectl::awq_moe_qpn_m1_sm70_out: present, schema match" in result.stdout
     assert "routectl::awq_sm70_prepare: present, schema match" in result.stdout
 
 
 def test_whole_catalogue_lists_the_engine_ops_without_reference():
-    result = probe("--namespace", "routectl", "--import", "native.reference",
-                   "--format", "json")
+    result = probe("--namespace", "routectl", "--import", "native.reference", "--format", "json")
     assert result.code == 1
     data = json.loads(result.stdout)
     assert schema_violation("probe", data, ROOT / "snapshots") is None

@@ -23,18 +23,35 @@ def test_the_wheel_installs_routectl_and_its_schemas_only(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     for package in ("routectl", "policies", "native"):
-        shutil.copytree(ROOT / package, source / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                           "-w", str(tmp_path / "dist"), str(source)],
-                          capture_output=True, text=True, timeout=600)
+        shutil.copytree(
+            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("routectl-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"routectl", f"{wheel.name.split('-')[0]}-0.1.0.dist-info"}
-    shipped = {n.removeprefix("routectl/schemas/").removesuffix(".schema.json")
-               for n in names if n.startswith("routectl/schemas/")}
+    shipped = {
+        n.removeprefix("routectl/schemas/").removesuffix(".schema.json")
+        for n in names
+        if n.startswith("routectl/schemas/")
+    }
     assert shipped == SCHEMAS
 
 

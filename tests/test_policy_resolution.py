@@ -38,8 +38,9 @@ def test_variable_set_is_used_with_alias_source(field):
     assert policy.is_explicit(field.key)
 
 
-@pytest.mark.parametrize("field", [f for f in VARIABLE_FIELDS if not f.native_read],
-                         ids=lambda f: f.key)
+@pytest.mark.parametrize(
+    "field", [f for f in VARIABLE_FIELDS if not f.native_read], ids=lambda f: f.key
+)
 def test_explicit_field_wins_and_variable_is_ignored(field):
     text, env_value = sample(field)
     explicit = policy_default = resolve({}).value(field.key)
@@ -61,8 +62,10 @@ def test_natively_read_field_conflict_is_an_input_error(field):
     default = resolve({}).value(field.key)
     # Agreeing with the default or with the variable is fine.
     assert resolve({}, typed_config(field, default)).source(field.key) == "explicit"
-    assert resolve({field.variable: text}, typed_config(field, env_value)).value(
-        field.key) == env_value
+    assert (
+        resolve({field.variable: text}, typed_config(field, env_value)).value(field.key)
+        == env_value
+    )
     with pytest.raises(InputError, match=field.variable):
         resolve({}, typed_config(field, not default))
     with pytest.raises(InputError, match=field.variable):
@@ -70,13 +73,18 @@ def test_natively_read_field_conflict_is_an_input_error(field):
 
 
 # An empty text is a valid (empty) layer list; every other parser refuses it.
-INVALID_TEXTS = [(f, bad) for f in VARIABLE_FIELDS if f.parser.name != "name_list"
-                 for bad in ("yes", "", "1.5", "-x")
-                 if not (bad == "" and f.parser.name == "layer_list")]
+INVALID_TEXTS = [
+    (f, bad)
+    for f in VARIABLE_FIELDS
+    if f.parser.name != "name_list"
+    for bad in ("yes", "", "1.5", "-x")
+    if not (bad == "" and f.parser.name == "layer_list")
+]
 
 
-@pytest.mark.parametrize("field, bad", INVALID_TEXTS,
-                         ids=[f"{f.key}-{bad!r}" for f, bad in INVALID_TEXTS])
+@pytest.mark.parametrize(
+    "field, bad", INVALID_TEXTS, ids=[f"{f.key}-{bad!r}" for f, bad in INVALID_TEXTS]
+)
 def test_invalid_values_name_the_variable_and_accepted_values(field, bad):
     with pytest.raises(InputError) as info:
         resolve({field.variable: bad})
@@ -124,8 +132,7 @@ def test_deprecated_variables_warn_once_per_process_and_others_never():
         warnings.simplefilter("always")
         first = resolve(env)
         resolve(env)
-    emitted = [str(w.message) for w in caught
-               if issubclass(w.category, PolicyDeprecationWarning)]
+    emitted = [str(w.message) for w in caught if issubclass(w.category, PolicyDeprecationWarning)]
     # The names come from the contract (tests/contract_literals.py), not the field table.
     assert sorted(emitted) == sorted(DEPRECATION_MESSAGES[n] for n in DEPRECATED_VARIABLES)
     # Each policy still records its own diagnostics, whatever warned before.
@@ -174,8 +181,10 @@ def test_use_turbomind_override():
     assert resolve({backend: "turbomind", awq: "0"}).value("sm70_awq.enabled") is True
     assert resolve({awq: "0"}).value("sm70_awq.enabled") is False
     # A typed value is used as given.
-    assert resolve({backend: "marlin"}, {"sm70_awq": {"enabled": True}}).value(
-        "sm70_awq.enabled") is True
+    assert (
+        resolve({backend: "marlin"}, {"sm70_awq": {"enabled": True}}).value("sm70_awq.enabled")
+        is True
+    )
 
 
 def test_two_policies_in_one_process_are_independent():
@@ -229,11 +238,19 @@ def test_hash_is_identical_across_processes_and_hash_seeds(seed):
     import subprocess
     import sys
 
-    code = ("from tests.policy_helpers import resolve, QUALIFIED;"
-            "print(resolve({}, workload=QUALIFIED).compute_hash(['sm70_nvfp4']))")
+    code = (
+        "from tests.policy_helpers import resolve, QUALIFIED;"
+        "print(resolve({}, workload=QUALIFIED).compute_hash(['sm70_nvfp4']))"
+    )
     env = {**os.environ, "PYTHONHASHSEED": seed}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert out.stdout.strip() == PINNED_HASH
 
 

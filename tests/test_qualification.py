@@ -12,8 +12,16 @@ from native.layers import Nvfp4Layer
 from policies import qualification as q
 from routectl.workload import EngineConfig, Hardware
 
-QUALIFIED = EngineConfig(tp=4, pp=1, spec_method="dflash", spec_tokens=7, selector_top_k=16,
-                         max_num_seqs=4, max_num_batched_tokens=8192, kv_dtype="fp8_e4m3")
+QUALIFIED = EngineConfig(
+    tp=4,
+    pp=1,
+    spec_method="dflash",
+    spec_tokens=7,
+    selector_top_k=16,
+    max_num_seqs=4,
+    max_num_batched_tokens=8192,
+    kv_dtype="fp8_e4m3",
+)
 QPN4_WORKLOAD = EngineConfig(tp=4, spec_method="none", max_num_seqs=1)
 
 
@@ -21,16 +29,19 @@ def test_the_dflash_workload_is_qualified():
     assert q.nvfp4_workload_qualified(QUALIFIED) == (True, None)
 
 
-@pytest.mark.parametrize("changes, code, shown", [
-    (dict(spec_method="mtp", spec_tokens=4, selector_top_k=0), "spec_method_not_dflash", "mtp"),
-    (dict(spec_method="none", spec_tokens=0), "spec_method_not_dflash", "none"),
-    (dict(spec_tokens=5), "spec_tokens_not_7", "5"),
-    (dict(spec_tokens=8), "spec_tokens_not_7", "8"),
-    (dict(selector_top_k=8), "selector_top_k_not_16", "8"),
-    (dict(pp=2), "pp_not_1", "2"),
-    (dict(dbo=True), "dbo_enabled", "dual batch overlap"),
-    (dict(ubatch=2), "ubatch_above_1", "2"),
-])
+@pytest.mark.parametrize(
+    "changes, code, shown",
+    [
+        (dict(spec_method="mtp", spec_tokens=4, selector_top_k=0), "spec_method_not_dflash", "mtp"),
+        (dict(spec_method="none", spec_tokens=0), "spec_method_not_dflash", "none"),
+        (dict(spec_tokens=5), "spec_tokens_not_7", "5"),
+        (dict(spec_tokens=8), "spec_tokens_not_7", "8"),
+        (dict(selector_top_k=8), "selector_top_k_not_16", "8"),
+        (dict(pp=2), "pp_not_1", "2"),
+        (dict(dbo=True), "dbo_enabled", "dual batch overlap"),
+        (dict(ubatch=2), "ubatch_above_1", "2"),
+    ],
+)
 def test_each_workload_rule_rejects_with_its_value(changes, code, shown):
     ok, reason = q.nvfp4_workload_qualified(dataclasses.replace(QUALIFIED, **changes))
     assert (ok, reason.code) == (False, code)
@@ -42,11 +53,16 @@ def test_ubatch_up_to_one_is_qualified(ubatch):
     assert q.nvfp4_workload_qualified(dataclasses.replace(QUALIFIED, ubatch=ubatch))[0]
 
 
-@given(tp=st.sampled_from([1, 2, 4, 8]), kv=st.sampled_from(["float16", "fp8_e4m3", "fp8_e5m2"]),
-       seqs=st.integers(1, 64), budget=st.integers(1, 65536))
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    kv=st.sampled_from(["float16", "fp8_e4m3", "fp8_e5m2"]),
+    seqs=st.integers(1, 64),
+    budget=st.integers(1, 65536),
+)
 def test_tp_kv_and_concurrency_are_not_part_of_the_workload(tp, kv, seqs, budget):
-    engine = dataclasses.replace(QUALIFIED, tp=tp, kv_dtype=kv, max_num_seqs=seqs,
-                                 max_num_batched_tokens=budget)
+    engine = dataclasses.replace(
+        QUALIFIED, tp=tp, kv_dtype=kv, max_num_seqs=seqs, max_num_batched_tokens=budget
+    )
     assert q.nvfp4_workload_qualified(engine) == (True, None)
 
 
@@ -55,8 +71,9 @@ def test_qpn2_roles(role):
     assert q.qpn2_role_qualified(role) == (True, None)
 
 
-@pytest.mark.parametrize("role", ["unqualified_projection", "renamed_projection", "lm_head",
-                                  "QKV_PROJ", ""])
+@pytest.mark.parametrize(
+    "role", ["unqualified_projection", "renamed_projection", "lm_head", "QKV_PROJ", ""]
+)
 def test_other_roles_are_not_qpn2_qualified(role):
     ok, reason = q.qpn2_role_qualified(role)
     assert (ok, reason.code) == (False, "qpn2_role_unqualified")
@@ -80,10 +97,17 @@ def gate_up(k: int = 5120, n: int = 8704, **changes) -> Nvfp4Layer:
     return dataclasses.replace(Nvfp4Layer.of("model.layers.3.mlp.gate_up_proj", k, n), **changes)
 
 
-@pytest.mark.parametrize("k, n, code", [
-    (4352, 5120, None), (128, 5120, None), (4350, 5120, "qpn4_down_k"), (0, 5120, "qpn4_down_k"),
-    (4352, 5121, "qpn4_down_n"), (4352, 4096, "qpn4_down_n"),
-])
+@pytest.mark.parametrize(
+    "k, n, code",
+    [
+        (4352, 5120, None),
+        (128, 5120, None),
+        (4350, 5120, "qpn4_down_k"),
+        (0, 5120, "qpn4_down_k"),
+        (4352, 5121, "qpn4_down_n"),
+        (4352, 4096, "qpn4_down_n"),
+    ],
+)
 def test_qpn4_down_proj_rules(k, n, code):
     ok, reason = q.qpn4_layer_qualified(down(k, n), dense_gated_silu=False)
     assert (reason.code if reason else None) == code and ok is (code is None)
@@ -91,8 +115,7 @@ def test_qpn4_down_proj_rules(k, n, code):
 
 def test_qpn4_gate_up_rules():
     assert q.qpn4_layer_qualified(gate_up(), True) == (True, None)
-    assert q.qpn4_layer_qualified(gate_up(), False)[1].code == \
-        "qpn4_gate_up_needs_dense_gated_silu"
+    assert q.qpn4_layer_qualified(gate_up(), False)[1].code == "qpn4_gate_up_needs_dense_gated_silu"
     assert q.qpn4_layer_qualified(gate_up(4096), True)[1].code == "qpn4_gate_up_k"
     assert q.qpn4_layer_qualified(gate_up(n=8736), True)[1].code == "qpn4_gate_up_n"
     assert q.qpn4_layer_qualified(gate_up(n=64), True) == (True, None)
@@ -108,10 +131,18 @@ def test_qpn4_other_roles():
     assert reason.code == "qpn4_role_unqualified" and "in_proj_qkvz" in reason.message
 
 
-@pytest.mark.parametrize("role, ok", [("gate_up_proj", True), ("down_proj", True),
-                                      ("in_proj_qkvz", True), ("out_proj", True),
-                                      ("o_proj", True), ("qkv_proj", False),
-                                      ("renamed_projection", False)])
+@pytest.mark.parametrize(
+    "role, ok",
+    [
+        ("gate_up_proj", True),
+        ("down_proj", True),
+        ("in_proj_qkvz", True),
+        ("out_proj", True),
+        ("o_proj", True),
+        ("qkv_proj", False),
+        ("renamed_projection", False),
+    ],
+)
 def test_awq_exact_dense_roles(role, ok):
     result, reason = q.awq_exact_dense_role_qualified(role)
     assert result is ok
@@ -121,8 +152,12 @@ def test_awq_exact_dense_roles(role, ok):
 
 def test_qualification_verdicts_name_every_engine_rule():
     verdicts = q.qualification_verdicts(Hardware(70), QUALIFIED)
-    assert [name for name, _ in verdicts] == ["nvfp4_workload", "qpn4_workload",
-                                              "dflash2_verifier", "fp8_pp2_tp4"]
+    assert [name for name, _ in verdicts] == [
+        "nvfp4_workload",
+        "qpn4_workload",
+        "dflash2_verifier",
+        "fp8_pp2_tp4",
+    ]
     assert verdicts[0][1] == (True, None)
     assert verdicts[1][1][1].code == "qpn4_concurrency"
     single = dataclasses.replace(QUALIFIED, spec_method="none", spec_tokens=0, max_num_seqs=1)

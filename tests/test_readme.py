@@ -42,8 +42,9 @@ def project_copy(tmp_path: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, root / name)
     for folder in ("routectl", "policies", "native", "snapshots"):
-        shutil.copytree(ROOT / folder, root / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.json.new"))
+        shutil.copytree(
+            ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__", "*.json.new")
+        )
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "copy"]):
         subprocess.run([*git, *args], check=True, capture_output=True)
@@ -57,8 +58,15 @@ def run_shown(command: str, root: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(VARIABLE_PREFIX)}
     env.update({"PYTHONPATH": str(root), "NO_COLOR": "1"})
     env.pop("CI", None)
-    proc = subprocess.run(["bash", "-c", command], cwd=root, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+    proc = subprocess.run(
+        ["bash", "-c", command],
+        cwd=root,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=900,
+    )
     return proc.stdout.replace(str(root), SHOWN_ROOT)
 
 
@@ -77,11 +85,11 @@ def test_every_shown_output_is_what_the_command_prints(tmp_path):
 
 def test_the_pre_commit_snippet_is_the_manifest_and_names_no_missing_tag():
     manifest = (ROOT / ".pre-commit-hooks.yaml").read_text()
-    (snippet,) = [b for b in re.findall(r"```yaml\n(.*?)```", README, flags=re.S)
-                  if "routectl-check" in b]
+    (snippet,) = [
+        b for b in re.findall(r"```yaml\n(.*?)```", README, flags=re.S) if "routectl-check" in b
+    ]
     assert "rev:" not in snippet and "repo: local" in snippet
-    keys = ("id", "name", "entry", "language", "pass_filenames", "always_run",
-            "require_serial")
+    keys = ("id", "name", "entry", "language", "pass_filenames", "always_run", "require_serial")
     for key in keys:
         (value,) = re.findall(rf"^-? *{key}: (.*)$", manifest, flags=re.M)
         assert re.search(rf"^ +-? *{key}: {re.escape(value)}$", snippet, flags=re.M), key
@@ -92,10 +100,12 @@ def test_the_pre_commit_snippet_is_the_manifest_and_names_no_missing_tag():
 
 def test_the_example_workflow_installs_the_cpu_torch():
     workflow = (ROOT / "examples" / "github-actions-routectl.yml").read_text()
-    installs = [line.strip() for line in workflow.splitlines()
-                if line.strip().startswith("pip install")]
+    installs = [
+        line.strip() for line in workflow.splitlines() if line.strip().startswith("pip install")
+    ]
     assert installs == [
         "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
-        "pip install ."]
+        "pip install .",
+    ]
     recipe = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
     assert f"```sh\n{recipe}\n```" in README

@@ -36,8 +36,9 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in COPIED:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "*.json.new"))
+            shutil.copytree(
+                source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.json.new")
+            )
         else:
             shutil.copy(source, root / name)
     variables = root / "policies" / "variables.py"
@@ -52,11 +53,20 @@ def run(copy: Path, command_line: str) -> tuple[int, str]:
     a terminal interleaves it, paths shown relative to the project."""
     args = shlex.split(command_line)
     assert args[0] == "routectl"
-    environ = {k: v for k, v in os.environ.items()
-               if not k.startswith(VARIABLE_PREFIX) and k not in ("CI", "NO_COLOR")}
-    done = subprocess.run([sys.executable, "-u", "-m", "routectl", *args[1:]], cwd=copy,
-                          env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, check=False)
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(VARIABLE_PREFIX) and k not in ("CI", "NO_COLOR")
+    }
+    done = subprocess.run(
+        [sys.executable, "-u", "-m", "routectl", *args[1:]],
+        cwd=copy,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
     return done.returncode, done.stdout.replace(f"{copy}/", "")
 
 

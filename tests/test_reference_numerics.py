@@ -31,23 +31,41 @@ ONE_HOT_K = (0, 31, 32, 2559)
 @pytest.fixture(scope="module")
 def logical() -> tuple[dict[int, ExpertWeights], dict[int, ExpertWeights]]:
     gen = torch.Generator().manual_seed(731)
-    return ({e: random_expert(W13_K, W13_N, GROUP_SIZE, gen) for e in DISTINCT_IDS},
-            {e: random_expert(W2_K, W2_N, GROUP_SIZE, gen) for e in DISTINCT_IDS})
+    return (
+        {e: random_expert(W13_K, W13_N, GROUP_SIZE, gen) for e in DISTINCT_IDS},
+        {e: random_expert(W2_K, W2_N, GROUP_SIZE, gen) for e in DISTINCT_IDS},
+    )
 
 
 @pytest.fixture(scope="module")
-def both_layouts(logical: tuple[dict[int, ExpertWeights], dict[int, ExpertWeights]],
-                 ) -> dict[str, QpnBanks]:
-    return {name: pack_qpn_banks(*logical, compact=compact)
-            for name, compact in (("4-byte", False), ("3-byte", True))}
+def both_layouts(
+    logical: tuple[dict[int, ExpertWeights], dict[int, ExpertWeights]],
+) -> dict[str, QpnBanks]:
+    return {
+        name: pack_qpn_banks(*logical, compact=compact)
+        for name, compact in (("4-byte", False), ("3-byte", True))
+    }
 
 
-def run(banks: QpnBanks, x: torch.Tensor, ids: list[int], topk: torch.Tensor,
-        ) -> tuple[torch.Tensor, torch.Tensor]:
+def run(
+    banks: QpnBanks,
+    x: torch.Tensor,
+    ids: list[int],
+    topk: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     out = torch.empty((1, 2560), dtype=torch.float16).fill_(float("nan"))
     intermediate = torch.empty((10, 160), dtype=torch.float16).fill_(float("nan"))
-    QPN(out, intermediate, x, banks.w13, banks.s13, banks.w2, banks.s2,
-        torch.tensor([ids], dtype=torch.int32), topk)
+    QPN(
+        out,
+        intermediate,
+        x,
+        banks.w13,
+        banks.s13,
+        banks.w2,
+        banks.s2,
+        torch.tensor([ids], dtype=torch.int32),
+        topk,
+    )
     return out, intermediate
 
 
@@ -55,10 +73,19 @@ def distinct_weights() -> torch.Tensor:
     return torch.linspace(0.05, 0.5, 10, dtype=torch.float32).reshape(1, 10)
 
 
-def oracle_for(banks: QpnBanks, x: torch.Tensor, ids: list[int], topk: torch.Tensor,
-               **kwargs: torch.Tensor):
-    return oracle_qpn_m1(x, banks.w13, banks.s13, banks.w2, banks.s2,
-                         torch.tensor([ids], dtype=torch.int32), topk, **kwargs)
+def oracle_for(
+    banks: QpnBanks, x: torch.Tensor, ids: list[int], topk: torch.Tensor, **kwargs: torch.Tensor
+):
+    return oracle_qpn_m1(
+        x,
+        banks.w13,
+        banks.s13,
+        banks.w2,
+        banks.s2,
+        torch.tensor([ids], dtype=torch.int32),
+        topk,
+        **kwargs,
+    )
 
 
 def decoded_from_logical(w: ExpertWeights, k: int, columns: torch.Tensor) -> torch.Tensor:
@@ -71,8 +98,9 @@ def decoded_from_logical(w: ExpertWeights, k: int, columns: torch.Tensor) -> tor
 
 @pytest.mark.parametrize("layout", ["4-byte", "3-byte"])
 @pytest.mark.parametrize("k", ONE_HOT_K)
-def test_one_hot_seed_acceptance(both_layouts: dict[str, QpnBanks], logical, layout: str,
-                                 k: int) -> None:
+def test_one_hot_seed_acceptance(
+    both_layouts: dict[str, QpnBanks], logical, layout: str, k: int
+) -> None:
     banks = both_layouts[layout]
     w13_experts, _ = logical
     x = torch.zeros((1, 2560), dtype=torch.float16)
@@ -82,12 +110,15 @@ def test_one_hot_seed_acceptance(both_layouts: dict[str, QpnBanks], logical, lay
 
     half = W13_N // 2
     gate_cols, up_cols = torch.arange(half), torch.arange(half) + half
-    expected = torch.stack([
-        round_fp16_by_quantum(
-            silu32_fp16(decoded_from_logical(w13_experts[e], k, gate_cols)).double()
-            * decoded_from_logical(w13_experts[e], k, up_cols).double())
-        for e in SEED_IDS
-    ])
+    expected = torch.stack(
+        [
+            round_fp16_by_quantum(
+                silu32_fp16(decoded_from_logical(w13_experts[e], k, gate_cols)).double()
+                * decoded_from_logical(w13_experts[e], k, up_cols).double()
+            )
+            for e in SEED_IDS
+        ]
+    )
     assert torch.equal(intermediate, expected)
     oracle = oracle_for(banks, x, SEED_IDS, topk, intermediate=intermediate)
     assert torch.equal(oracle.intermediate, expected)
@@ -97,13 +128,13 @@ def test_one_hot_seed_acceptance(both_layouts: dict[str, QpnBanks], logical, lay
 
 @pytest.mark.parametrize("layout", ["4-byte", "3-byte"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_random_inputs_within_bounds(both_layouts: dict[str, QpnBanks], layout: str,
-                                     seed: int) -> None:
+def test_random_inputs_within_bounds(
+    both_layouts: dict[str, QpnBanks], layout: str, seed: int
+) -> None:
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn((1, 2560), generator=gen).half()
     topk = torch.rand((1, 10), generator=gen)
-    ids = [SEED_EXPERTS[int(i)]
-           for i in torch.randint(0, len(SEED_EXPERTS), (10,), generator=gen)]
+    ids = [SEED_EXPERTS[int(i)] for i in torch.randint(0, len(SEED_EXPERTS), (10,), generator=gen)]
     out, _ = run(both_layouts[layout], x, ids, topk)
     check = check_bounds(out, oracle_for(both_layouts[layout], x, ids, topk).out)
     assert check.passed, check
@@ -130,8 +161,9 @@ def test_duplicate_ids_keep_their_own_weights(both_layouts: dict[str, QpnBanks])
     check = check_bounds(out, oracle.out)
     assert check.passed, check
     # Rows of one expert agree, and the second occurrence's own weight counts.
-    assert torch.equal(intermediate[0], intermediate[4]) and torch.equal(intermediate[0],
-                                                                         intermediate[9])
+    assert torch.equal(intermediate[0], intermediate[4]) and torch.equal(
+        intermediate[0], intermediate[9]
+    )
     heavier = topk.clone()
     heavier[0, 4] *= 4
     out_heavier, _ = run(banks, x, SEED_IDS, heavier)
@@ -140,10 +172,10 @@ def test_duplicate_ids_keep_their_own_weights(both_layouts: dict[str, QpnBanks])
 
 
 @pytest.mark.parametrize("layout", ["4-byte", "3-byte"])
-@pytest.mark.parametrize("bad", [-1, 512, -(2**31), 2**31 - 1, 1000, -512],
-                         ids=lambda v: f"id{v}")
-def test_invalid_ids_give_zero_rows(both_layouts: dict[str, QpnBanks], layout: str,
-                                    bad: int) -> None:
+@pytest.mark.parametrize("bad", [-1, 512, -(2**31), 2**31 - 1, 1000, -512], ids=lambda v: f"id{v}")
+def test_invalid_ids_give_zero_rows(
+    both_layouts: dict[str, QpnBanks], layout: str, bad: int
+) -> None:
     banks = both_layouts[layout]
     x = torch.randn((1, 2560), generator=torch.Generator().manual_seed(3)).half()
     out, intermediate = run(banks, x, [bad] * 10, torch.rand(1, 10))
@@ -183,6 +215,7 @@ def test_ten_distinct_experts_match_the_oracle(both_layouts: dict[str, QpnBanks]
 
 # --- checker -------------------------------------------------------------------------------
 
+
 def test_checker_bounds_and_margins() -> None:
     ref = torch.ones(2560, dtype=torch.float64)
     ref[0], ref[1] = 4.0, 0.0
@@ -208,15 +241,18 @@ def test_checker_bounds_and_margins() -> None:
 
 # --- exact rounding helpers ----------------------------------------------------------------
 
+
 def _near_ties(gen: torch.Generator) -> torch.Tensor:
     x = torch.randn(200_000, generator=gen, dtype=torch.float64) * torch.exp2(
-        torch.randint(-26, 17, (200_000,), generator=gen).double())
+        torch.randint(-26, 17, (200_000,), generator=gen).double()
+    )
     h = x.half()
     up = torch.nextafter(h, torch.full_like(h, float("inf"))).double()
     tie = (h.double() + up) / 2
     tiny = tie.abs() * 2.0**-40
-    return torch.cat([x, tie, tie + tiny, tie - tiny, torch.tensor([0.0, -0.0, 65519.99,
-                                                                     65520.0, 2.0**-25])])
+    return torch.cat(
+        [x, tie, tie + tiny, tie - tiny, torch.tensor([0.0, -0.0, 65519.99, 65520.0, 2.0**-25])]
+    )
 
 
 def test_fp16_rounding_is_single_and_both_methods_agree() -> None:
@@ -233,10 +269,15 @@ def test_fp16_rounding_is_single_and_both_methods_agree() -> None:
 def _exact_fp32(value: Fraction) -> float:
     """Nearest float32 to an exact rational, ties to even (brute force over neighbours)."""
     f = torch.tensor([float(value)], dtype=torch.float32)
-    candidates = [torch.nextafter(f, torch.tensor([-float("inf")])), f,
-                  torch.nextafter(f, torch.tensor([float("inf")]))]
-    return min(candidates, key=lambda c: (abs(Fraction(c.item()) - value),
-                                          int(c.view(torch.int32).item()) & 1)).item()
+    candidates = [
+        torch.nextafter(f, torch.tensor([-float("inf")])),
+        f,
+        torch.nextafter(f, torch.tensor([float("inf")])),
+    ]
+    return min(
+        candidates,
+        key=lambda c: (abs(Fraction(c.item()) - value), int(c.view(torch.int32).item()) & 1),
+    ).item()
 
 
 def _double_rounding_cases() -> list[tuple[float, float, float]]:
@@ -259,8 +300,9 @@ def test_fma_fp32_rounds_once() -> None:
     gen = torch.Generator().manual_seed(2)
     w = torch.rand(64, generator=gen) * 2 - 1
     route = (torch.randn(64, generator=gen) * 8).half().float()
-    acc = torch.randn(64, generator=gen) * torch.exp2(torch.randint(-30, 30, (64,),
-                                                                    generator=gen).float())
+    acc = torch.randn(64, generator=gen) * torch.exp2(
+        torch.randint(-30, 30, (64,), generator=gen).float()
+    )
     w = torch.cat([w, torch.tensor([c[0] for c in cases])])
     route = torch.cat([route, torch.tensor([c[1] for c in cases])])
     acc = torch.cat([acc, torch.tensor([c[2] for c in cases])])
@@ -276,8 +318,9 @@ def test_silu_matches_the_oracle_on_every_finite_fp16() -> None:
     bits = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
     values = bits.view(torch.float16)
     values = values[torch.isfinite(values)]
-    assert torch.equal(numerics.silu_fp16(values).view(torch.int16),
-                       silu32_fp16(values).view(torch.int16))
+    assert torch.equal(
+        numerics.silu_fp16(values).view(torch.int16), silu32_fp16(values).view(torch.int16)
+    )
 
 
 # --- reduction orders --------------------------------------------------------------------------
@@ -318,8 +361,9 @@ def test_dequantize_rounds_once_over_the_fp16_range() -> None:
     gen = torch.Generator().manual_seed(6)
     groups, n = 64, 64
     exponents = torch.randint(-24, 10, (groups, n), generator=gen).double()
-    scales = (torch.rand((groups, n), generator=gen, dtype=torch.float64) * torch.exp2(exponents)
-              ).half()
+    scales = (
+        torch.rand((groups, n), generator=gen, dtype=torch.float64) * torch.exp2(exponents)
+    ).half()
     zeros = torch.randint(0, 16, (groups, n), generator=gen)
     codes = torch.randint(0, 16, (groups * 32, n), generator=gen)
     biases = round_fp16_by_quantum(-zeros.double() * scales.double())

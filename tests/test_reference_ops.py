@@ -50,7 +50,10 @@ def qpn_args(banks: QpnBanks, **overrides: Any) -> dict[str, Any]:
         "out": torch.empty((1, 2560), dtype=torch.float16),
         "intermediate": torch.empty((10, 160), dtype=torch.float16),
         "input": torch.randn((1, 2560), generator=gen).half(),
-        "w13": banks.w13, "s13": banks.s13, "w2": banks.w2, "s2": banks.s2,
+        "w13": banks.w13,
+        "s13": banks.s13,
+        "w2": banks.w2,
+        "s2": banks.s2,
         "ids": torch.tensor([SEED_IDS], dtype=torch.int32),
         "topk": torch.rand((1, 10), generator=gen),
     }
@@ -91,8 +94,9 @@ def test_opcheck_qpn_m1(banks: QpnBanks) -> None:
     # banks); the metadata layout does not change the schema, so one layout runs it.
     if not banks.compact:
         utils.insert(0, "test_schema")
-    torch.library.opcheck(QPN.default, tuple(args[name] for name in ARG_NAMES),
-                          test_utils=tuple(utils))
+    torch.library.opcheck(
+        QPN.default, tuple(args[name] for name in ARG_NAMES), test_utils=tuple(utils)
+    )
 
 
 @pytest.mark.parametrize("op_name", [PREPARE_OP, PREPARE_COMPACT_OP])
@@ -103,16 +107,25 @@ def test_opcheck_prepare(op_name: str, interleave: bool) -> None:
 
 
 def test_compile_fullgraph_traces_through_the_fake(banks: QpnBanks) -> None:
-    def run(out: torch.Tensor, intermediate: torch.Tensor, x: torch.Tensor, w13: torch.Tensor,
-            s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor, ids: torch.Tensor,
-            topk: torch.Tensor) -> torch.Tensor:
+    def run(
+        out: torch.Tensor,
+        intermediate: torch.Tensor,
+        x: torch.Tensor,
+        w13: torch.Tensor,
+        s13: torch.Tensor,
+        w2: torch.Tensor,
+        s2: torch.Tensor,
+        ids: torch.Tensor,
+        topk: torch.Tensor,
+    ) -> torch.Tensor:
         QPN(out, intermediate, x, w13, s13, w2, s2, ids, topk)
         return out.float() + 1
 
     compiled_args = qpn_args(banks)
     eager_args = qpn_args(banks)
     result = torch.compile(run, fullgraph=True, backend="eager")(
-        *(compiled_args[name] for name in ARG_NAMES))
+        *(compiled_args[name] for name in ARG_NAMES)
+    )
     expected = run(*(eager_args[name] for name in ARG_NAMES))
     assert torch.equal(result, expected)
     assert torch.equal(compiled_args["intermediate"], eager_args["intermediate"])
@@ -121,7 +134,8 @@ def test_compile_fullgraph_traces_through_the_fake(banks: QpnBanks) -> None:
 def test_meta_tensors_use_the_fake_and_layout_shapes() -> None:
     qweight, scales, qzeros = (t.to("meta") for t in small_checkpoint())
     for op_name, meta_shape, meta_dtype in [
-        (PREPARE_OP, (2, 64), torch.int32), (PREPARE_COMPACT_OP, (2, 64, 3), torch.uint8),
+        (PREPARE_OP, (2, 64), torch.int32),
+        (PREPARE_COMPACT_OP, (2, 64, 3), torch.uint8),
     ]:
         words, meta = getattr(OPS, op_name)(qweight, scales, qzeros, 32, True)
         assert (words.device.type, words.shape, words.dtype) == ("meta", (64, 8), torch.int32)
@@ -139,45 +153,82 @@ def _other_layout(banks: QpnBanks) -> torch.Tensor:
 
 
 # (case id, overrides from banks, rejected argument, violated rule, needs storage)
-REJECTIONS: list[tuple[str, Callable[[QpnBanks, dict[str, Any]], dict[str, Any]], str, str,
-                       bool]] = [
+REJECTIONS: list[
+    tuple[str, Callable[[QpnBanks, dict[str, Any]], dict[str, Any]], str, str, bool]
+] = [
     ("out-aliases-input", lambda b, a: {"out": a["input"]}, "out", "overlap", True),
-    ("intermediate-overlaps-out",
-     lambda b, a: {"intermediate": a["out"].view(-1)[:1600].view(10, 160)},
-     "out", "overlap", True),
-    ("misaligned-input", lambda b, a: {"input": _misaligned_input()}, "input", "alignment",
-     True),
+    (
+        "intermediate-overlaps-out",
+        lambda b, a: {"intermediate": a["out"].view(-1)[:1600].view(10, 160)},
+        "out",
+        "overlap",
+        True,
+    ),
+    ("misaligned-input", lambda b, a: {"input": _misaligned_input()}, "input", "alignment", True),
     ("int64-ids", lambda b, a: {"ids": a["ids"].long()}, "ids", "dtype", False),
     ("fp16-router-weights", lambda b, a: {"topk": a["topk"].half()}, "topk", "dtype", False),
-    ("intermediate-shape", lambda b, a: {"intermediate": torch.empty((10, 161),
-                                                                     dtype=torch.float16)},
-     "intermediate", "shape", False),
-    ("ids-shape", lambda b, a: {"ids": torch.zeros((1, 9), dtype=torch.int32)}, "ids", "shape",
-     False),
-    ("w13-shape", lambda b, a: {"w13": torch.empty((1, 2560, 40), dtype=torch.int32)}, "w13",
-     "shape", False),
+    (
+        "intermediate-shape",
+        lambda b, a: {"intermediate": torch.empty((10, 161), dtype=torch.float16)},
+        "intermediate",
+        "shape",
+        False,
+    ),
+    (
+        "ids-shape",
+        lambda b, a: {"ids": torch.zeros((1, 9), dtype=torch.int32)},
+        "ids",
+        "shape",
+        False,
+    ),
+    (
+        "w13-shape",
+        lambda b, a: {"w13": torch.empty((1, 2560, 40), dtype=torch.int32)},
+        "w13",
+        "shape",
+        False,
+    ),
     ("s2-shape", lambda b, a: {"s2": b.s2[:4]}, "s2", "shape", False),
     ("mixed-metadata-layouts", lambda b, a: {"s2": _other_layout(b)}, "s2", "layout", False),
-    ("s13-dtype", lambda b, a: {"s13": b.s13.view(torch.float16)
-                                if not b.compact else b.s13.to(torch.int8)},
-     "s13", "dtype", False),
-    ("non-contiguous-input",
-     lambda b, a: {"input": torch.zeros((1, 5120), dtype=torch.float16)[:, ::2]},
-     "input", "contiguity", False),
-    ("non-contiguous-intermediate",
-     lambda b, a: {"intermediate": torch.empty((160, 10), dtype=torch.float16).t()},
-     "intermediate", "contiguity", False),
-    ("w13-on-another-device", lambda b, a: {"w13": torch.empty((512, 2560, 40),
-                                                                dtype=torch.int32,
-                                                                device="meta")},
-     "w13", "device", False),
+    (
+        "s13-dtype",
+        lambda b, a: {"s13": b.s13.view(torch.float16) if not b.compact else b.s13.to(torch.int8)},
+        "s13",
+        "dtype",
+        False,
+    ),
+    (
+        "non-contiguous-input",
+        lambda b, a: {"input": torch.zeros((1, 5120), dtype=torch.float16)[:, ::2]},
+        "input",
+        "contiguity",
+        False,
+    ),
+    (
+        "non-contiguous-intermediate",
+        lambda b, a: {"intermediate": torch.empty((160, 10), dtype=torch.float16).t()},
+        "intermediate",
+        "contiguity",
+        False,
+    ),
+    (
+        "w13-on-another-device",
+        lambda b, a: {"w13": torch.empty((512, 2560, 40), dtype=torch.int32, device="meta")},
+        "w13",
+        "device",
+        False,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("make", "argument", "rule", "_storage"),
-                         [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS])
-def test_qpn_rejections(banks: QpnBanks, make: Callable[..., dict[str, Any]], argument: str,
-                        rule: str, _storage: bool) -> None:
+@pytest.mark.parametrize(
+    ("make", "argument", "rule", "_storage"),
+    [r[1:] for r in REJECTIONS],
+    ids=[r[0] for r in REJECTIONS],
+)
+def test_qpn_rejections(
+    banks: QpnBanks, make: Callable[..., dict[str, Any]], argument: str, rule: str, _storage: bool
+) -> None:
     args = qpn_args(banks)
     args.update(make(banks, args))
     with pytest.raises(RuntimeError, match=f"'{argument}' violates the {rule} rule") as info:
@@ -186,11 +237,16 @@ def test_qpn_rejections(banks: QpnBanks, make: Callable[..., dict[str, Any]], ar
     assert (info.value.argument, info.value.rule) == (argument, rule)
 
 
-@pytest.mark.parametrize(("make", "argument", "rule", "storage"),
-                         [r[1:] for r in REJECTIONS if r[0] != "w13-on-another-device"],
-                         ids=[r[0] for r in REJECTIONS if r[0] != "w13-on-another-device"])
+@pytest.mark.parametrize(
+    ("make", "argument", "rule", "storage"),
+    [r[1:] for r in REJECTIONS if r[0] != "w13-on-another-device"],
+    ids=[r[0] for r in REJECTIONS if r[0] != "w13-on-another-device"],
+)
 def test_fake_shares_checks_but_skips_storage_checks(
-    banks: QpnBanks, make: Callable[..., dict[str, Any]], argument: str, rule: str,
+    banks: QpnBanks,
+    make: Callable[..., dict[str, Any]],
+    argument: str,
+    rule: str,
     storage: bool,
 ) -> None:
     args = qpn_args(banks)
@@ -217,11 +273,19 @@ def test_fake_shares_checks_but_skips_storage_checks(
         (lambda q, s, z, g: (q, s, z, 48), "kernel", "shape"),
         (lambda q, s, z, g: (q.t().contiguous().t(), s, z, g), "kernel", "contiguity"),
     ],
-    ids=["kernel-dtype", "scales-shape", "scales-dtype", "zeros-dtype", "group-zero",
-         "group-not-dividing-k", "kernel-non-contiguous"],
+    ids=[
+        "kernel-dtype",
+        "scales-shape",
+        "scales-dtype",
+        "zeros-dtype",
+        "group-zero",
+        "group-not-dividing-k",
+        "kernel-non-contiguous",
+    ],
 )
-def test_prepare_rejections(op_name: str, change: Callable[..., tuple[Any, ...]], argument: str,
-                            rule: str) -> None:
+def test_prepare_rejections(
+    op_name: str, change: Callable[..., tuple[Any, ...]], argument: str, rule: str
+) -> None:
     qweight, scales, qzeros, group = change(*small_checkpoint(), 32)
     with pytest.raises(ArgumentError, match=f"'{argument}' violates the {rule} rule"):
         getattr(OPS, op_name)(qweight, scales, qzeros, group, False)

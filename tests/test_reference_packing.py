@@ -52,6 +52,7 @@ def assert_same_logical(a: ExpertWeights, b: ExpertWeights) -> None:
 
 # --- the contract's layouts, worked by hand ----------------------------------------------
 
+
 def test_nibble_orders_and_word_index_from_the_contract() -> None:
     assert CHECKPOINT_NIBBLE_COLUMNS == (0, 2, 4, 6, 1, 3, 5, 7)
     assert PREPARED_K_NIBBLES == (0, 4, 1, 5, 2, 6, 3, 7)
@@ -68,8 +69,9 @@ def test_hand_packed_words() -> None:
     codes = torch.zeros((16, 64), dtype=torch.int32)
     codes[8:16, 33] = torch.arange(1, 9)  # k 8..15 of column 33 hold 1..8
     codes[0, 0:8] = torch.arange(1, 9)  # row 0, columns 0..7 hold 1..8
-    weights = ExpertWeights(codes, torch.zeros((1, 64), dtype=torch.int32),
-                            torch.ones((1, 64), dtype=torch.float16))
+    weights = ExpertWeights(
+        codes, torch.zeros((1, 64), dtype=torch.int32), torch.ones((1, 64), dtype=torch.float16)
+    )
     # Prepared: logical i in nibble (0,4,1,5,2,6,3,7)[i] -> nibbles 7..0 read 8 6 4 2 7 5 3 1.
     flat = pack_prepared(weights, compact=False).words.reshape(-1)
     assert _as_uint32(int(flat[97])) == 0x86427531
@@ -85,19 +87,20 @@ def test_hand_packed_words() -> None:
 def test_metadata_records() -> None:
     scales = torch.tensor([[0.5, 0.001]], dtype=torch.float16)
     zeros = torch.tensor([[3, 15]], dtype=torch.int32)
-    weights = ExpertWeights(torch.zeros((32, 32), dtype=torch.int32),
-                            zeros.repeat(1, 16), scales.repeat(1, 16))
+    weights = ExpertWeights(
+        torch.zeros((32, 32), dtype=torch.int32), zeros.repeat(1, 16), scales.repeat(1, 16)
+    )
     four = pack_prepared(weights, compact=False).metadata
     three = pack_prepared(weights, compact=True).metadata
     scale_bits = [int(b) & 0xFFFF for b in scales.view(torch.int16)[0]]
-    bias = round_fp16_by_quantum(torch.tensor([-1.5, -15 * float(scales[0, 1])],
-                                              dtype=torch.float64))
+    bias = round_fp16_by_quantum(
+        torch.tensor([-1.5, -15 * float(scales[0, 1])], dtype=torch.float64)
+    )
     bias_bits = [int(b) & 0xFFFF for b in bias.view(torch.int16)]
     assert bias[0].item() == -1.5
     for n in range(2):
         assert _as_uint32(int(four[0, n])) == scale_bits[n] | (bias_bits[n] << 16)
-        assert three[0, n].tolist() == [scale_bits[n] & 0xFF, scale_bits[n] >> 8,
-                                        int(zeros[0, n])]
+        assert three[0, n].tolist() == [scale_bits[n] & 0xFF, scale_bits[n] >> 8, int(zeros[0, n])]
 
 
 def test_qpn_argument_bytes_match_contract() -> None:
@@ -127,23 +130,28 @@ def test_prepared_shapes_and_fake_outputs() -> None:
     assert prepared_shapes(160, 2560, 32, True) == ((160, 320), (5, 2560, 3))
     with pytest.raises(ValueError, match="N"):
         prepared_shapes(64, 48, 32, False)
-    words, meta = fake_prepare_outputs(torch.empty((160, 320), dtype=torch.int32,
-                                                   device="meta"), 32, True)
+    words, meta = fake_prepare_outputs(
+        torch.empty((160, 320), dtype=torch.int32, device="meta"), 32, True
+    )
     assert (words.shape, words.dtype, words.device.type) == ((160, 320), torch.int32, "meta")
     assert (meta.shape, meta.dtype) == ((5, 2560, 3), torch.uint8)
 
 
 def test_layout_modules_import_without_torch() -> None:
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "import native.awq_layout, native.awq_schemas\n"
-            "print(native.awq_layout.prepared_shapes(2560, 320, 32, True))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, check=False)
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import native.awq_layout, native.awq_schemas\n"
+        "print(native.awq_layout.prepared_shapes(2560, 320, 32, True))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "((2560, 40), (80, 320, 3))"
 
 
 # --- round trips -----------------------------------------------------------------------------
+
 
 @st.composite
 def experts(draw: st.DrawFn) -> ExpertWeights:
@@ -156,29 +164,36 @@ def experts(draw: st.DrawFn) -> ExpertWeights:
 
 @settings(max_examples=25, deadline=None)
 @given(experts(), st.booleans(), st.booleans())
-def test_checkpoint_prepare_unpack_round_trip(weights: ExpertWeights, compact: bool,
-                                              interleave_gated_silu: bool) -> None:
+def test_checkpoint_prepare_unpack_round_trip(
+    weights: ExpertWeights, compact: bool, interleave_gated_silu: bool
+) -> None:
     checkpoint = pack_checkpoint(weights)
     assert_same_logical(unpack_checkpoint(checkpoint), weights)
-    words, meta = prepare_op(compact)(checkpoint.qweight, checkpoint.scales,
-                                      checkpoint.qzeros, weights.group_size,
-                                      interleave_gated_silu)
-    packed = pack_prepared(weights, compact=compact,
-                           interleave_gated_silu=interleave_gated_silu)
+    words, meta = prepare_op(compact)(
+        checkpoint.qweight,
+        checkpoint.scales,
+        checkpoint.qzeros,
+        weights.group_size,
+        interleave_gated_silu,
+    )
+    packed = pack_prepared(weights, compact=compact, interleave_gated_silu=interleave_gated_silu)
     assert torch.equal(words, packed.words) and torch.equal(meta, packed.metadata)
     unpacked = unpack_prepared(packed, weights.group_size, interleaved=interleave_gated_silu)
     assert_same_logical(unpacked.logical(), weights)
 
 
 @pytest.mark.parametrize("compact", [False, True], ids=["4-byte", "3-byte"])
-@pytest.mark.parametrize(("k", "n", "interleaved"), [(W13_K, W13_N, True), (W2_K, W2_N, False)],
-                         ids=["w13", "w2"])
-def test_full_geometry_prepare_equals_packer(compact: bool, k: int, n: int,
-                                             interleaved: bool) -> None:
+@pytest.mark.parametrize(
+    ("k", "n", "interleaved"), [(W13_K, W13_N, True), (W2_K, W2_N, False)], ids=["w13", "w2"]
+)
+def test_full_geometry_prepare_equals_packer(
+    compact: bool, k: int, n: int, interleaved: bool
+) -> None:
     weights = random_expert(k, n, GROUP_SIZE, torch.Generator().manual_seed(k + n))
     checkpoint = pack_checkpoint(weights)
-    words, meta = prepare_op(compact)(checkpoint.qweight, checkpoint.scales, checkpoint.qzeros,
-                                      GROUP_SIZE, interleaved)
+    words, meta = prepare_op(compact)(
+        checkpoint.qweight, checkpoint.scales, checkpoint.qzeros, GROUP_SIZE, interleaved
+    )
     packed = pack_prepared(weights, compact=compact, interleave_gated_silu=interleaved)
     assert torch.equal(words, packed.words) and torch.equal(meta, packed.metadata)
     unpacked = unpack_prepared(PreparedExpert(words, meta), GROUP_SIZE, interleaved=interleaved)

@@ -94,8 +94,9 @@ def qpn(example: ModuleType, checkpoint: Any) -> RealRun:
 
 @pytest.fixture(scope="module")
 def legacy(example: ModuleType, checkpoint: Any) -> RealRun:
-    return _real_run(example, checkpoint,
-                     {"sm70_awq_moe": {"qpn_m1": False, "compact_metadata": False}})
+    return _real_run(
+        example, checkpoint, {"sm70_awq_moe": {"qpn_m1": False, "compact_metadata": False}}
+    )
 
 
 def _sample(run: RealRun, m: int) -> dict[str, Any]:
@@ -122,8 +123,9 @@ def test_replay_equals_execution_at_m0(qpn, example):
 def test_comparison_fails_for_a_real_run_with_a_different_m(qpn, example):
     """The M = 0 run (no launch) against the replay of M = 1."""
     observed = qpn.execution(0, example)
-    wrong = CallRecord(1, observed.prepare, observed.dispatch, observed.prepared_layout,
-                       observed.resident_bytes)
+    wrong = CallRecord(
+        1, observed.prepare, observed.dispatch, observed.prepared_layout, observed.resident_bytes
+    )
     differences = qpn.replay(1).differences(wrong)
     assert len(differences) == 1 and differences[0].startswith("dispatch:")
     assert qpn.replay(1) != qpn.execution(0, example)

@@ -12,8 +12,12 @@ import pytest
 from routectl.snapshot import schema_violation
 from tests.fixtures.toy import invoke, load, make_project, ok, row, save
 
-Q64 = ["toy_model/float16/tp1/none/c1/q64", "toy_model/float16/tp2/none/c1/q64",
-       "toy_model/fp8_e4m3/tp1/none/c1/q64", "toy_model/fp8_e4m3/tp2/none/c1/q64"]
+Q64 = [
+    "toy_model/float16/tp1/none/c1/q64",
+    "toy_model/float16/tp2/none/c1/q64",
+    "toy_model/fp8_e4m3/tp1/none/c1/q64",
+    "toy_model/fp8_e4m3/tp2/none/c1/q64",
+]
 OTHER = "toy_model/float16/tp1/none/c1/q4096"
 
 
@@ -51,21 +55,30 @@ def test_stated_round_trip(project):
         "toy-a: FAILED: 11 rows, 4 changed, 0 added, 0 removed",
         "  changed 4 rows (unexpected)",
         "    route.dispatch[0].plan.split_k: 99 -> 4",
-        "    rows toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64"]
+        "    rows toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64",
+    ]
     assert first.stderr.splitlines()[-1] == (
         "next: review stated.json (one entry per change group), replace each TODO reason, "
-        "then routectl check --expected-changes stated.json")
-    assert load(stated) == {"schema_version": 2, "changes": [{
-        "rows": "toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64",
-        "fields": {"route.dispatch[*].plan.split_k": [99, 4]},
-        "reason": "TODO: say why route.dispatch[*].plan.split_k moves"}]}
+        "then routectl check --expected-changes stated.json"
+    )
+    assert load(stated) == {
+        "schema_version": 2,
+        "changes": [
+            {
+                "rows": "toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64",
+                "fields": {"route.dispatch[*].plan.split_k": [99, 4]},
+                "reason": "TODO: say why route.dispatch[*].plan.split_k moves",
+            }
+        ],
+    }
 
     # Fed back: passes on the same change; in CI it warns while a reason says TODO.
     again = check(project, "--expected-changes", "stated.json", environ={"CI": "true"})
     assert again.code == 0, again.stdout
     assert again.stderr.splitlines() == [
         "warning: stated.json: 1 expected change(s) still have a TODO reason: say why each "
-        "change is intended"]
+        "change is intended"
+    ]
     assert check(project, "--expected-changes", stated).stderr == ""
 
     # One more moved field in a stated row: unexpected, and the field is named.
@@ -74,8 +87,11 @@ def test_stated_round_trip(project):
     assert more_field.code == 1
     cat = json.loads(more_field.stdout)["categories"]["toy-a"]
     assert cat["unexpected"] == [f"toy-a:{Q64[0]}"]
-    assert cat["unstated"] == {f"toy-a:{Q64[0]}": [
-        {"path": "route.kernel", "kind": "changed", "old": "OldKernel", "new": "FastKernel"}]}
+    assert cat["unstated"] == {
+        f"toy-a:{Q64[0]}": [
+            {"path": "route.kernel", "kind": "changed", "old": "OldKernel", "new": "FastKernel"}
+        ]
+    }
     text = check(project, "--expected-changes", stated).stdout
     assert '    route.kernel: "OldKernel" -> "FastKernel" <- not stated' in text
 
@@ -88,8 +104,9 @@ def test_stated_file_fails_when_one_more_row_moves(project):
     result = check(project, "--expected-changes", stated)
     assert result.code == 1
     assert "  changed 5 rows (4 expected, 1 unexpected)" in result.stdout
-    assert result.stdout.splitlines()[-1] == "FAILED: 1 unexpected, 0 missing (2 categories, " \
-                                             "22 rows)"
+    assert (
+        result.stdout.splitlines()[-1] == "FAILED: 1 unexpected, 0 missing (2 categories, 22 rows)"
+    )
 
 
 def test_id_file_round_trip(project):
@@ -113,7 +130,8 @@ def test_next_step_names_the_expected_file_given(project):
     assert result.stderr.splitlines()[-1] == (
         "next: routectl check --expected-changes listed.json --write-expected listed.json "
         "restates the actual changes for review; once reviewed, pass it again (and, for "
-        "check, --update)")
+        "check, --update)"
+    )
     assert check(project, "--format", "json").stderr.count("next:") == 0
 
 
@@ -122,7 +140,8 @@ def test_quiet_prints_verdict_lines_only(project):
     assert check(project, "-q").stdout.splitlines() == [
         "toy-a: FAILED: 11 rows, 4 changed, 0 added, 0 removed",
         "toy-b: ok: 11 rows, no changes",
-        "FAILED: 4 unexpected, 0 missing (2 categories, 22 rows)"]
+        "FAILED: 4 unexpected, 0 missing (2 categories, 22 rows)",
+    ]
 
 
 def test_markdown_summary_is_appended_and_escaped(project):
@@ -136,12 +155,16 @@ def test_markdown_summary_is_appended_and_escaped(project):
     assert text.startswith("earlier step\n## routectl check: FAILED\n")
     assert "| toy-a | 11 | 5 | 0 | 0 | **FAILED** |" in text
     assert "| toy-b | 11 | 0 | 0 | 0 | ok |" in text
-    assert ('| `route.dispatch[0].plan.split_k: 99 -> 4` | 4 | '
-            '`toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64` | unexpected |') in text
+    assert (
+        "| `route.dispatch[0].plan.split_k: 99 -> 4` | 4 | "
+        "`toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64` | unexpected |"
+    ) in text
     # A value with Markdown in it stays text: `|` escaped in the code span and the list item.
     assert '| `route.kernel: "Old\\|*Kernel*" -> "SlowKernel"` | 1 |' in text
-    assert ('- 1 row changed unexpectedly: route.kernel: "Old\\|\\*Kernel\\*" -\\> '
-            '"SlowKernel": toy-a:edge:slow') in text
+    assert (
+        '- 1 row changed unexpectedly: route.kernel: "Old\\|\\*Kernel\\*" -\\> '
+        '"SlowKernel": toy-a:edge:slow'
+    ) in text
     markdown = check(project, "--format", "markdown")
     assert markdown.stdout == text.removeprefix("earlier step\n")
 
@@ -155,7 +178,10 @@ def test_written_stated_file_is_valid_for_added_and_removed_rows(project):
     assert check(project, "--write-expected", stated).code == 1
     document = load(stated)
     assert schema_violation("expected-changes", document) is None
-    assert document["changes"] == [{"rows": f"toy-a:{OTHER}",
-                                     "reason": "TODO: say why these rows are added "
-                                               "(kernel FastKernel)"}]
+    assert document["changes"] == [
+        {
+            "rows": f"toy-a:{OTHER}",
+            "reason": "TODO: say why these rows are added (kernel FastKernel)",
+        }
+    ]
     assert check(project, "--expected-changes", stated).code == 0

@@ -27,10 +27,16 @@ def test_qualified_27b_row_dispatches_the_shared_qpn2_entry():
     r = route("sm70-nvfp4-linear", GOLDEN_27B)
     assert r["kernel"] == "Qpn2NvFp4LinearKernel"
     assert [(c["op"], c["plan"]["m"]) for c in r["dispatch"]] == [
-        ("nvfp4_qpn2_tm_dispatch_sm70_out", m) for m in (1, 8, 32, 64, 1024)]
+        ("nvfp4_qpn2_tm_dispatch_sm70_out", m) for m in (1, 8, 32, 64, 1024)
+    ]
     for call in r["dispatch"]:
-        assert call["plan"] == {"m": call["plan"]["m"], "split_k": 16, "nacc": 2,
-                                "gated": False, "prefill_min_m": 1024}
+        assert call["plan"] == {
+            "m": call["plan"]["m"],
+            "split_k": 16,
+            "nacc": 2,
+            "gated": False,
+            "prefill_min_m": 1024,
+        }
     assert r["flags"]["shared_weight"] is True and r["fallback"] is False
 
 
@@ -48,8 +54,9 @@ def test_separate_codes_have_no_compact_scales():
     assert r["flags"]["compact_scales"] is False and r["flags"]["shared_weight"] is False
     assert {c["op"] for c in r["dispatch"]} == {"nvfp4_qpn2_prefill_dispatch_sm70_out"}
     # A second code copy is resident: more bytes than the shared layout.
-    assert r["bytes"]["total"] > route("sm70-nvfp4-linear", "edge:compact_enabled")[
-        "bytes"]["total"]
+    assert (
+        r["bytes"]["total"] > route("sm70-nvfp4-linear", "edge:compact_enabled")["bytes"]["total"]
+    )
 
 
 def test_compact_enabled_and_batch_supersedes_compact():
@@ -86,19 +93,37 @@ def test_every_turing_rejection_reason_is_hit_by_a_probe():
             for v in replay_row(PROJECT, cat, spec)[0]["route"].get("verdicts", []):
                 if not v["ok"]:
                     hit.setdefault(v["name"], set()).add(v["code"])
-    expected = {"dense_qpn2_disabled", "legacy_backend_override", "requires_sm75",
-                "activation_not_fp16", "packed_weight_rank", "n_not_positive",
-                "k_not_positive", "k_not_multiple_of_128", "nvfp4_dtypes", "scale_shape",
-                "missing_native_ops", "backend_not_selected"}
+    expected = {
+        "dense_qpn2_disabled",
+        "legacy_backend_override",
+        "requires_sm75",
+        "activation_not_fp16",
+        "packed_weight_rank",
+        "n_not_positive",
+        "k_not_positive",
+        "k_not_multiple_of_128",
+        "nvfp4_dtypes",
+        "scale_shape",
+        "missing_native_ops",
+        "backend_not_selected",
+    }
     assert hit["TuringQpn2NvFp4LinearKernel"] == expected
     assert hit["TuringQpn8Fp8LinearKernel"] == {
-        "qpn8_disabled", "requires_sm75", "input_output_not_fp16", "not_static_per_tensor_e4m3",
-        "weight_rank", "n_not_positive", "k_not_positive", "n_not_multiple_of_32",
-        "k_not_multiple_of_128", "missing_native_ops", "backend_not_selected"}
+        "qpn8_disabled",
+        "requires_sm75",
+        "input_output_not_fp16",
+        "not_static_per_tensor_e4m3",
+        "weight_rank",
+        "n_not_positive",
+        "k_not_positive",
+        "n_not_multiple_of_32",
+        "k_not_multiple_of_128",
+        "missing_native_ops",
+        "backend_not_selected",
+    }
 
 
-@pytest.mark.parametrize("category, count", [("sm70-nvfp4-linear", 342),
-                                             ("sm70-awq-linear", 334)])
+@pytest.mark.parametrize("category, count", [("sm70-nvfp4-linear", 342), ("sm70-awq-linear", 334)])
 def test_row_counts(category, count):
     assert len(PROJECT.category(category).rows()) == count
 
@@ -127,6 +152,9 @@ def test_explain_of_an_moe_row_prints_the_model_totals():
     data = json.loads(ok(invoke(["explain", row, "--format", "json"], cwd=ROOT)).stdout)
     assert data["model_totals"]["compact_saving"] == 943_718_400
     assert data["model_totals"]["metadata"] == 48 * 58_982_400
-    linear = json.loads(ok(invoke(["explain", f"sm70-nvfp4-linear:{GOLDEN_27B}", "--format",
-                                   "json"], cwd=ROOT)).stdout)
+    linear = json.loads(
+        ok(
+            invoke(["explain", f"sm70-nvfp4-linear:{GOLDEN_27B}", "--format", "json"], cwd=ROOT)
+        ).stdout
+    )
     assert linear["model_totals"] is None

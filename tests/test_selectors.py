@@ -31,8 +31,16 @@ from routectl.workload import EngineConfig, Hardware
 from tests.contract_literals import AWQ_DENSE_ORDER, NVFP4_SM70_ORDER
 
 ROOT = Path(__file__).resolve().parents[1]
-QUALIFIED = EngineConfig(tp=4, pp=1, spec_method="dflash", spec_tokens=7, selector_top_k=16,
-                         max_num_seqs=4, max_num_batched_tokens=8192, kv_dtype="fp8_e4m3")
+QUALIFIED = EngineConfig(
+    tp=4,
+    pp=1,
+    spec_method="dflash",
+    spec_tokens=7,
+    selector_top_k=16,
+    max_num_seqs=4,
+    max_num_batched_tokens=8192,
+    kv_dtype="fp8_e4m3",
+)
 SINGLE = EngineConfig(tp=4, spec_method="none", max_num_seqs=1, kv_dtype="fp8_e4m3")
 PLAIN = EngineConfig(tp=4, spec_method="none", max_num_seqs=4, kv_dtype="fp8_e4m3")
 QKVZ = "model.layers.0.linear_attn.in_proj_qkvz"
@@ -51,8 +59,13 @@ BATCH_OFF = {var("sm70_turbomind.batch_layouts"): "0"}
 DISABLED = var("disabled_kernels")
 
 
-def policy(env: dict[str, str] | None = None, config=None, *, capability: int = 70,
-           engine: EngineConfig = QUALIFIED):
+def policy(
+    env: dict[str, str] | None = None,
+    config=None,
+    *,
+    capability: int = 70,
+    engine: EngineConfig = QUALIFIED,
+):
     # Deprecation warnings are the resolver's tests' business; these tests are about routes.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PolicyDeprecationWarning)
@@ -81,13 +94,27 @@ def fp16(m: int, k: int) -> torch.Tensor:
 # --- SM70 NVFP4 -------------------------------------------------------------------------
 
 
-def nvfp4(env=None, layer=None, *, engine=QUALIFIED, capability=70, namespace=None,
-          tensors=False, workspace=None, config=None):
+def nvfp4(
+    env=None,
+    layer=None,
+    *,
+    engine=QUALIFIED,
+    capability=70,
+    namespace=None,
+    tensors=False,
+    workspace=None,
+    config=None,
+):
     spec = layer or Nvfp4Layer.of(QKVZ, 5120, 4120)
-    return load_nvfp4_sm70(spec, policy(env, config, capability=capability, engine=engine),
-                           Hardware(capability), engine, namespace or ns(),
-                           tensors=spec.checkpoint_tensors() if tensors else None,
-                           workspace=workspace)
+    return load_nvfp4_sm70(
+        spec,
+        policy(env, config, capability=capability, engine=engine),
+        Hardware(capability),
+        engine,
+        namespace or ns(),
+        tensors=spec.checkpoint_tensors() if tensors else None,
+        workspace=workspace,
+    )
 
 
 def test_golden_qualified_in_proj_qkvz_selects_shared_compact_qpn2():
@@ -101,17 +128,24 @@ def test_golden_qualified_in_proj_qkvz_selects_shared_compact_qpn2():
     tm = verdict(decision, nv.TurboMindNvFp4LinearKernel.name)
     assert (tm.ok, tm.not_needed) == (True, True)
     assert decision.layout == nv.LAYOUT_QPN2 and decision.fallbacks == ()
-    assert dict(decision.flags) == {"shared_weight": True, "prefill_enabled": True,
-                                    "compact_scales": True, "batch_prescale": False,
-                                    "gated": False}
+    assert dict(decision.flags) == {
+        "shared_weight": True,
+        "prefill_enabled": True,
+        "compact_scales": True,
+        "batch_prescale": False,
+        "gated": False,
+    }
     assert not decision.selection.fallback
     mark = recorder.mark()
     for m in (1, 8, 32, 64, 1024):
         loaded.apply(fp16(m, 5120))
     assert recorder.since(mark) == [
-        {"op": "nvfp4_qpn2_tm_dispatch_sm70_out",
-         "plan": {"m": m, "split_k": 16, "nacc": 2, "gated": False, "prefill_min_m": 1024}}
-        for m in (1, 8, 32, 64, 1024)]
+        {
+            "op": "nvfp4_qpn2_tm_dispatch_sm70_out",
+            "plan": {"m": m, "split_k": 16, "nacc": 2, "gated": False, "prefill_min_m": 1024},
+        }
+        for m in (1, 8, 32, 64, 1024)
+    ]
     total = loaded.bytes_json()["total"]
     assert total == sum(t.numel() * t.element_size() for t in loaded.resident.values())
 
@@ -129,12 +163,18 @@ def test_family_is_entered_only_on_exactly_sm70(capability):
     assert str(capability) in decision.status[1]
 
 
-@pytest.mark.parametrize("env, entered", [
-    ({var("sm70_turbomind.quant_backend"): "marlin"}, False),
-    ({var("sm70_turbomind.nvfp4"): "0"}, False),
-    ({var("sm70_turbomind.nvfp4"): "0", var("sm70_turbomind.quant_backend"): "turbomind"}, True),
-    ({var("sm70_turbomind.quant_backend"): "auto"}, True),
-])
+@pytest.mark.parametrize(
+    "env, entered",
+    [
+        ({var("sm70_turbomind.quant_backend"): "marlin"}, False),
+        ({var("sm70_turbomind.nvfp4"): "0"}, False),
+        (
+            {var("sm70_turbomind.nvfp4"): "0", var("sm70_turbomind.quant_backend"): "turbomind"},
+            True,
+        ),
+        ({var("sm70_turbomind.quant_backend"): "auto"}, True),
+    ],
+)
 def test_family_entry_follows_use_turbomind(env, entered):
     decision = nvfp4(env).decision
     assert (decision.kernel is not None) is entered
@@ -142,10 +182,13 @@ def test_family_entry_follows_use_turbomind(env, entered):
         assert decision.status[0] == "turbomind_nvfp4_off"
 
 
-@pytest.mark.parametrize("env, engine, code, stage", [
-    ({var("sm70_nvfp4.qpn2"): "0"}, QUALIFIED, "qpn2_disabled", "policy"),
-    ({}, PLAIN, "qpn2_disabled", "policy"),  # qpn2 defaults to workload qualified
-])
+@pytest.mark.parametrize(
+    "env, engine, code, stage",
+    [
+        ({var("sm70_nvfp4.qpn2"): "0"}, QUALIFIED, "qpn2_disabled", "policy"),
+        ({}, PLAIN, "qpn2_disabled", "policy"),  # qpn2 defaults to workload qualified
+    ],
+)
 def test_qpn2_off_or_unqualified_workload_selects_turbomind(env, engine, code, stage):
     decision = nvfp4(env, engine=engine).decision
     assert decision.kernel == nv.TurboMindNvFp4LinearKernel.name
@@ -156,8 +199,9 @@ def test_qpn2_off_or_unqualified_workload_selects_turbomind(env, engine, code, s
 
 
 def test_unqualified_role_retains_turbomind_without_fallback():
-    decision = nvfp4(layer=Nvfp4Layer.of("model.layers.0.unqualified_projection", 5120,
-                                         4120)).decision
+    decision = nvfp4(
+        layer=Nvfp4Layer.of("model.layers.0.unqualified_projection", 5120, 4120)
+    ).decision
     qpn2 = verdict(decision, nv.Qpn2NvFp4LinearKernel.name)
     assert decision.kernel == nv.TurboMindNvFp4LinearKernel.name
     assert (qpn2.code, qpn2.stage) == ("qpn2_role_unqualified", "qualification")
@@ -178,14 +222,21 @@ def test_misaligned_k_falls_back_to_turbomind_with_a_k_reason():
     assert (qpn2.code, qpn2.message) == ("k_not_multiple_of_128", "K % 128 != 0 (K=5000)")
     assert decision.selection.fallback
     (fallback,) = decision.fallbacks
-    assert (fallback.field, fallback.requested, fallback.effective) == \
-        ("sm70_nvfp4.qpn2", True, False)
+    assert (fallback.field, fallback.requested, fallback.effective) == (
+        "sm70_nvfp4.qpn2",
+        True,
+        False,
+    )
     assert "K % 128" in fallback.reason
 
 
 def test_missing_qpn2_ops_fall_back_but_compact_op_alone_does_not_matter():
-    removed = (*nv.QPN2_REQUIRED_OPS, *nv.QPN4_REQUIRED_OPS, *nv.QPN2_SHARED_OPS,
-               nv.QPN2_PREFILL_DISPATCH_OP)
+    removed = (
+        *nv.QPN2_REQUIRED_OPS,
+        *nv.QPN4_REQUIRED_OPS,
+        *nv.QPN2_SHARED_OPS,
+        nv.QPN2_PREFILL_DISPATCH_OP,
+    )
     decision = nvfp4(namespace=ns(removed)).decision
     assert decision.kernel == nv.TurboMindNvFp4LinearKernel.name
     assert verdict(decision, nv.Qpn2NvFp4LinearKernel.name).stage == "ops"
@@ -212,11 +263,14 @@ def test_compact_revision_zero_records_a_shared_scales_fallback():
     assert fallback.field == "sm70_nvfp4.shared_scales" and "revision 0" in fallback.reason
 
 
-@pytest.mark.parametrize("env, flag, value", [
-    ({var("sm70_nvfp4.prefill"): "0"}, "prefill_enabled", False),
-    ({var("sm70_nvfp4.shared_weight"): "0"}, "shared_weight", False),
-    ({var("sm70_nvfp4.shared_scales"): "0", **BATCH_OFF}, "compact_scales", False),
-])
+@pytest.mark.parametrize(
+    "env, flag, value",
+    [
+        ({var("sm70_nvfp4.prefill"): "0"}, "prefill_enabled", False),
+        ({var("sm70_nvfp4.shared_weight"): "0"}, "shared_weight", False),
+        ({var("sm70_nvfp4.shared_scales"): "0", **BATCH_OFF}, "compact_scales", False),
+    ],
+)
 def test_deprecated_overrides_change_the_layer(env, flag, value):
     decision = nvfp4(env).decision
     assert decision.kernel == nv.Qpn2NvFp4LinearKernel.name
@@ -234,8 +288,9 @@ def test_prefill_min_m_reaches_the_dispatch_plan():
 
 def test_gated_projection_uses_the_gated_table_entry():
     recorder = ns()
-    loaded = nvfp4(BATCH_OFF, layer=Nvfp4Layer.of(GATE_UP, 5120, 8704), namespace=recorder,
-                   tensors=True)
+    loaded = nvfp4(
+        BATCH_OFF, layer=Nvfp4Layer.of(GATE_UP, 5120, 8704), namespace=recorder, tensors=True
+    )
     assert loaded.decision.kernel == nv.Qpn2NvFp4LinearKernel.name
     assert loaded.decision.flags["compact_scales"] and not loaded.decision.flags["gated"]
     mark = recorder.mark()
@@ -253,10 +308,14 @@ def test_qpn4_serves_down_proj_for_one_sequence_without_speculation():
     assert all(v.not_needed for v in decision.selection.verdicts[1:])
 
 
-@pytest.mark.parametrize("workspace, kernel", [
-    (4352 * 5120, nv.Qpn4NvFp4LinearKernel.name), (None, nv.Qpn4NvFp4LinearKernel.name),
-    (4352 * 5120 - 1, nv.TurboMindNvFp4LinearKernel.name),
-])
+@pytest.mark.parametrize(
+    "workspace, kernel",
+    [
+        (4352 * 5120, nv.Qpn4NvFp4LinearKernel.name),
+        (None, nv.Qpn4NvFp4LinearKernel.name),
+        (4352 * 5120 - 1, nv.TurboMindNvFp4LinearKernel.name),
+    ],
+)
 def test_qpn4_workspace_boundary_reselects_without_qpn4(workspace, kernel):
     decision = nvfp4(layer=QPN4_DOWN, engine=SINGLE, workspace=workspace).decision
     assert decision.kernel == kernel
@@ -271,21 +330,25 @@ def test_qpn4_workspace_boundary_reselects_without_qpn4(workspace, kernel):
 def test_qpn4_off_and_qpn4_native_missing():
     off = nvfp4({var("sm70_nvfp4.qpn4"): "0"}, layer=QPN4_DOWN, engine=SINGLE).decision
     qpn4 = verdict(off, nv.Qpn4NvFp4LinearKernel.name)
-    assert (off.kernel, qpn4.code, qpn4.stage) == (nv.TurboMindNvFp4LinearKernel.name,
-                                                   "qpn4_disabled", "policy")
+    assert (off.kernel, qpn4.code, qpn4.stage) == (
+        nv.TurboMindNvFp4LinearKernel.name,
+        "qpn4_disabled",
+        "policy",
+    )
     assert qpn4.message.startswith("QPN4 disabled or outside the qualified workload")
-    missing = nvfp4(layer=QPN4_DOWN, engine=SINGLE,
-                    namespace=ns((nv.QPN4_DISPATCH_OP,))).decision
+    missing = nvfp4(layer=QPN4_DOWN, engine=SINGLE, namespace=ns((nv.QPN4_DISPATCH_OP,))).decision
     assert missing.kernel == nv.TurboMindNvFp4LinearKernel.name and missing.selection.fallback
 
 
 def test_qpn4_gate_needs_dense_gated_silu_and_prepares_gated():
     spec = Nvfp4Layer.of(GATE_UP, 5120, 8704)
     plain = nvfp4(layer=spec, engine=SINGLE).decision
-    assert verdict(plain, nv.Qpn4NvFp4LinearKernel.name).code == \
-        "qpn4_gate_up_needs_dense_gated_silu"
-    loaded = nvfp4({var("sm70_nvfp4.dense_gated_silu"): "1"}, layer=spec, engine=SINGLE,
-                   tensors=True)
+    assert (
+        verdict(plain, nv.Qpn4NvFp4LinearKernel.name).code == "qpn4_gate_up_needs_dense_gated_silu"
+    )
+    loaded = nvfp4(
+        {var("sm70_nvfp4.dense_gated_silu"): "1"}, layer=spec, engine=SINGLE, tensors=True
+    )
     assert loaded.decision.kernel == nv.Qpn4NvFp4LinearKernel.name
     assert loaded.decision.flags["gated"] is True and loaded.apply_gated is not None
 
@@ -306,8 +369,13 @@ def test_upstream_kernel_names_are_accepted_and_change_nothing():
     assert decision.kernel == nv.Qpn2NvFp4LinearKernel.name
 
 
-@pytest.mark.parametrize("typo, suggestion", [("Qpn2NvFp4LinearKernal", "Qpn2NvFp4LinearKernel"),
-                                              ("TurboMindAwqKernel", "TurboMindAwqLinearKernel")])
+@pytest.mark.parametrize(
+    "typo, suggestion",
+    [
+        ("Qpn2NvFp4LinearKernal", "Qpn2NvFp4LinearKernel"),
+        ("TurboMindAwqKernel", "TurboMindAwqLinearKernel"),
+    ],
+)
 def test_unknown_kernel_names_are_input_errors_with_a_suggestion(typo, suggestion):
     with pytest.raises(InputError, match=f"did you mean {suggestion}"):
         policy({DISABLED: typo})
@@ -339,26 +407,36 @@ TURING_NVFP4 = Nvfp4Layer.of(QKVZ, 5120, 4120)
 TURING_FP8 = Fp8Layer.of(QKV, 5120, 3584)
 
 
-def turing(load, spec, env=None, config=None, *, capability=75, namespace=None,
-           tensors=False):
-    return load(spec, policy(env, config, capability=capability, engine=PLAIN),
-                Hardware(capability), PLAIN, namespace or ns(),
-                tensors=spec.checkpoint_tensors() if tensors else None)
+def turing(load, spec, env=None, config=None, *, capability=75, namespace=None, tensors=False):
+    return load(
+        spec,
+        policy(env, config, capability=capability, engine=PLAIN),
+        Hardware(capability),
+        PLAIN,
+        namespace or ns(),
+        tensors=spec.checkpoint_tensors() if tensors else None,
+    )
 
 
-@pytest.mark.parametrize("load, spec, kernel", [
-    (load_turing_nvfp4, TURING_NVFP4, tu.TuringQpn2NvFp4LinearKernel),
-    (load_turing_fp8, TURING_FP8, tu.TuringQpn8Fp8LinearKernel)])
+@pytest.mark.parametrize(
+    "load, spec, kernel",
+    [
+        (load_turing_nvfp4, TURING_NVFP4, tu.TuringQpn2NvFp4LinearKernel),
+        (load_turing_fp8, TURING_FP8, tu.TuringQpn8Fp8LinearKernel),
+    ],
+)
 def test_turing_default_selects_the_qpn_kernel(load, spec, kernel):
     loaded = turing(load, spec, tensors=True)
     assert loaded.decision.kernel == kernel.name and loaded.apply is not None
     assert loaded.decision.status is None
 
 
-@pytest.mark.parametrize("load, spec", [(load_turing_nvfp4, TURING_NVFP4),
-                                        (load_turing_fp8, TURING_FP8)])
-@pytest.mark.parametrize("backend, served", [("auto", True), ("turbomind", True),
-                                             ("marlin", False), ("cutlass", False)])
+@pytest.mark.parametrize(
+    "load, spec", [(load_turing_nvfp4, TURING_NVFP4), (load_turing_fp8, TURING_FP8)]
+)
+@pytest.mark.parametrize(
+    "backend, served", [("auto", True), ("turbomind", True), ("marlin", False), ("cutlass", False)]
+)
 def test_turing_linear_backend_is_not_an_error(load, spec, backend, served):
     decision = turing(load, spec, config={"linear_backend": backend}).decision
     assert (decision.kernel is not None) is served
@@ -368,11 +446,14 @@ def test_turing_linear_backend_is_not_an_error(load, spec, backend, served):
         assert backend in decision.status[1]
 
 
-@pytest.mark.parametrize("env, config, code", [
-    ({}, {"sm70_nvfp4": {"dense_qpn2": False}}, "dense_qpn2_disabled"),
-    ({var("sm70_turbomind.nvfp4"): "0"}, None, "legacy_backend_override"),
-    ({var("sm70_turbomind.quant_backend"): "marlin"}, None, "legacy_backend_override"),
-])
+@pytest.mark.parametrize(
+    "env, config, code",
+    [
+        ({}, {"sm70_nvfp4": {"dense_qpn2": False}}, "dense_qpn2_disabled"),
+        ({var("sm70_turbomind.nvfp4"): "0"}, None, "legacy_backend_override"),
+        ({var("sm70_turbomind.quant_backend"): "marlin"}, None, "legacy_backend_override"),
+    ],
+)
 def test_turing_nvfp4_policy_reasons_leave_it_to_upstream(env, config, code):
     decision = turing(load_turing_nvfp4, TURING_NVFP4, env, config).decision
     (only,) = decision.selection.verdicts
@@ -381,13 +462,16 @@ def test_turing_nvfp4_policy_reasons_leave_it_to_upstream(env, config, code):
     assert not decision.selection.fallback
 
 
-@pytest.mark.parametrize("env, config", [
-    ({}, {"sm70_fp8": {"enabled": False}}),
-    ({var("sm70_fp8.enabled"): "0"}, None),
-    ({var("sm70_turbomind.quant_backend"): "marlin"}, None),
-    # A typed enabled=True does not beat the marlin override: QPN8 checks both.
-    ({var("sm70_turbomind.quant_backend"): "marlin"}, {"sm70_fp8": {"enabled": True}}),
-])
+@pytest.mark.parametrize(
+    "env, config",
+    [
+        ({}, {"sm70_fp8": {"enabled": False}}),
+        ({var("sm70_fp8.enabled"): "0"}, None),
+        ({var("sm70_turbomind.quant_backend"): "marlin"}, None),
+        # A typed enabled=True does not beat the marlin override: QPN8 checks both.
+        ({var("sm70_turbomind.quant_backend"): "marlin"}, {"sm70_fp8": {"enabled": True}}),
+    ],
+)
 def test_turing_fp8_policy_reasons(env, config):
     decision = turing(load_turing_fp8, TURING_FP8, env, config).decision
     assert decision.kernel is None
@@ -395,8 +479,9 @@ def test_turing_fp8_policy_reasons(env, config):
 
 
 def test_turing_policy_precedes_capability_and_capability_is_a_fallback():
-    off = turing(load_turing_nvfp4, TURING_NVFP4, config={"sm70_nvfp4": {"dense_qpn2": False}},
-                 capability=70).decision
+    off = turing(
+        load_turing_nvfp4, TURING_NVFP4, config={"sm70_nvfp4": {"dense_qpn2": False}}, capability=70
+    ).decision
     assert off.selection.verdicts[0].code == "dense_qpn2_disabled"
     volta = turing(load_turing_nvfp4, TURING_NVFP4, capability=70).decision
     assert volta.selection.verdicts[0].code == "requires_sm75"
@@ -404,11 +489,11 @@ def test_turing_policy_precedes_capability_and_capability_is_a_fallback():
 
 
 def test_turing_disabled_kernel_and_missing_ops():
-    disabled = turing(load_turing_fp8, TURING_FP8,
-                      {DISABLED: tu.TuringQpn8Fp8LinearKernel.name}).decision
+    disabled = turing(
+        load_turing_fp8, TURING_FP8, {DISABLED: tu.TuringQpn8Fp8LinearKernel.name}
+    ).decision
     assert disabled.selection.verdicts[0].stage == "disabled"
-    missing = turing(load_turing_fp8, TURING_FP8,
-                     namespace=ns((tu.QPN8_PREFILL_OP,))).decision
+    missing = turing(load_turing_fp8, TURING_FP8, namespace=ns((tu.QPN8_PREFILL_OP,))).decision
     assert missing.kernel is None and missing.selection.verdicts[0].stage == "ops"
     assert tu.QPN8_PREFILL_OP in missing.status[1]
 
@@ -425,23 +510,35 @@ AWQ_DOWN = AwqLayer.of(DOWN, 2560, 2560, 128)
 AWQ_ENGINE = dataclasses.replace(PLAIN, tp=4)
 
 
-def awq_load(spec=AWQ_QKV, env=None, config=None, *, capability=70, namespace=None,
-             tensors=False, workspace=None, engine=AWQ_ENGINE):
-    return load_awq_dense(spec, policy(env, config, capability=capability, engine=engine),
-                          Hardware(capability), engine, namespace or ns(),
-                          tensors=spec.checkpoint_tensors() if tensors else None,
-                          workspace=workspace)
+def awq_load(
+    spec=AWQ_QKV,
+    env=None,
+    config=None,
+    *,
+    capability=70,
+    namespace=None,
+    tensors=False,
+    workspace=None,
+    engine=AWQ_ENGINE,
+):
+    return load_awq_dense(
+        spec,
+        policy(env, config, capability=capability, engine=engine),
+        Hardware(capability),
+        engine,
+        namespace or ns(),
+        tensors=spec.checkpoint_tensors() if tensors else None,
+        workspace=workspace,
+    )
 
 
 def test_awq_default_selects_turbomind_and_triton_is_not_needed():
     decision = awq_load().decision
     assert decision.kernel == awq.TurboMindAwqLinearKernel.name
     triton = verdict(decision, awq.TritonAwqLinearKernel.name)
-    assert (triton.ok, triton.not_needed, triton.code) == (False, True,
-                                                           "turbomind_route_admitted")
+    assert (triton.ok, triton.not_needed, triton.code) == (False, True, "turbomind_route_admitted")
     assert decision.layout == awq.LAYOUT_TURBOMIND
-    assert dict(decision.flags) == {"gated": False, "exact_dense": False,
-                                    "fused_gated_call": False}
+    assert dict(decision.flags) == {"gated": False, "exact_dense": False, "fused_gated_call": False}
 
 
 def test_awq_turbomind_disabled_by_name_takes_triton():
@@ -452,11 +549,14 @@ def test_awq_turbomind_disabled_by_name_takes_triton():
     assert decision.layout == awq.LAYOUT_TRITON
 
 
-@pytest.mark.parametrize("env, config", [
-    ({var("sm70_awq.enabled"): "0"}, None),
-    ({}, {"sm70_awq": {"enabled": False}}),
-    ({var("sm70_turbomind.quant_backend"): "marlin"}, None),
-])
+@pytest.mark.parametrize(
+    "env, config",
+    [
+        ({var("sm70_awq.enabled"): "0"}, None),
+        ({}, {"sm70_awq": {"enabled": False}}),
+        ({var("sm70_turbomind.quant_backend"): "marlin"}, None),
+    ],
+)
 def test_awq_route_disabled_by_configuration_takes_triton(env, config):
     decision = awq_load(env=env, config=config).decision
     tm = verdict(decision, awq.TurboMindAwqLinearKernel.name)
@@ -476,28 +576,33 @@ def test_awq_non_sm70_takes_triton_as_a_fallback(capability):
     assert [f.field for f in decision.fallbacks] == ["sm70_awq.enabled"]
 
 
-@pytest.mark.parametrize("spec, namespace, code", [
-    (AWQ_QKV, (awq.PREPARE_OP,), "missing_native_ops"),
-    (dataclasses.replace(AWQ_QKV, group_size=16), (), "unsupported_group_size"),
-    (dataclasses.replace(AWQ_QKV, has_g_idx=True), (), "g_idx_unsupported"),
-    (AwqLayer.of(QKV, 2560, 3588, 32), (), "n_not_multiple_of_8"),
-])
+@pytest.mark.parametrize(
+    "spec, namespace, code",
+    [
+        (AWQ_QKV, (awq.PREPARE_OP,), "missing_native_ops"),
+        (dataclasses.replace(AWQ_QKV, group_size=16), (), "unsupported_group_size"),
+        (dataclasses.replace(AWQ_QKV, has_g_idx=True), (), "g_idx_unsupported"),
+        (AwqLayer.of(QKV, 2560, 3588, 32), (), "n_not_multiple_of_8"),
+    ],
+)
 def test_awq_other_turbomind_rejections_fail_closed(spec, namespace, code):
     with pytest.raises(SelectionError) as info:
         awq_load(spec, namespace=ns(namespace))
     error = info.value
     assert error.code == code and "fails closed" in error.message
     assert [v.name for v in error.verdicts] == AWQ_DENSE_ORDER
-    assert verdict(error, awq.TritonAwqLinearKernel.name).code in (
-        "turbomind_route_admitted", code)
+    assert verdict(error, awq.TritonAwqLinearKernel.name).code in ("turbomind_route_admitted", code)
 
 
-@pytest.mark.parametrize("backend, served", [("auto", True), ("turbomind", True),
-                                             ("triton", False), ("marlin", False)])
+@pytest.mark.parametrize(
+    "backend, served", [("auto", True), ("turbomind", True), ("triton", False), ("marlin", False)]
+)
 def test_awq_linear_backend_filters_every_candidate(backend, served):
     if served:
-        assert awq_load(config={"linear_backend": backend}).decision.kernel == \
-            awq.TurboMindAwqLinearKernel.name
+        assert (
+            awq_load(config={"linear_backend": backend}).decision.kernel
+            == awq.TurboMindAwqLinearKernel.name
+        )
         return
     with pytest.raises(SelectionError) as info:
         awq_load(config={"linear_backend": backend})
@@ -518,10 +623,14 @@ def test_awq_exact_dense_layers_and_their_fallbacks():
     short = awq_load(AWQ_DOWN, workspace=awq.EXACT_DENSE_MIN_WORKSPACE - 1).decision
     assert short.flags["exact_dense"] is False
     (fallback,) = short.fallbacks
-    assert (fallback.field, fallback.requested, fallback.effective) == \
-        ("sm70_awq.prefill_exact_dense", True, False)
-    renamed = awq_load(AwqLayer.of("model.layers.0.mlp.renamed_projection", 2560, 2560,
-                                   128)).decision
+    assert (fallback.field, fallback.requested, fallback.effective) == (
+        "sm70_awq.prefill_exact_dense",
+        True,
+        False,
+    )
+    renamed = awq_load(
+        AwqLayer.of("model.layers.0.mlp.renamed_projection", 2560, 2560, 128)
+    ).decision
     assert renamed.flags["exact_dense"] is False and renamed.fallbacks == ()
     assert renamed.kernel == awq.TurboMindAwqLinearKernel.name
     off = awq_load(AWQ_DOWN, env={var("sm70_awq.prefill_exact_dense"): "0"}).decision
@@ -532,9 +641,13 @@ def test_awq_exact_dense_layers_and_their_fallbacks():
 def test_awq_fused_silu_records_the_gated_call_only_at_tp2(tp, gated_call):
     recorder = ns()
     engine = dataclasses.replace(AWQ_ENGINE, tp=tp)
-    loaded = awq_load(AwqLayer.of(GATE_UP, 2560, 2560, 128),
-                      env={var("sm70_awq.fused_silu"): "1"}, namespace=recorder, tensors=True,
-                      engine=engine)
+    loaded = awq_load(
+        AwqLayer.of(GATE_UP, 2560, 2560, 128),
+        env={var("sm70_awq.fused_silu"): "1"},
+        namespace=recorder,
+        tensors=True,
+        engine=engine,
+    )
     assert loaded.decision.flags["gated"] is True
     assert loaded.decision.flags["exact_dense"] is False
     assert recorder.calls[0]["plan"]["gated"] is True
@@ -577,10 +690,15 @@ def test_selecting_every_family_never_imports_torch():
         print(",".join(kernels))
         assert "torch" not in sys.modules, "torch was imported"
     """)
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == ",".join([
-        nv.Qpn2NvFp4LinearKernel.name, awq.TurboMindAwqLinearKernel.name,
-        tu.TuringQpn2NvFp4LinearKernel.name, tu.TuringQpn8Fp8LinearKernel.name])
-
+    assert result.stdout.strip() == ",".join(
+        [
+            nv.Qpn2NvFp4LinearKernel.name,
+            awq.TurboMindAwqLinearKernel.name,
+            tu.TuringQpn2NvFp4LinearKernel.name,
+            tu.TuringQpn8Fp8LinearKernel.name,
+        ]
+    )

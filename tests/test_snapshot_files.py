@@ -52,6 +52,7 @@ def _documents(project: Path) -> dict:
 
 # --- the schemas ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", SCHEMA_NAMES)
 def test_schemas_are_valid_self_contained_2020_12(name):
     data = schema(name)
@@ -124,16 +125,21 @@ def _patterns(node, where=()):
             yield from _patterns(value, (*where, str(i)))
 
 
-ALL_PATTERNS = [(f"{path.name}:{where}", pattern)
-                for path in sorted(SOURCE_SCHEMA_DIR.glob("*.schema.json"))
-                for where, pattern in _patterns(json.loads(path.read_text()))]
+ALL_PATTERNS = [
+    (f"{path.name}:{where}", pattern)
+    for path in sorted(SOURCE_SCHEMA_DIR.glob("*.schema.json"))
+    for where, pattern in _patterns(json.loads(path.read_text()))
+]
 
 
 def test_every_schema_has_patterns_to_check():
     assert len(ALL_PATTERNS) >= 8
     assert {p.split(":")[0] for p, _ in ALL_PATTERNS} >= {
-        "snapshot.schema.json", "report.schema.json", "expected-changes.schema.json",
-        "startup-report.schema.json"}
+        "snapshot.schema.json",
+        "report.schema.json",
+        "expected-changes.schema.json",
+        "startup-report.schema.json",
+    }
 
 
 @pytest.mark.parametrize(("where", "pattern"), ALL_PATTERNS, ids=[w for w, _ in ALL_PATTERNS])
@@ -153,8 +159,11 @@ def test_both_validators_read_each_pattern_alike(where, pattern):
     body = FULL_MATCH.fullmatch(pattern).group(1)
 
     @settings(max_examples=40, deadline=None, derandomize=True)
-    @given(st.from_regex(re.compile(body, re.ASCII), fullmatch=True).filter(
-        lambda s: "\n" not in s and "\r" not in s))
+    @given(
+        st.from_regex(re.compile(body, re.ASCII), fullmatch=True).filter(
+            lambda s: "\n" not in s and "\r" not in s
+        )
+    )
     def agree(text):
         assert fast.is_valid(text) and slow.is_valid(text), text
         for wrong in (text + "\n", "\n" + text, text + "\n\n"):
@@ -184,13 +193,13 @@ def test_schema_version_const_is_checked(tmp_path):
     (own / "snapshot.schema.json").write_text(json.dumps(data))
     # The project's own schema folder wins over the copy beside the code.
     assert schema_path("snapshot", tmp_path / "snapshots") == own / "snapshot.schema.json"
-    assert schema_path("report", tmp_path / "snapshots") == SOURCE_SCHEMA_DIR / \
-        "report.schema.json"
+    assert schema_path("report", tmp_path / "snapshots") == SOURCE_SCHEMA_DIR / "report.schema.json"
     with pytest.raises(InputError, match="describes schema_version 2"):
         schema("snapshot", tmp_path / "snapshots")
 
 
 # --- reading: negative cases through the CLI -----------------------------------------------
+
 
 def _break(project: Path, change) -> Path:
     path = project / "snapshots" / "toy-a.json"
@@ -202,16 +211,23 @@ def _break(project: Path, change) -> Path:
 
 NEGATIVE = {
     "missing id": (lambda d: row(d, ROW_A).pop("id"), "'id' is a required property"),
-    "extra key": (lambda d: row(d, ROW_A)["route"].update(surprise=1),
-                  "'surprise' was unexpected"),
-    "bad id pattern": (lambda d: row(d, ROW_A).update(id="Toy Model/x"),
-                       "malformed row id 'Toy Model/x'"),
-    "duplicate id": (lambda d: d["rows"].append(copy.deepcopy(row(d, ROW_A))),
-                     f"duplicate row id '{ROW_A}'"),
-    "kernel not a string": (lambda d: row(d, ROW_A)["route"].update(kernel=7),
-                            "route.kernel: 7 is not of type 'string', 'null'"),
-    "dispatch without m": (lambda d: row(d, ROW_A)["route"]["dispatch"][0]["plan"].pop("m"),
-                           "'m' is a required property"),
+    "extra key": (lambda d: row(d, ROW_A)["route"].update(surprise=1), "'surprise' was unexpected"),
+    "bad id pattern": (
+        lambda d: row(d, ROW_A).update(id="Toy Model/x"),
+        "malformed row id 'Toy Model/x'",
+    ),
+    "duplicate id": (
+        lambda d: d["rows"].append(copy.deepcopy(row(d, ROW_A))),
+        f"duplicate row id '{ROW_A}'",
+    ),
+    "kernel not a string": (
+        lambda d: row(d, ROW_A)["route"].update(kernel=7),
+        "route.kernel: 7 is not of type 'string', 'null'",
+    ),
+    "dispatch without m": (
+        lambda d: row(d, ROW_A)["route"]["dispatch"][0]["plan"].pop("m"),
+        "'m' is a required property",
+    ),
     "top-level extra": (lambda d: d.update(generated="today"), "'generated' was unexpected"),
     "newer version": (lambda d: d.update(schema_version=2), "upgrade routectl"),
     "older version": (lambda d: d.update(schema_version=0), "regenerate it"),
@@ -233,18 +249,20 @@ def test_invalid_retained_file_is_an_input_error(project, case):
     assert not (project / "report.json").exists()
 
 
-@pytest.mark.parametrize("content,message", [
-    (b'{"schema_version": 1,', "is not valid JSON: Expecting"),
-    (b"\xff\xfe{}", "not UTF-8"),
-    (b'{"schema_version": NaN}', "NaN is not JSON"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b'{"schema_version": 1,', "is not valid JSON: Expecting"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b'{"schema_version": NaN}', "NaN is not JSON"),
+    ],
+)
 def test_unparsable_retained_file_is_one_line(project, content, message):
     (project / "snapshots" / "toy-a.json").write_bytes(content)
     result = ok(invoke(["check"], cwd=project))
     assert result.code == 2 and len(result.lines) == 1
     assert message in result.stderr
-    assert sorted(p.name for p in (project / "snapshots").iterdir()) == [
-        "toy-a.json", "toy-b.json"]
+    assert sorted(p.name for p in (project / "snapshots").iterdir()) == ["toy-a.json", "toy-b.json"]
 
 
 def test_unreadable_retained_file_is_one_line(project):
@@ -266,6 +284,7 @@ def test_unsorted_rows_read_as_the_same_snapshot(project):
 
 
 # --- building and writing ------------------------------------------------------------------
+
 
 def test_written_files_are_canonical_and_round_trip(project):
     path = project / "snapshots" / "toy-a.json"
@@ -344,7 +363,12 @@ def test_python_m_snapshot_is_byte_identical_across_hash_seeds(project, tmp_path
         env.update(PYTHONHASHSEED=seed, PYTHONPATH=str(REPO), TOY_FAST="0")
         proc = subprocess.run(
             [sys.executable, "-m", "routectl", "snapshot", "--all", "--output-dir", str(target)],
-            cwd=project, env=env, capture_output=True, text=True, timeout=120)
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         outputs.append(tree_bytes(target))
     assert outputs[0] == outputs[1]
@@ -360,10 +384,40 @@ def test_parse_snapshot_accepts_what_build_produces(project):
 
 # --- jsonschema-rs agrees with jsonschema ----------------------------------------------
 
-SCALARS = st.sampled_from([None, True, False, 0, 1, 1.0, -1, 2.5, "", "x", "edge:x",
-                           "m/kv/tp1/none/c1/q1", "not_modelled", [], {}, ["a", "a"]])
-KEYS = st.sampled_from(["extra", "id", "m", "kernel", "total", "code", "status", "error",
-                        "schema_version", "toy-a:edge:x"])
+SCALARS = st.sampled_from(
+    [
+        None,
+        True,
+        False,
+        0,
+        1,
+        1.0,
+        -1,
+        2.5,
+        "",
+        "x",
+        "edge:x",
+        "m/kv/tp1/none/c1/q1",
+        "not_modelled",
+        [],
+        {},
+        ["a", "a"],
+    ]
+)
+KEYS = st.sampled_from(
+    [
+        "extra",
+        "id",
+        "m",
+        "kernel",
+        "total",
+        "code",
+        "status",
+        "error",
+        "schema_version",
+        "toy-a:edge:x",
+    ]
+)
 
 
 def _mutate(document, data):
@@ -402,72 +456,198 @@ def _mutate(document, data):
 def valid_documents(tmp_path_factory):
     root = make_project(tmp_path_factory.mktemp("valid"))
     snap = load(root / "snapshots" / "toy-a.json")
-    snap["rows"] = [r for r in snap["rows"] if r["id"] in (
-        "edge:refused", "edge:slow", "toy_na/float16/tp1/none/c1/q64")]
-    report = {"schema_version": 1, "ok": False, "stale": ["old"], "unknown": ["edge:x"],
-              "categories": {"toy-a": {
-                  "rows": 3, "changed": ["toy-a:edge:slow"], "added": [], "removed": [],
-                  "unexpected": ["toy-a:edge:slow"], "missing": [],
-                  "diffs": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
-                                                 "old": "A", "new": None}]},
-                  "unstated": {"toy-a:edge:slow": [{"path": "route.kernel", "kind": "changed",
-                                                    "old": "A", "new": None}]},
-                  "groups": [{"category": "toy-a", "kind": "changed", "label": "",
-                              "signature": [{"path": "route.kernel", "kind": "changed",
-                                             "old": "A", "new": None, "places": [1, 1]}],
-                              "rows": ["toy-a:edge:slow"], "patterns": ["toy-a:edge:slow"]}]}},
-              "missing_stated": [{"entry": 1, "rows": "toy-a:x/**", "field": None,
-                                  "why": "matches no row"}]}
-    expected = {"schema_version": 2, "changes": [
-        "toy-a:edge:slow", {"id": "edge:x", "reason": "why"},
-        {"rows": ["edge:*", "toy-a:**"], "reason": "any"},
-        {"rows": "toy-a:m/{a,b}/**", "fields": {"route.dispatch[*].plan.m": [1, None]},
-         "reason": "stated"}]}
-    probe = {"format": 1, "namespace": "routectl", "imports": ["native.reference"],
-             "ok": False, "kernels": [
-                 {"name": "Qpn2NvFp4LinearKernel", "ok": False,
-                  "abi_getter": "nvfp4_qpn2_compact_scales_version_sm70", "abi_revision": None,
-                  "ops": [{"op": "nvfp4_qpn2_prepare_sm70", "status": "missing",
-                           "schema": None, "expected": None, "found": None}]},
-                 {"name": "awq_moe.qpn_m1", "ok": True, "abi_getter": None,
-                  "abi_revision": None,
-                  "ops": [{"op": "awq_moe_qpn_m1_sm70_out", "status": "present",
-                           "schema": "schema match", "expected": None, "found": None}]}]}
-    verdict = {"name": "lane.qpn_m1", "ok": False, "code": "not_admitted",
-               "message": "QPN M1 not admitted at load (opt-in)", "not_needed": False}
+    snap["rows"] = [
+        r
+        for r in snap["rows"]
+        if r["id"] in ("edge:refused", "edge:slow", "toy_na/float16/tp1/none/c1/q64")
+    ]
+    report = {
+        "schema_version": 1,
+        "ok": False,
+        "stale": ["old"],
+        "unknown": ["edge:x"],
+        "categories": {
+            "toy-a": {
+                "rows": 3,
+                "changed": ["toy-a:edge:slow"],
+                "added": [],
+                "removed": [],
+                "unexpected": ["toy-a:edge:slow"],
+                "missing": [],
+                "diffs": {
+                    "toy-a:edge:slow": [
+                        {"path": "route.kernel", "kind": "changed", "old": "A", "new": None}
+                    ]
+                },
+                "unstated": {
+                    "toy-a:edge:slow": [
+                        {"path": "route.kernel", "kind": "changed", "old": "A", "new": None}
+                    ]
+                },
+                "groups": [
+                    {
+                        "category": "toy-a",
+                        "kind": "changed",
+                        "label": "",
+                        "signature": [
+                            {
+                                "path": "route.kernel",
+                                "kind": "changed",
+                                "old": "A",
+                                "new": None,
+                                "places": [1, 1],
+                            }
+                        ],
+                        "rows": ["toy-a:edge:slow"],
+                        "patterns": ["toy-a:edge:slow"],
+                    }
+                ],
+            }
+        },
+        "missing_stated": [
+            {"entry": 1, "rows": "toy-a:x/**", "field": None, "why": "matches no row"}
+        ],
+    }
+    expected = {
+        "schema_version": 2,
+        "changes": [
+            "toy-a:edge:slow",
+            {"id": "edge:x", "reason": "why"},
+            {"rows": ["edge:*", "toy-a:**"], "reason": "any"},
+            {
+                "rows": "toy-a:m/{a,b}/**",
+                "fields": {"route.dispatch[*].plan.m": [1, None]},
+                "reason": "stated",
+            },
+        ],
+    }
+    probe = {
+        "format": 1,
+        "namespace": "routectl",
+        "imports": ["native.reference"],
+        "ok": False,
+        "kernels": [
+            {
+                "name": "Qpn2NvFp4LinearKernel",
+                "ok": False,
+                "abi_getter": "nvfp4_qpn2_compact_scales_version_sm70",
+                "abi_revision": None,
+                "ops": [
+                    {
+                        "op": "nvfp4_qpn2_prepare_sm70",
+                        "status": "missing",
+                        "schema": None,
+                        "expected": None,
+                        "found": None,
+                    }
+                ],
+            },
+            {
+                "name": "awq_moe.qpn_m1",
+                "ok": True,
+                "abi_getter": None,
+                "abi_revision": None,
+                "ops": [
+                    {
+                        "op": "awq_moe_qpn_m1_sm70_out",
+                        "status": "present",
+                        "schema": "schema match",
+                        "expected": None,
+                        "found": None,
+                    }
+                ],
+            },
+        ],
+    }
+    verdict = {
+        "name": "lane.qpn_m1",
+        "ok": False,
+        "code": "not_admitted",
+        "message": "QPN M1 not admitted at load (opt-in)",
+        "not_needed": False,
+    }
     startup = {
-        "format": 1, "project": "routectl-sm70", "hardware": {"capability": 70},
-        "engine": {"tp": 4, "pp": 1, "spec_method": "none", "spec_tokens": 0,
-                   "selector_top_k": 0, "max_num_seqs": 1, "max_num_batched_tokens": 8192,
-                   "dbo": False, "ubatch": 0, "kv_dtype": "float16", "model": None},
-        "policy": {"hash": "0" * 64,
-                   "values": [{"key": "sm70_awq_moe.qpn_m1", "value": False,
-                               "source": "default"},
-                              {"key": "disabled_kernels", "value": ["X"],
-                               "source": "alias:VAR"}],
-                   "warnings": ["w"], "ignored": [{"variable": "VAR", "key": "k"}]},
-        "token_classes": [{"name": "1", "low": 1, "high": 1, "samples": [1]},
-                          {"name": ">=128", "low": 128, "high": None, "samples": []}],
-        "layers": [{
-            "name": "model.layers.0.mlp.experts", "family": "sm70-awq-moe",
-            "kernel": "TurboMindAwqMoE", "status": None, "capability": 70,
-            "candidates": [{**verdict, "name": "TurboMindAwqMoE", "stage": "ops"}],
-            "fallbacks": [{"field": "sm70_awq_moe.compact_metadata", "requested": True,
-                           "effective": False, "reason": "no compact prepare op"}],
-            "flags": {"qpn_m1": False}, "prepared_layout": "4-byte",
-            "bytes": {"tensors": {"w13_weights": 1}, "total": 1, "scratch": {}},
-            "namespace": {"name": "engine", "missing": ["awq_sm70_prepare_compact"],
-                          "abi": [{"getter": "g", "revision": None}]},
-            "prepare": [{"op": "awq_sm70_prepare", "plan": {"experts": 512, "k": 2560}}],
-            "classes": [
-                {"name": "1", "skipped": None, "samples": [{
-                    "m": 1, "stages": ["lane.legacy_single_token"], "rejected": [verdict],
-                    "ops": [{"op": "awq_moe_single_token_sm70_out", "plan": {"m": 1}}],
-                    "error": None}]},
-                {"name": ">=128", "skipped": "above the token budget", "samples": []}],
-            "replay_matches_load": True}]}
-    return {"snapshot": snap, "report": report, "expected-changes": expected, "probe": probe,
-            "startup-report": startup}
+        "format": 1,
+        "project": "routectl-sm70",
+        "hardware": {"capability": 70},
+        "engine": {
+            "tp": 4,
+            "pp": 1,
+            "spec_method": "none",
+            "spec_tokens": 0,
+            "selector_top_k": 0,
+            "max_num_seqs": 1,
+            "max_num_batched_tokens": 8192,
+            "dbo": False,
+            "ubatch": 0,
+            "kv_dtype": "float16",
+            "model": None,
+        },
+        "policy": {
+            "hash": "0" * 64,
+            "values": [
+                {"key": "sm70_awq_moe.qpn_m1", "value": False, "source": "default"},
+                {"key": "disabled_kernels", "value": ["X"], "source": "alias:VAR"},
+            ],
+            "warnings": ["w"],
+            "ignored": [{"variable": "VAR", "key": "k"}],
+        },
+        "token_classes": [
+            {"name": "1", "low": 1, "high": 1, "samples": [1]},
+            {"name": ">=128", "low": 128, "high": None, "samples": []},
+        ],
+        "layers": [
+            {
+                "name": "model.layers.0.mlp.experts",
+                "family": "sm70-awq-moe",
+                "kernel": "TurboMindAwqMoE",
+                "status": None,
+                "capability": 70,
+                "candidates": [{**verdict, "name": "TurboMindAwqMoE", "stage": "ops"}],
+                "fallbacks": [
+                    {
+                        "field": "sm70_awq_moe.compact_metadata",
+                        "requested": True,
+                        "effective": False,
+                        "reason": "no compact prepare op",
+                    }
+                ],
+                "flags": {"qpn_m1": False},
+                "prepared_layout": "4-byte",
+                "bytes": {"tensors": {"w13_weights": 1}, "total": 1, "scratch": {}},
+                "namespace": {
+                    "name": "engine",
+                    "missing": ["awq_sm70_prepare_compact"],
+                    "abi": [{"getter": "g", "revision": None}],
+                },
+                "prepare": [{"op": "awq_sm70_prepare", "plan": {"experts": 512, "k": 2560}}],
+                "classes": [
+                    {
+                        "name": "1",
+                        "skipped": None,
+                        "samples": [
+                            {
+                                "m": 1,
+                                "stages": ["lane.legacy_single_token"],
+                                "rejected": [verdict],
+                                "ops": [{"op": "awq_moe_single_token_sm70_out", "plan": {"m": 1}}],
+                                "error": None,
+                            }
+                        ],
+                    },
+                    {"name": ">=128", "skipped": "above the token budget", "samples": []},
+                ],
+                "replay_matches_load": True,
+            }
+        ],
+    }
+    return {
+        "snapshot": snap,
+        "report": report,
+        "expected-changes": expected,
+        "probe": probe,
+        "startup-report": startup,
+    }
 
 
 @pytest.mark.parametrize("name", SCHEMA_NAMES)

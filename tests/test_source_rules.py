@@ -24,25 +24,38 @@ def test_no_variable_literal_outside_the_variable_data():
         if path == VARIABLE_DATA:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and VARIABLE_PREFIX in node.value:
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and VARIABLE_PREFIX in node.value
+            ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
 
 
 def test_no_mock_patching_in_the_product():
-    offenders = [str(p.relative_to(ROOT)) for p in _product_files()
-                 if re.search(r"unittest\.mock|mock\.patch|monkeypatch", p.read_text())]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in _product_files()
+        if re.search(r"unittest\.mock|mock\.patch|monkeypatch", p.read_text())
+    ]
     assert offenders == []
 
 
 def _reads_environ(path: Path) -> bool:
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") \
-                and isinstance(node.value, ast.Name) and node.value.id == "os":
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("environ", "getenv")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
             return True
-        if isinstance(node, ast.ImportFrom) and node.module == "os" \
-                and any(a.name in ("environ", "getenv") for a in node.names):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(a.name in ("environ", "getenv") for a in node.names)
+        ):
             return True
     return False
 
@@ -50,11 +63,18 @@ def _reads_environ(path: Path) -> bool:
 def test_only_entry_points_read_os_environ():
     # interrupt.py: the CLI entry point's first half, run before the CLI's imports (its
     # start-up checkpoint reads the test variable there).
-    allowed = {ROOT / "routectl" / "cli" / "__init__.py", ROOT / "routectl" / "engine.py",
-               ROOT / "routectl" / "interrupt.py"}
-    offenders = [str(p.relative_to(ROOT)) for p in _product_files()
-                 if p not in allowed and p.parent.name not in ("examples", "benchmarks")
-                 and _reads_environ(p)]
+    allowed = {
+        ROOT / "routectl" / "cli" / "__init__.py",
+        ROOT / "routectl" / "engine.py",
+        ROOT / "routectl" / "interrupt.py",
+    }
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in _product_files()
+        if p not in allowed
+        and p.parent.name not in ("examples", "benchmarks")
+        and _reads_environ(p)
+    ]
     assert offenders == []
 
 
@@ -83,11 +103,12 @@ def test_readme_variable_table_matches_the_variable_data():
             rows.setdefault(cells[0], []).append(tuple(cells[1:]))
     expected = {}
     from policies.variables import default_description
+
     for f in FIELDS:
         if f.variable:
             expected.setdefault(f.variable, []).append(
-                (f.config_path.removeprefix("kernel_config."), f.kind.value,
-                 default_description(f)))
+                (f.config_path.removeprefix("kernel_config."), f.kind.value, default_description(f))
+            )
     assert {k: sorted(v) for k, v in rows.items()} == {k: sorted(v) for k, v in expected.items()}
 
 
@@ -97,8 +118,11 @@ def test_ci_runs_the_readme_test_command_verbatim():
     commands = [b.strip() for b in blocks if "pytest" in b and "pip install" in b]
     assert len(commands) == 1, commands
     assert "\n" not in commands[0] and commands[0].startswith("pip install torch==2.13.0")
-    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
-          if line and not line.startswith("#")]
+    ci = [
+        line
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     # Exactly the README's test command, then the linters its `dev` extra installs.
     assert ci[2:] == [commands[0], "ruff check .", "mypy", "lint-imports"]
     assert "'.[test,dev]'" in commands[0]
@@ -115,16 +139,26 @@ def test_no_test_asserts_on_elapsed_time():
     offenders = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
         tree = ast.parse(path.read_text())
-        timed = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                 and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                         and c.func.attr in TIMERS for c in ast.walk(node.value))
-                 for target in node.targets if isinstance(target, ast.Name)}
+        timed = {
+            target.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and any(
+                isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute)
+                and c.func.attr in TIMERS
+                for c in ast.walk(node.value)
+            )
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
         for node in ast.walk(tree):
             if not isinstance(node, ast.Assert):
                 continue
             for inner in ast.walk(node.test):
                 if (isinstance(inner, ast.Attribute) and inner.attr in TIMERS) or (
-                        isinstance(inner, ast.Name) and inner.id in timed):
+                    isinstance(inner, ast.Name) and inner.id in timed
+                ):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
                     break
     assert offenders == []

@@ -38,8 +38,9 @@ def full_banks(seed: int) -> Banks:
     banks: Banks = {}
     stages = []
     for k, n in ((W13_K, W13_N), (W2_K, W2_N)):
-        words = torch.randint(-(2**31), 2**31, (NUM_EXPERTS, k, n // 8), generator=gen,
-                              dtype=torch.int64).to(torch.int32)
+        words = torch.randint(
+            -(2**31), 2**31, (NUM_EXPERTS, k, n // 8), generator=gen, dtype=torch.int64
+        ).to(torch.int32)
         groups = (NUM_EXPERTS, k // GROUP_SIZE, n)
         scales = (torch.rand(groups, generator=gen) * 0.01 + 0.001).half()
         zeros = torch.randint(0, 16, groups, generator=gen, dtype=torch.int32)
@@ -48,7 +49,8 @@ def full_banks(seed: int) -> Banks:
 
     for compact in (False, True):
         banks[compact] = tuple(
-            t for words, scales, zeros in stages
+            t
+            for words, scales, zeros in stages
             for t in (words, encode_metadata(scales, zeros, compact))
         )
     return banks
@@ -79,19 +81,31 @@ def on(device: torch.device, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]
     return tuple(t.to(device) for t in tensors)
 
 
-def call(banks: tuple[torch.Tensor, ...], x: torch.Tensor, ids: list[int], topk: torch.Tensor,
-         device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def call(
+    banks: tuple[torch.Tensor, ...],
+    x: torch.Tensor,
+    ids: list[int],
+    topk: torch.Tensor,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor]:
     out = torch.full((1, 2560), float("nan"), dtype=torch.float16, device=device)
     inter = torch.full((10, 160), float("nan"), dtype=torch.float16, device=device)
-    QPN(out, inter, *on(device, x), *on(device, *banks),
-        *on(device, torch.tensor([ids], dtype=torch.int32), topk))
+    QPN(
+        out,
+        inter,
+        *on(device, x),
+        *on(device, *banks),
+        *on(device, torch.tensor([ids], dtype=torch.int32), topk),
+    )
     return out.cpu(), inter.cpu()
 
 
 def inputs(seed: int, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
-    return ((torch.randn((1, 2560), generator=gen) * scale).half(),
-            torch.rand((1, 10), generator=gen))
+    return (
+        (torch.randn((1, 2560), generator=gen) * scale).half(),
+        torch.rand((1, 10), generator=gen),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -101,15 +115,17 @@ def gpu_banks(random_banks: Banks) -> Banks:
 
 @pytest.mark.parametrize("compact", [False, True], ids=["4-byte", "3-byte"])
 @pytest.mark.parametrize("ids", [SEED_IDS, MIXED_IDS], ids=["seed-ids", "invalid-and-dupes"])
-def test_random_equal_cpu_op_and_within_oracle_bounds(random_banks: Banks, compact: bool,
-                                                      ids: list[int]) -> None:
+def test_random_equal_cpu_op_and_within_oracle_bounds(
+    random_banks: Banks, compact: bool, ids: list[int]
+) -> None:
     x, topk = inputs(1)
     banks = random_banks[compact]
     out, inter = call(banks, x, ids, topk, CUDA)
     cpu_out, cpu_inter = call(banks, x, ids, topk, torch.device("cpu"))
     assert torch.equal(inter, cpu_inter) and torch.equal(out, cpu_out)
-    oracle = oracle_qpn_m1(x, *banks, torch.tensor([ids], dtype=torch.int32), topk,
-                           intermediate=inter)
+    oracle = oracle_qpn_m1(
+        x, *banks, torch.tensor([ids], dtype=torch.int32), topk, intermediate=inter
+    )
     check = check_bounds(out, oracle.out)
     assert check.passed, check
     for r, e in enumerate(ids):
@@ -125,8 +141,9 @@ def test_one_hot_seed_acceptance(seed_banks: Banks, compact: bool, k: int) -> No
     topk = torch.linspace(0.05, 0.5, 10).reshape(1, 10)
     banks = seed_banks[compact]
     out, inter = call(banks, x, SEED_IDS, topk, CUDA)
-    oracle = oracle_qpn_m1(x, *banks, torch.tensor([SEED_IDS], dtype=torch.int32), topk,
-                           intermediate=inter)
+    oracle = oracle_qpn_m1(
+        x, *banks, torch.tensor([SEED_IDS], dtype=torch.int32), topk, intermediate=inter
+    )
     assert torch.equal(inter, oracle.intermediate)
     assert check_bounds(out, oracle.out).passed
 
@@ -144,13 +161,14 @@ def test_adversarial_scales_equal_cpu_op(seed_banks: Banks, compact: bool) -> No
     assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
 
 
-def test_all_512_experts_reachable_and_layouts_identical(random_banks: Banks,
-                                                         gpu_banks: Banks) -> None:
+def test_all_512_experts_reachable_and_layouts_identical(
+    random_banks: Banks, gpu_banks: Banks
+) -> None:
     x, topk = inputs(3)
     order = torch.randperm(NUM_EXPERTS, generator=torch.Generator().manual_seed(0)).tolist()
     order += order[:8]  # 520 = 52 calls of 10
     for start in range(0, len(order), 10):
-        ids = order[start:start + 10]
+        ids = order[start : start + 10]
         three = call(gpu_banks[True], x, ids, topk, CUDA)
         four = call(gpu_banks[False], x, ids, topk, CUDA)
         assert torch.equal(three[0], four[0]) and torch.equal(three[1], four[1])
@@ -165,13 +183,20 @@ def _static_call(gpu_banks: Banks) -> tuple[Callable[[], None], dict[str, torch.
     static = {
         "out": torch.empty((1, 2560), dtype=torch.float16, device=CUDA),
         "inter": torch.empty((10, 160), dtype=torch.float16, device=CUDA),
-        "x": x.to(CUDA), "ids": torch.tensor([SEED_IDS], dtype=torch.int32, device=CUDA),
+        "x": x.to(CUDA),
+        "ids": torch.tensor([SEED_IDS], dtype=torch.int32, device=CUDA),
         "topk": topk.to(CUDA),
     }
 
     def step() -> None:
-        QPN(static["out"], static["inter"], static["x"], *gpu_banks[True], static["ids"],
-            static["topk"])
+        QPN(
+            static["out"],
+            static["inter"],
+            static["x"],
+            *gpu_banks[True],
+            static["ids"],
+            static["topk"],
+        )
 
     return step, static
 
@@ -206,8 +231,7 @@ def test_deterministic_no_sync_and_graph_capturable(gpu_banks: Banks) -> None:
 
 
 def test_cuda_prepare_ops_equal_cpu() -> None:
-    ck = pack_checkpoint(random_expert(W13_K, W13_N, GROUP_SIZE,
-                                       torch.Generator().manual_seed(8)))
+    ck = pack_checkpoint(random_expert(W13_K, W13_N, GROUP_SIZE, torch.Generator().manual_seed(8)))
     for op in (torch.ops.routectl.awq_sm70_prepare, torch.ops.routectl.awq_sm70_prepare_compact):
         for interleave in (False, True):
             cpu = op(ck.qweight, ck.scales, ck.qzeros, GROUP_SIZE, interleave)

@@ -14,8 +14,9 @@ import pytest
 from routectl.errors import InputError
 from routectl.workers import WorkerFailed, run_shared, usable_jobs
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="worker processes are forked on Linux only")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only"
+)
 
 
 def no_children_left() -> bool:
@@ -29,8 +30,9 @@ def no_children_left() -> bool:
 @pytest.mark.parametrize("jobs", [1, 2, 3])
 def test_results_are_in_item_order_whoever_computed_them(jobs):
     calls: list[str] = []
-    results, extra = run_shared(200, lambda i: (i * i, os.getpid()), jobs,
-                                lambda: calls.append("meanwhile") or "read")
+    results, extra = run_shared(
+        200, lambda i: (i * i, os.getpid()), jobs, lambda: calls.append("meanwhile") or "read"
+    )
     assert [value for value, _ in results] == [i * i for i in range(200)]
     assert extra == "read" and calls == ["meanwhile"]
     assert no_children_left()

@@ -33,23 +33,36 @@ FREE_BIAS_EXPERT = 4
 IDS = [2, 5, -1, 0, 2, 6, 1, 3, 5, 4]
 # One config tiles the blocks (two W13 blocks per route, two W2 blocks); the other is one
 # block each, which keeps the slower 4-byte case short.
-CONFIGS = {True: QpnConfig(w13_pairs=16, w2_columns=64), False: QpnConfig(w13_pairs=32,
-                                                                          w2_columns=128)}
+CONFIGS = {
+    True: QpnConfig(w13_pairs=16, w2_columns=64),
+    False: QpnConfig(w13_pairs=32, w2_columns=128),
+}
 
 
 @pytest.fixture(scope="module")
 def banks() -> dict[bool, tuple[torch.Tensor, ...]]:
     g = GEOMETRY
-    return build_banks(g.experts, g.w13_k, g.w13_n, g.w2_k, g.w2_n, g.group, seed=17,
-                       adversarial=ADVERSARIAL)
+    return build_banks(
+        g.experts, g.w13_k, g.w13_n, g.w2_k, g.w2_n, g.group, seed=17, adversarial=ADVERSARIAL
+    )
 
 
-def run(banks: tuple[torch.Tensor, ...], compact: bool, x: torch.Tensor,
-        topk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def run(
+    banks: tuple[torch.Tensor, ...], compact: bool, x: torch.Tensor, topk: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
     intermediate = torch.full((10, GEOMETRY.w2_k), float("nan"), dtype=torch.float16)
-    launch_qpn_m1(out, intermediate, x, *banks, torch.tensor([IDS], dtype=torch.int32), topk,
-                  compact=compact, geometry=GEOMETRY, config=CONFIGS[compact])
+    launch_qpn_m1(
+        out,
+        intermediate,
+        x,
+        *banks,
+        torch.tensor([IDS], dtype=torch.int32),
+        topk,
+        compact=compact,
+        geometry=GEOMETRY,
+        config=CONFIGS[compact],
+    )
     return out, intermediate
 
 
@@ -67,8 +80,9 @@ def test_adversarial_data_can_expose_a_double_rounding() -> None:
 
 
 @pytest.mark.parametrize("compact", [True, False], ids=["3-byte", "4-byte"])
-def test_kernels_equal_the_reference_arithmetic(banks: dict[bool, tuple[torch.Tensor, ...]],
-                                                compact: bool) -> None:
+def test_kernels_equal_the_reference_arithmetic(
+    banks: dict[bool, tuple[torch.Tensor, ...]], compact: bool
+) -> None:
     layout = banks[compact]
     if not compact:
         w13, s13, w2, s2 = layout

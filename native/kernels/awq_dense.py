@@ -48,15 +48,22 @@ def _packing_check(layer: Any) -> Check:
         return reject("not_awq_gemm_packing", "requires AWQ GEMM checkpoint packing")
     dtypes = (layer.qweight_dtype, layer.qzeros_dtype, layer.scales_dtype)
     shapes = (tuple(layer.qweight_shape), tuple(layer.qzeros_shape), tuple(layer.scales_shape))
-    wrong = (dtypes != ("int32", "int32", FP16) or any(len(s) != 2 for s in shapes)
-             or shapes[0][0] != layer.input_size or shapes[2][1] != layer.output_size
-             or shapes[1][1] != shapes[0][1] or shapes[1][0] != shapes[2][0])
+    wrong = (
+        dtypes != ("int32", "int32", FP16)
+        or any(len(s) != 2 for s in shapes)
+        or shapes[0][0] != layer.input_size
+        or shapes[2][1] != layer.output_size
+        or shapes[1][1] != shapes[0][1]
+        or shapes[1][0] != shapes[2][0]
+    )
     if wrong:
-        return reject("not_awq_gemm_packing",
-                      "requires AWQ GEMM checkpoint packing: qweight int32 (K, N/8), qzeros "
-                      "int32 (K/g, N/8), scales float16 (K/g, N) (got qweight "
-                      f"{dtypes[0]} {shapes[0]}, qzeros {dtypes[1]} {shapes[1]}, scales "
-                      f"{dtypes[2]} {shapes[2]}; K={layer.input_size}, N={layer.output_size})")
+        return reject(
+            "not_awq_gemm_packing",
+            "requires AWQ GEMM checkpoint packing: qweight int32 (K, N/8), qzeros "
+            "int32 (K/g, N/8), scales float16 (K/g, N) (got qweight "
+            f"{dtypes[0]} {shapes[0]}, qzeros {dtypes[1]} {shapes[1]}, scales "
+            f"{dtypes[2]} {shapes[2]}; K={layer.input_size}, N={layer.output_size})",
+        )
     return OK
 
 
@@ -75,17 +82,23 @@ def _group_and_dims_check(layer: AwqLayer) -> Check:
     if n % AWQ_PACK:
         return reject("n_not_multiple_of_8", f"{core}: N % 8 != 0 (N={n})")
     if layer.qweight_shape[1] * AWQ_PACK != n or layer.scales_shape[0] != k // g:
-        return reject("packing_mismatch",
-                      f"{core}: qweight {tuple(layer.qweight_shape)} and scales "
-                      f"{tuple(layer.scales_shape)} do not pack K={k}, N={n} in groups of {g}")
+        return reject(
+            "packing_mismatch",
+            f"{core}: qweight {tuple(layer.qweight_shape)} and scales "
+            f"{tuple(layer.scales_shape)} do not pack K={k}, N={n} in groups of {g}",
+        )
     if layer.has_g_idx:
         return reject("g_idx_unsupported", "does not support activation-order group indices")
     return OK
 
 
 def _sm70_or_newer(capability: int) -> Check:
-    return capability_check(capability, lambda cc: cc >= 70, "requires_sm70_or_newer",
-                            "requires compute capability >= 70")
+    return capability_check(
+        capability,
+        lambda cc: cc >= 70,
+        "requires_sm70_or_newer",
+        "requires compute capability >= 70",
+    )
 
 
 class TurboMindAwqLinearKernel(LinearKernel):
@@ -103,12 +116,16 @@ class TurboMindAwqLinearKernel(LinearKernel):
         if not ok:
             return (ok, reason)
         if layer.weight_type != "uint4" or not layer.has_zero_points:
-            return reject("not_asymmetric_uint4",
-                          f"requires asymmetric uint4 AWQ weights (weight type "
-                          f"{layer.weight_type}, zero points {layer.has_zero_points})")
+            return reject(
+                "not_asymmetric_uint4",
+                f"requires asymmetric uint4 AWQ weights (weight type "
+                f"{layer.weight_type}, zero points {layer.has_zero_points})",
+            )
         if layer.act_dtype != FP16:
-            return reject("activation_not_fp16",
-                          f"requires float16 activations (activations {layer.act_dtype})")
+            return reject(
+                "activation_not_fp16",
+                f"requires float16 activations (activations {layer.act_dtype})",
+            )
         ok, reason = _group_and_dims_check(layer)
         if not ok:
             return (ok, reason)
@@ -161,19 +178,23 @@ class AwqLayout:
     fused_gated_call: bool  # apply_gated issues the gated GEMM (TP 2, M = 1 only)
 
 
-def _exact_dense(layer: AwqLayer, options: AwqOptions, gated: bool, ns: NativeNamespace,
-                 workspace: int | None) -> tuple[Reason | None, bool]:
+def _exact_dense(
+    layer: AwqLayer, options: AwqOptions, gated: bool, ns: NativeNamespace, workspace: int | None
+) -> tuple[Reason | None, bool]:
     """(reason exact dense is off, refused by build/engine), in CONTRACTS 2.3 order."""
     k, n = layer.input_size, layer.output_size
     if not options.prefill_exact_dense:
-        return Reason("exact_dense_disabled",
-                      "exact-dense prefill disabled by configuration"), False
+        return Reason(
+            "exact_dense_disabled", "exact-dense prefill disabled by configuration"
+        ), False
     if layer.group_size != EXACT_DENSE_GROUP:
-        return Reason("exact_dense_group",
-                      f"exact-dense prefill needs group 128 (group={layer.group_size})"), False
+        return Reason(
+            "exact_dense_group", f"exact-dense prefill needs group 128 (group={layer.group_size})"
+        ), False
     if not options.exact_dense_role:
-        return Reason("exact_dense_role",
-                      f"role {layer.role} is not qualified for exact-dense prefill"), False
+        return Reason(
+            "exact_dense_role", f"role {layer.role} is not qualified for exact-dense prefill"
+        ), False
     if len(layer.qweight_shape) != 2:
         return Reason("exact_dense_rank", "exact-dense prefill needs a rank-two qweight"), False
     if k % EXACT_DENSE_ALIGN:
@@ -181,44 +202,66 @@ def _exact_dense(layer: AwqLayer, options: AwqOptions, gated: bool, ns: NativeNa
     if n % EXACT_DENSE_ALIGN:
         return Reason("exact_dense_n", f"exact-dense prefill needs N % 128 == 0 (N={n})"), False
     if gated:
-        return Reason("exact_dense_gated",
-                      "weights prepared gated for the fused SiLU epilogue"), False
+        return Reason(
+            "exact_dense_gated", "weights prepared gated for the fused SiLU epilogue"
+        ), False
     if not ns.has_op(AWQ_DEQUANTIZE_OP):
         return missing_ops_reason("exact-dense", [AWQ_DEQUANTIZE_OP]), True
     needed = exact_dense_workspace_elements(layer)
     if workspace is not None and workspace < needed:
-        return Reason("insufficient_workspace",
-                      f"insufficient exact-dense workspace (need {needed} FP16 elements, "
-                      f"have {workspace})"), True
+        return Reason(
+            "insufficient_workspace",
+            f"insufficient exact-dense workspace (need {needed} FP16 elements, have {workspace})",
+        ), True
     return None, False
 
 
-def plan_awq(layer: AwqLayer, options: AwqOptions, ns: NativeNamespace,
-             workspace: int | None = None) -> AwqLayout:
+def plan_awq(
+    layer: AwqLayer, options: AwqOptions, ns: NativeNamespace, workspace: int | None = None
+) -> AwqLayout:
     """Gated preparation, exact-dense prefill and the fused call of a TurboMind AWQ layer."""
     gated = options.fused_silu and layer.gated
     reason, refused = _exact_dense(layer, options, gated, ns, workspace)
-    return AwqLayout(gated=gated, exact_dense=reason is None, exact_dense_reason=reason,
-                     exact_dense_refused=refused,
-                     workspace_elements=exact_dense_workspace_elements(layer),
-                     fused_gated_call=gated and options.tp == FUSED_SILU_TP)
+    return AwqLayout(
+        gated=gated,
+        exact_dense=reason is None,
+        exact_dense_reason=reason,
+        exact_dense_refused=refused,
+        workspace_elements=exact_dense_workspace_elements(layer),
+        fused_gated_call=gated and options.tp == FUSED_SILU_TP,
+    )
 
 
 # --- preparation and dispatch -----------------------------------------------------------
 
 
-def prepare_awq_turbomind(layer: AwqLayer, tensors: dict[str, Any], ns: NativeNamespace,
-                          layout: AwqLayout) -> Prepared:
+def prepare_awq_turbomind(
+    layer: AwqLayer, tensors: dict[str, Any], ns: NativeNamespace, layout: AwqLayout
+) -> Prepared:
     k, n, g = layer.input_size, layer.output_size, layer.group_size
-    words, metadata = ns.call(PREPARE_OP, kernel=tensors["qweight"],
-                              scaling_factors=tensors["scales"], zeros=tensors["qzeros"],
-                              group_size=g, interleave_gated_silu=layout.gated)
+    words, metadata = ns.call(
+        PREPARE_OP,
+        kernel=tensors["qweight"],
+        scaling_factors=tensors["scales"],
+        zeros=tensors["qzeros"],
+        group_size=g,
+        interleave_gated_silu=layout.gated,
+    )
     resident = {"awq_words": words, "awq_metadata": metadata}
 
     def gemm(x2: Any, gated: bool) -> Any:
         out = empty_fp16((x2.shape[0], n // 2 if gated else n), x2)
-        ns.call(AWQ_GEMM_OP, out=out, x=x2, weight=words, metadata=metadata, group_size=g,
-                k_ld=k, q_ld=k, gated=gated)
+        ns.call(
+            AWQ_GEMM_OP,
+            out=out,
+            x=x2,
+            weight=words,
+            metadata=metadata,
+            group_size=g,
+            k_ld=k,
+            q_ld=k,
+            gated=gated,
+        )
         return out
 
     def apply(x: Any) -> Any:
@@ -229,8 +272,7 @@ def prepare_awq_turbomind(layer: AwqLayer, tensors: dict[str, Any], ns: NativeNa
             return restore_leading(empty_fp16((0, n), x2), x)
         if layout.exact_dense and m == EXACT_DENSE_M:
             dense = empty_fp16((k, n), x2)
-            ns.call(AWQ_DEQUANTIZE_OP, out=dense, weight=words, metadata=metadata,
-                    group_size=g)
+            ns.call(AWQ_DEQUANTIZE_OP, out=dense, weight=words, metadata=metadata, group_size=g)
             return restore_leading(ns.call(TORCH_MM_OP, input=x2, mat2=dense), x)
         return restore_leading(gemm(x2, False), x)
 
@@ -245,10 +287,13 @@ def prepare_awq_turbomind(layer: AwqLayer, tensors: dict[str, Any], ns: NativeNa
             return restore_leading(gemm(x2, True), x)
         return restore_leading(silu_and_mul(ns, gemm(x2, False)), x)
 
-    scratch = {"exact_dense_workspace": layout.workspace_elements * 2} if layout.exact_dense \
-        else {}
-    return Prepared(resident=resident, apply=apply,
-                    apply_gated=apply_gated if layout.gated else None, scratch=scratch)
+    scratch = {"exact_dense_workspace": layout.workspace_elements * 2} if layout.exact_dense else {}
+    return Prepared(
+        resident=resident,
+        apply=apply,
+        apply_gated=apply_gated if layout.gated else None,
+        scratch=scratch,
+    )
 
 
 def prepare_awq_triton(layer: AwqLayer, tensors: dict[str, Any]) -> Prepared:

@@ -39,8 +39,9 @@ def padded(n: int, tile: int) -> int:
     return -(-n // tile) * tile
 
 
-def capability_check(capability: int, allowed: Callable[[int], bool], code: str,
-                     core: str) -> Check:
+def capability_check(
+    capability: int, allowed: Callable[[int], bool], code: str, core: str
+) -> Check:
     if allowed(capability):
         return OK
     return reject(code, f"{core}, got capability {capability}")
@@ -105,4 +106,3 @@ class Prepared:
     apply: Callable[[Any], Any] | None = None
     apply_gated: Callable[[Any], Any] | None = None
     scratch: dict[str, int] = field(default_factory=dict)
-

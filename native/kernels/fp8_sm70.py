@@ -51,8 +51,14 @@ STRIDED_PTRS_OP = "awq_moe_build_strided_ptrs"
 TORCH_MM_OP = "torch.mm"
 
 # The six ops a TurboMind QPN8 layout needs (CONTRACTS-fp8 3.2), in the contract's order.
-QPN8_LAYOUT_OPS = (QPN8_PREPARE_OP, QPN8_DEQUANTIZE_OP, QPN8_PREFILL_OP, QPN8_DISPATCH_OP,
-                   QPN8_GEMM_OP, QPN8_GATED_PAIR_OP)
+QPN8_LAYOUT_OPS = (
+    QPN8_PREPARE_OP,
+    QPN8_DEQUANTIZE_OP,
+    QPN8_PREFILL_OP,
+    QPN8_DISPATCH_OP,
+    QPN8_GEMM_OP,
+    QPN8_GATED_PAIR_OP,
+)
 BLOCK_QPN8_OPS = (QPN8_PREPARE_OP, QPN8_GEMM_OP, QPN8_PREFILL_OP)
 GROUPED_DECODE_OPS = (GROUPED_DISPATCH_OP, STRIDED_PTRS_OP)
 
@@ -210,25 +216,31 @@ class TurboMindFp8LinearKernel(LinearKernel):
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
-        return capability_check(capability, lambda cc: cc in VOLTA, "requires_volta",
-                                "requires Volta SM70 or SM72")
+        return capability_check(
+            capability, lambda cc: cc in VOLTA, "requires_volta", "requires Volta SM70 or SM72"
+        )
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
         if not isinstance(layer, W8A16Request):
-            return reject("not_w8a16_layout", "requires the serialized SM70 weight-only FP8 "
-                                              "layout")
+            return reject("not_w8a16_layout", "requires the serialized SM70 weight-only FP8 layout")
         spec = layer.layer
         if not _block_scaled(spec):
-            return reject("not_block_scaled",
-                          f"requires 128 x 128 block weight scales (block "
-                          f"{list(spec.block_size)}, static {spec.static_scales})")
+            return reject(
+                "not_block_scaled",
+                f"requires 128 x 128 block weight scales (block "
+                f"{list(spec.block_size)}, static {spec.static_scales})",
+            )
         if spec.act_dtype != FP16:
-            return reject("activation_not_fp16",
-                          f"requires float16 activations (activations {spec.act_dtype})")
+            return reject(
+                "activation_not_fp16",
+                f"requires float16 activations (activations {spec.act_dtype})",
+            )
         if not ns.has_op(FP8_PREPARE_OP):
-            return (False, Reason("missing_native_ops",
-                                  f"native {FP8_PREPARE_OP} operator is unavailable"))
+            return (
+                False,
+                Reason("missing_native_ops", f"native {FP8_PREPARE_OP} operator is unavailable"),
+            )
         return OK
 
 
@@ -241,9 +253,12 @@ class QPN8Fp8BlockScaledMMLinearKernel(TurboMindFp8LinearKernel):
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
-        return capability_check(capability, lambda cc: cc in VOLTA_OR_TURING,
-                                "requires_volta_or_turing", "requires a Volta or Turing CUDA "
-                                                            "device")
+        return capability_check(
+            capability,
+            lambda cc: cc in VOLTA_OR_TURING,
+            "requires_volta_or_turing",
+            "requires a Volta or Turing CUDA device",
+        )
 
     @classmethod
     def policy_check(cls, request: W8A16Request) -> Check:
@@ -252,45 +267,55 @@ class QPN8Fp8BlockScaledMMLinearKernel(TurboMindFp8LinearKernel):
             return reject("block_qpn8_disabled", "disabled by kernel_config.sm70_fp8.block_qpn8")
         kept = [v for v in EXPLICIT_VARIANTS if v in options.explicit_enables]
         if kept:
-            return reject("explicit_variant_retained",
-                          "retains the explicitly configured fused or prescaled variant "
-                          f"({', '.join('sm70_fp8.' + v for v in kept)})")
+            return reject(
+                "explicit_variant_retained",
+                "retains the explicitly configured fused or prescaled variant "
+                f"({', '.join('sm70_fp8.' + v for v in kept)})",
+            )
         if options.force_marlin:
-            return reject("marlin_selected",
-                          "Marlin selected by legacy backend compatibility policy")
+            return reject(
+                "marlin_selected", "Marlin selected by legacy backend compatibility policy"
+            )
         return OK
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
         if not isinstance(layer, W8A16Request):
-            return reject("not_w8a16_layout", "requires the serialized SM70 weight-only FP8 "
-                                              "layout")
+            return reject("not_w8a16_layout", "requires the serialized SM70 weight-only FP8 layout")
         ok, reason = cls.policy_check(layer)
         if not ok:
             return (ok, reason)
         spec = layer.layer
         if spec.grouped:
-            return reject("grouped_bmm",
-                          "grouped BMM retains its existing grouped implementation")
+            return reject("grouped_bmm", "grouped BMM retains its existing grouped implementation")
         if spec.act_dtype != FP16 or spec.out_dtype != FP16:
-            return reject("input_output_not_fp16",
-                          f"requires FP16 activations and output (input {spec.act_dtype}, "
-                          f"output {spec.out_dtype})")
+            return reject(
+                "input_output_not_fp16",
+                f"requires FP16 activations and output (input {spec.act_dtype}, "
+                f"output {spec.out_dtype})",
+            )
         if spec.weight_dtype != E4M3 or not _block_scaled(spec):
-            return reject("not_static_e4m3_block",
-                          "requires static E4M3 weights with 128 x 128 block scales (weight "
-                          f"{spec.weight_dtype}, block {list(spec.block_size)})")
+            return reject(
+                "not_static_e4m3_block",
+                "requires static E4M3 weights with 128 x 128 block scales (weight "
+                f"{spec.weight_dtype}, block {list(spec.block_size)})",
+            )
         if len(spec.weight_shape) != 2:
-            return reject("weight_rank", f"requires a rank-two weight matrix (shape "
-                                         f"{tuple(spec.weight_shape)})")
+            return reject(
+                "weight_rank",
+                f"requires a rank-two weight matrix (shape {tuple(spec.weight_shape)})",
+            )
         n, k = spec.weight_shape
         if n <= 0 or k <= 0 or n % BLOCK or k % BLOCK:
-            return reject("n_k_not_multiple_of_128",
-                          f"requires positive N,K divisible by 128, got ({n},{k})")
+            return reject(
+                "n_k_not_multiple_of_128", f"requires positive N,K divisible by 128, got ({n},{k})"
+            )
         missing = missing_ops(ns, cls.required_ops)
         if missing:
-            return (False, Reason("missing_native_ops",
-                                  f"missing native operators: [{', '.join(missing)}]"))
+            return (
+                False,
+                Reason("missing_native_ops", f"missing native operators: [{', '.join(missing)}]"),
+            )
         return OK
 
 
@@ -323,8 +348,9 @@ class Fp8Workspaces:
             raise Fp8LoadError("workspace_prefix", "SM70 workspaces are bound by layer prefix")
         bound = self._bound.get(prefix)
         if bound is not None and bound != kind:
-            raise Fp8LoadError("workspace_rebound",
-                               f"{prefix} is already bound to another SM70 workspace")
+            raise Fp8LoadError(
+                "workspace_rebound", f"{prefix} is already bound to another SM70 workspace"
+            )
         self._bound[prefix] = kind
         self._elements[kind] = max(self._elements.get(kind, 0), elements)
         return self.KINDS.index(kind) + 1
@@ -338,7 +364,7 @@ class Fp8Workspaces:
         return buffer
 
     def view(self, kind: str, shape: tuple[int, ...], like: Any) -> Any:
-        return self.tensor(kind, like)[:math.prod(shape)].view(shape)
+        return self.tensor(kind, like)[: math.prod(shape)].view(shape)
 
     def bytes_json(self) -> dict[str, int]:
         return {kind: self._elements[kind] * 2 for kind in sorted(self._elements)}
@@ -370,13 +396,21 @@ class Fp8Layout:
 
     def flags(self) -> dict[str, Any]:
         split_k, chains, prefetch = self.tuning or (0, 0, False)
-        return {"qpn8": self.qpn8, "gated": self.gated, "pp2_tp4": self.pp2_tp4,
-                "bmm_groups": self.groups, "qpn8_split_k": split_k, "qpn8_chains": chains,
-                "qpn8_prefetch": prefetch, "prefill_exact_dense": self.exact_dense,
-                "prefill_min_m": self.threshold, "prefill_prescaled": self.prefill_prescaled,
-                "prescaled_decode": self.prescaled_decode,
-                "visible_dense_mm": self.visible_dense_mm,
-                "grouped_decode": self.grouped_decode}
+        return {
+            "qpn8": self.qpn8,
+            "gated": self.gated,
+            "pp2_tp4": self.pp2_tp4,
+            "bmm_groups": self.groups,
+            "qpn8_split_k": split_k,
+            "qpn8_chains": chains,
+            "qpn8_prefetch": prefetch,
+            "prefill_exact_dense": self.exact_dense,
+            "prefill_min_m": self.threshold,
+            "prefill_prescaled": self.prefill_prescaled,
+            "prescaled_decode": self.prescaled_decode,
+            "visible_dense_mm": self.visible_dense_mm,
+            "grouped_decode": self.grouped_decode,
+        }
 
     @property
     def name(self) -> str:
@@ -401,16 +435,28 @@ def _aligned(value: int) -> bool:
 def shared_gate_layer(layer: BlockFp8Layer) -> bool:
     """The PP2/TP4 shared-expert gate/up contract (3.3), policy aside."""
     tp, k, n, parts = SHARED_GATE_SHAPE
-    return (layer.prefix.endswith(SHARED_GATE_SUFFIX) and layer.tp == tp
-            and _block_scaled(layer) and _dims(layer) == (k, n)
-            and tuple(layer.partitions) == parts and tuple(layer.weight_shape) == (n, k))
+    return (
+        layer.prefix.endswith(SHARED_GATE_SUFFIX)
+        and layer.tp == tp
+        and _block_scaled(layer)
+        and _dims(layer) == (k, n)
+        and tuple(layer.partitions) == parts
+        and tuple(layer.weight_shape) == (n, k)
+    )
 
 
 def _generic_qpn8_candidate(layer: BlockFp8Layer, options: Fp8Sm70Options) -> bool:
     k, n = _dims(layer)
-    return (options.qpn8 and not layer.grouped and _block_scaled(layer) and _rank2_weight(layer)
-            and layer.role in QPN8_ROLES and _aligned(k) and _aligned(n)
-            and (not layer.gated_candidate or n % 64 == 0))
+    return (
+        options.qpn8
+        and not layer.grouped
+        and _block_scaled(layer)
+        and _rank2_weight(layer)
+        and layer.role in QPN8_ROLES
+        and _aligned(k)
+        and _aligned(n)
+        and (not layer.gated_candidate or n % 64 == 0)
+    )
 
 
 def _pp2_tp4_candidate(layer: BlockFp8Layer, options: Fp8Sm70Options) -> bool:
@@ -421,23 +467,32 @@ def _pp2_tp4_candidate(layer: BlockFp8Layer, options: Fp8Sm70Options) -> bool:
         # because its layout is never gated (3.3).
         return options.qpn8_shared_gate and shared_gate_layer(layer)
     k, n = _dims(layer)
-    return (PP2_TP4_ROLES.get(layer.role) == (layer.tp, k, n)
-            and tuple(layer.weight_shape) == (n, k))
+    return PP2_TP4_ROLES.get(layer.role) == (layer.tp, k, n) and tuple(layer.weight_shape) == (n, k)
 
 
 def _grouped_wo_a_candidate(layer: BlockFp8Layer, options: Fp8Sm70Options) -> bool:
     role, tp, groups, k, n = GROUPED_WO_A
-    return (options.qpn8_pp2_tp4 and layer.role == role and _block_scaled(layer)
-            and layer.tp == tp and layer.groups == groups and _dims(layer) == (k, n)
-            and tuple(layer.weight_shape) == (n, k))
+    return (
+        options.qpn8_pp2_tp4
+        and layer.role == role
+        and _block_scaled(layer)
+        and layer.tp == tp
+        and layer.groups == groups
+        and _dims(layer) == (k, n)
+        and tuple(layer.weight_shape) == (n, k)
+    )
 
 
 def _prescaled_m1_layer(layer: BlockFp8Layer, options: Fp8Sm70Options) -> tuple[bool, bool]:
     """(a prescaled-decode layer, its request is explicit) (3.6, 5.4)."""
     role, tp, k, n = PRESCALED_M1_LAYER
     explicit = "prescaled_decode" in options.explicit_enables
-    if (layer.role == role and layer.tp == tp and _dims(layer) == (k, n)
-            and tuple(layer.weight_shape) == (n, k)):
+    if (
+        layer.role == role
+        and layer.tp == tp
+        and _dims(layer) == (k, n)
+        and tuple(layer.weight_shape) == (n, k)
+    ):
         return True, explicit
     if options.prescaled_shared_gate and shared_gate_layer(layer):
         return True, explicit or "prescaled_shared_gate" in options.explicit_enables
@@ -445,32 +500,39 @@ def _prescaled_m1_layer(layer: BlockFp8Layer, options: Fp8Sm70Options) -> tuple[
 
 
 def _missing_qpn8_error(route: str, missing: list[str]) -> Fp8LoadError:
-    return Fp8LoadError("missing_native_ops",
-                        f"The explicitly enabled {route} requires source-built operators; "
-                        f"missing: {missing!r}.")
+    return Fp8LoadError(
+        "missing_native_ops",
+        f"The explicitly enabled {route} requires source-built operators; missing: {missing!r}.",
+    )
 
 
 PRESCALED_CONTRACT_MESSAGE = (
     "Explicit SM70 FP8 prescaled decode requires UE8M0 128x128 scales and the PP2 x TP4 "
-    "no-spec single-request contract.")
+    "no-spec single-request contract."
+)
 PRESCALED_OP_MESSAGE = (
     "Explicit SM70 FP8 prescaled decode requires the source-built operator and finite, "
-    "reversible FP16 scales after the 256x exponent shift.")
-QPN8_WORKSPACE_MESSAGE = ("Insufficient memory for the SM70 FP8 QPN8 prefill workspace; "
-                          "retaining the TurboMind layout.")
+    "reversible FP16 scales after the 256x exponent shift."
+)
+QPN8_WORKSPACE_MESSAGE = (
+    "Insufficient memory for the SM70 FP8 QPN8 prefill workspace; retaining the TurboMind layout."
+)
 
 
-def check_preparable(layer: BlockFp8Layer, options: Fp8Sm70Options,
-                     ns: NativeNamespace) -> None:
+def check_preparable(layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeNamespace) -> None:
     """The preparation preconditions (5.6, 5.7)."""
     if layer.orig_dtype != FP16:
-        raise Fp8LoadError("original_dtype_not_fp16",
-                           "SM70 TurboMind FP8 dense path currently requires fp16 original "
-                           f"weights, got {layer.orig_dtype}.")
+        raise Fp8LoadError(
+            "original_dtype_not_fp16",
+            "SM70 TurboMind FP8 dense path currently requires fp16 original "
+            f"weights, got {layer.orig_dtype}.",
+        )
     if not ns.has_op(FP8_PREPARE_OP):
-        raise Fp8LoadError("missing_native_ops",
-                           f"{options.turbomind_variable}=1 requires a build with CUDA arch "
-                           "7.0 and the SM70 TurboMind extension.")
+        raise Fp8LoadError(
+            "missing_native_ops",
+            f"{options.turbomind_variable}=1 requires a build with CUDA arch "
+            "7.0 and the SM70 TurboMind extension.",
+        )
 
 
 def check_grouped(layer: BlockFp8Layer) -> None:
@@ -478,31 +540,40 @@ def check_grouped(layer: BlockFp8Layer) -> None:
     n = layer.output_size
     groups = layer.groups
     if groups <= 0 or n % groups:
-        raise Fp8LoadError("grouped_invariant",
-                           f"SM70 FP8 grouped layer {layer.prefix}: group count {groups} must "
-                           f"be positive and divide the {n} rows")
+        raise Fp8LoadError(
+            "grouped_invariant",
+            f"SM70 FP8 grouped layer {layer.prefix}: group count {groups} must "
+            f"be positive and divide the {n} rows",
+        )
     rows = n // groups
     if rows % BLOCK:
-        raise Fp8LoadError("grouped_invariant",
-                           f"SM70 FP8 grouped layer {layer.prefix}: {rows} rows per group is "
-                           "not a multiple of 128")
+        raise Fp8LoadError(
+            "grouped_invariant",
+            f"SM70 FP8 grouped layer {layer.prefix}: {rows} rows per group is "
+            "not a multiple of 128",
+        )
     if layer.scale_shape[0] != groups * (rows // BLOCK):
-        raise Fp8LoadError("grouped_invariant",
-                           f"SM70 FP8 grouped layer {layer.prefix}: {layer.scale_shape[0]} "
-                           f"scale rows, expected {groups * (rows // BLOCK)}")
+        raise Fp8LoadError(
+            "grouped_invariant",
+            f"SM70 FP8 grouped layer {layer.prefix}: {layer.scale_shape[0]} "
+            f"scale rows, expected {groups * (rows // BLOCK)}",
+        )
 
 
-def _qpn8_decision(layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeNamespace,
-                   workspaces: Fp8Workspaces) -> tuple[Fp8Layout | None, list[Fallback],
-                                                       list[str]]:
+def _qpn8_decision(
+    layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeNamespace, workspaces: Fp8Workspaces
+) -> tuple[Fp8Layout | None, list[Fallback], list[str]]:
     """Step 1 of 4.1: the QPN8 layout when a candidate's ops and workspace are there."""
     fallbacks: list[Fallback] = []
     notes: list[str] = []
     k, n = _dims(layer)
     ee = options.explicit_enables
     if _grouped_wo_a_candidate(layer, options):
-        kind, field_key, explicit = "grouped", "sm70_fp8.qpn8_pp2_tp4", \
-            bool({"qpn8", "qpn8_pp2_tp4"} & ee)
+        kind, field_key, explicit = (
+            "grouped",
+            "sm70_fp8.qpn8_pp2_tp4",
+            bool({"qpn8", "qpn8_pp2_tp4"} & ee),
+        )
     elif _generic_qpn8_candidate(layer, options):
         kind, field_key, explicit = "generic", "sm70_fp8.qpn8", "qpn8" in ee
     elif _pp2_tp4_candidate(layer, options):
@@ -511,16 +582,19 @@ def _qpn8_decision(layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeName
     else:
         return None, fallbacks, notes
     if kind != "generic" and not options.pp2_tp4_contract:
-        notes.append(f"{layer.prefix}: outside the SM70 PP2 x TP4 runtime contract; "
-                     "retaining the TurboMind layout")
+        notes.append(
+            f"{layer.prefix}: outside the SM70 PP2 x TP4 runtime contract; "
+            "retaining the TurboMind layout"
+        )
         return None, fallbacks, notes
     missing = missing_ops(ns, QPN8_LAYOUT_OPS)
     if missing:
         if explicit:
             route = "SM70 QPN8 route" if kind == "generic" else "SM70 PP2 x TP4 QPN8 route"
             raise _missing_qpn8_error(route, missing)
-        reason = f"missing native QPN8 operators: [{', '.join(missing)}]; retaining the " \
-                 "TurboMind layout"
+        reason = (
+            f"missing native QPN8 operators: [{', '.join(missing)}]; retaining the TurboMind layout"
+        )
         notes.append(reason)
         fallbacks.append(Fallback(field_key, True, False, reason))
         return None, fallbacks, notes
@@ -534,22 +608,33 @@ def _qpn8_decision(layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeName
         return None, fallbacks, notes
     if kind == "generic":
         tuning = qpn8_tuning(k, n, False)
-        gated = (layer.gated_candidate and options.gated_silu
-                 and not shared_gate_layer(layer))
-        layout = Fp8Layout(qpn8=True, tuning=tuning,
-                           gated_tuning=qpn8_tuning(k, n, True) if gated else None,
-                           gated=gated, workspace=workspace, workspace_elements=elements)
+        gated = layer.gated_candidate and options.gated_silu and not shared_gate_layer(layer)
+        layout = Fp8Layout(
+            qpn8=True,
+            tuning=tuning,
+            gated_tuning=qpn8_tuning(k, n, True) if gated else None,
+            gated=gated,
+            workspace=workspace,
+            workspace_elements=elements,
+        )
     else:
         groups = layer.groups if kind == "grouped" else 0
         # Every PP2/TP4 candidate shape (per group for wo_a) is a key of the table.
         tuning = PP2_TP4_TUNING[(k, n // groups) if groups else (k, n)]
-        layout = Fp8Layout(qpn8=True, pp2_tp4=True, tuning=tuning, groups=groups,
-                           workspace=workspace, workspace_elements=elements)
+        layout = Fp8Layout(
+            qpn8=True,
+            pp2_tp4=True,
+            tuning=tuning,
+            groups=groups,
+            workspace=workspace,
+            workspace_elements=elements,
+        )
     return layout, fallbacks, notes
 
 
-def plan_turbomind(layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeNamespace,
-                   workspaces: Fp8Workspaces) -> Fp8Layout:
+def plan_turbomind(
+    layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeNamespace, workspaces: Fp8Workspaces
+) -> Fp8Layout:
     """Every variant of a TurboMindFp8LinearKernel layer, in the order of 4.1; raises
     Fp8LoadError where the layer fails to load (5)."""
     check_preparable(layer, options, ns)
@@ -560,9 +645,11 @@ def plan_turbomind(layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeName
         return _with(qpn8, fallbacks, notes)
     if layer.grouped:
         groups = layer.groups
-        decode = (options.grouped_bmm_decode
-                  and (groups, layer.output_size // groups, layer.input_size)
-                  == GROUPED_DECODE_SHAPE and not missing_ops(ns, GROUPED_DECODE_OPS))
+        decode = (
+            options.grouped_bmm_decode
+            and (groups, layer.output_size // groups, layer.input_size) == GROUPED_DECODE_SHAPE
+            and not missing_ops(ns, GROUPED_DECODE_OPS)
+        )
         return _with(Fp8Layout(groups=groups, grouped_decode=decode), fallbacks, notes)
     k, n = _dims(layer)
     # Step 2: prescaled decode (5.4, 5.5); reversibility is checked on the real scales.
@@ -580,42 +667,64 @@ def plan_turbomind(layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeName
     # Step 3: the gated SiLU layout (3.4); the shared-gate layer is never gated.
     gated = layer.gated_candidate and options.gated_silu and not shared_gate_layer(layer)
     # Step 4: the prefill prescaled buffer (3.6).
-    prefill_prescaled = (options.prefill_prescaled and options.prefill_fast_selector
-                         and layer.role in EXACT_8K_ROLES and ns.has_op(FP8_PREFILL_PRESCALED_OP))
+    prefill_prescaled = (
+        options.prefill_prescaled
+        and options.prefill_fast_selector
+        and layer.role in EXACT_8K_ROLES
+        and ns.has_op(FP8_PREFILL_PRESCALED_OP)
+    )
     # Step 5: exact-dense prefill binding (3.5).
     exact_dense = False
     elements = 0
-    shape_ok = (_block_scaled(layer) and _rank2_weight(layer) and layer.role in EXACT_DENSE_ROLES
-                and _aligned(k) and _aligned(n))
+    shape_ok = (
+        _block_scaled(layer)
+        and _rank2_weight(layer)
+        and layer.role in EXACT_DENSE_ROLES
+        and _aligned(k)
+        and _aligned(n)
+    )
     if options.prefill_exact_dense and shape_ok:
         elements = exact_dense_workspace_elements(layer)
         refused = None
         if not ns.has_op(FP8_PREFILL_DISPATCH_OP):
-            refused = (f"missing native exact-dense operator: [{FP8_PREFILL_DISPATCH_OP}]; "
-                       "plain TurboMind GEMM")
+            refused = (
+                f"missing native exact-dense operator: [{FP8_PREFILL_DISPATCH_OP}]; "
+                "plain TurboMind GEMM"
+            )
         elif not workspaces.fits(elements):
-            refused = (f"insufficient exact-dense workspace (need {elements} FP16 elements, "
-                       f"have {workspaces.available}); plain TurboMind GEMM")
+            refused = (
+                f"insufficient exact-dense workspace (need {elements} FP16 elements, "
+                f"have {workspaces.available}); plain TurboMind GEMM"
+            )
         if refused is None:
             exact_dense = True
         else:
             notes.append(refused)
             fallbacks.append(Fallback("sm70_fp8.prefill_exact_dense", True, False, refused))
-    visible = (exact_dense and options.prefill_visible_dense_mm
-               and ns.has_op(FP8_DEQUANTIZE_OP)
-               and (not gated or ns.has_op(SILU_AND_MUL_INTERLEAVED_OP)))
-    return _with(Fp8Layout(
-        gated=gated, exact_dense=exact_dense,
-        threshold=exact_dense_threshold(layer.role) if exact_dense else 0,
-        visible_dense_mm=visible, prescaled_decode=prescaled_decode,
-        prefill_prescaled=prefill_prescaled,
-        workspace=EXACT_DENSE_WORKSPACE if exact_dense else None,
-        workspace_elements=elements if exact_dense else 0), fallbacks, notes)
+    visible = (
+        exact_dense
+        and options.prefill_visible_dense_mm
+        and ns.has_op(FP8_DEQUANTIZE_OP)
+        and (not gated or ns.has_op(SILU_AND_MUL_INTERLEAVED_OP))
+    )
+    return _with(
+        Fp8Layout(
+            gated=gated,
+            exact_dense=exact_dense,
+            threshold=exact_dense_threshold(layer.role) if exact_dense else 0,
+            visible_dense_mm=visible,
+            prescaled_decode=prescaled_decode,
+            prefill_prescaled=prefill_prescaled,
+            workspace=EXACT_DENSE_WORKSPACE if exact_dense else None,
+            workspace_elements=elements if exact_dense else 0,
+        ),
+        fallbacks,
+        notes,
+    )
 
 
 def _with(layout: Fp8Layout, fallbacks: list[Fallback], notes: list[str]) -> Fp8Layout:
-    return Fp8Layout(**{**layout.__dict__, "fallbacks": tuple(fallbacks),
-                        "notes": tuple(notes)})
+    return Fp8Layout(**{**layout.__dict__, "fallbacks": tuple(fallbacks), "notes": tuple(notes)})
 
 
 # --- preparation and dispatch -----------------------------------------------------------------
@@ -647,14 +756,22 @@ def prescaled_copy(scales: Any) -> Any | None:
         return shifted
     import torch
 
-    ok = bool((scales >= 0).all()) and bool(torch.isfinite(shifted.to(torch.float16)).all()) \
+    ok = (
+        bool((scales >= 0).all())
+        and bool(torch.isfinite(shifted.to(torch.float16)).all())
         and bool(torch.equal(shifted.to(torch.float16).to(torch.float32) / PRESCALE, scales))
+    )
     return shifted if ok else None
 
 
-def prepare_turbomind(layer: BlockFp8Layer, tensors: dict[str, Any], ns: NativeNamespace,
-                      layout: Fp8Layout, workspaces: Fp8Workspaces,
-                      explicit_prescaled: bool = False) -> Prepared:
+def prepare_turbomind(
+    layer: BlockFp8Layer,
+    tensors: dict[str, Any],
+    ns: NativeNamespace,
+    layout: Fp8Layout,
+    workspaces: Fp8Workspaces,
+    explicit_prescaled: bool = False,
+) -> Prepared:
     """Prepare a TurboMindFp8LinearKernel layer as `layout` decided and return its calls
     (4.3, 4.4)."""
     weight = tensors["weight"]
@@ -662,13 +779,20 @@ def prepare_turbomind(layer: BlockFp8Layer, tensors: dict[str, Any], ns: NativeN
     if layout.groups:
         return _prepare_grouped(layer, weight, scales, ns, layout, workspaces)
     k, n = _dims(layer)
-    handle = (workspaces.bind(layer.prefix, layout.workspace, layout.workspace_elements)
-              if layout.workspace else 0)
+    handle = (
+        workspaces.bind(layer.prefix, layout.workspace, layout.workspace_elements)
+        if layout.workspace
+        else 0
+    )
     if layout.qpn8:
         return _prepare_qpn8(layer, weight, scales, ns, layout, handle)
-    codes, tm_scales, _meta = ns.call(FP8_PREPARE_OP, weight=weight, weight_scale=scales,
-                                      group_size=TURBOMIND_GROUP,
-                                      interleave_gated=layout.gated)
+    codes, tm_scales, _meta = ns.call(
+        FP8_PREPARE_OP,
+        weight=weight,
+        weight_scale=scales,
+        group_size=TURBOMIND_GROUP,
+        interleave_gated=layout.gated,
+    )
     resident: dict[str, Any] = {"fp8_codes": codes, "fp8_scales": tm_scales}
     k_ld, q_ld = k, n  # the prepare's leading dimensions
     prescaled_m1 = None
@@ -689,20 +813,34 @@ def prepare_turbomind(layer: BlockFp8Layer, tensors: dict[str, Any], ns: NativeN
         m = x2.shape[0]
         if layout.visible_dense_mm and m >= layout.threshold:
             dense = workspaces.view(EXACT_DENSE_WORKSPACE, (k, n), x2)
-            ns.call(FP8_DEQUANTIZE_OP, out=dense, weight=codes, weight_scale=tm_scales,
-                    **common)
+            ns.call(FP8_DEQUANTIZE_OP, out=dense, weight=codes, weight_scale=tm_scales, **common)
             y = ns.call(TORCH_MM_OP, input=x2, mat2=dense)
             if not gated:
                 return y
             ns.call(SILU_AND_MUL_INTERLEAVED_OP, result=out, input=y)
             return out
         if layout.exact_dense:
-            ns.call(FP8_PREFILL_DISPATCH_OP, out=out, workspace=handle, x=x2, weight=codes,
-                    weight_scale=tm_scales, gated=gated, prefill_min_m=layout.threshold,
-                    **common)
+            ns.call(
+                FP8_PREFILL_DISPATCH_OP,
+                out=out,
+                workspace=handle,
+                x=x2,
+                weight=codes,
+                weight_scale=tm_scales,
+                gated=gated,
+                prefill_min_m=layout.threshold,
+                **common,
+            )
         else:
-            ns.call(FP8_GEMM_OP, out=out, x=x2, weight=codes, weight_scale=tm_scales,
-                    gated=gated, **common)
+            ns.call(
+                FP8_GEMM_OP,
+                out=out,
+                x=x2,
+                weight=codes,
+                weight_scale=tm_scales,
+                gated=gated,
+                **common,
+            )
         return out
 
     def apply(x: Any) -> Any:
@@ -713,14 +851,25 @@ def prepare_turbomind(layer: BlockFp8Layer, tensors: dict[str, Any], ns: NativeN
             return restore_leading(empty_fp16((0, n), x2), x)
         if prescaled_m1 is not None and m == PRESCALED_DECODE_M:
             out = empty_fp16((m, n), x2)
-            ns.call(FP8_PRESCALED_M1_OP, out=out, x=x2, weight=codes,
-                    weight_scale=prescaled_m1, **common)
+            ns.call(
+                FP8_PRESCALED_M1_OP,
+                out=out,
+                x=x2,
+                weight=codes,
+                weight_scale=prescaled_m1,
+                **common,
+            )
             return restore_leading(out, x)
-        if not layout.exact_dense and prescaled_prefill is not None \
-                and m == PREFILL_PRESCALED_M:
+        if not layout.exact_dense and prescaled_prefill is not None and m == PREFILL_PRESCALED_M:
             out = empty_fp16((m, n), x2)
-            ns.call(FP8_PREFILL_PRESCALED_OP, out=out, x=x2, weight=codes,
-                    weight_scale=prescaled_prefill, **common)
+            ns.call(
+                FP8_PREFILL_PRESCALED_OP,
+                out=out,
+                x=x2,
+                weight=codes,
+                weight_scale=prescaled_prefill,
+                **common,
+            )
             return restore_leading(out, x)
         return restore_leading(gemm(x2, False), x)
 
@@ -735,12 +884,19 @@ def prepare_turbomind(layer: BlockFp8Layer, tensors: dict[str, Any], ns: NativeN
             return restore_leading(gemm(x2, True), x)
         return silu_and_mul(ns, apply(x))
 
-    return Prepared(resident=resident, apply=apply,
-                    apply_gated=apply_gated if layer.gated_candidate else None)
+    return Prepared(
+        resident=resident, apply=apply, apply_gated=apply_gated if layer.gated_candidate else None
+    )
 
 
-def _prepare_qpn8(layer: BlockFp8Layer, weight: Any, scales: Any, ns: NativeNamespace,
-                  layout: Fp8Layout, handle: int) -> Prepared:
+def _prepare_qpn8(
+    layer: BlockFp8Layer,
+    weight: Any,
+    scales: Any,
+    ns: NativeNamespace,
+    layout: Fp8Layout,
+    handle: int,
+) -> Prepared:
     """A `fp8_qpn8` layer holds the QPN8 codes only; M > 8 runs through the bound
     workspace inside the native dispatcher."""
     k, n = _dims(layer)
@@ -750,17 +906,28 @@ def _prepare_qpn8(layer: BlockFp8Layer, weight: Any, scales: Any, ns: NativeName
     def dispatch(x: Any, gated: bool) -> Any:
         if dtype_name(x) != FP16:
             what = "SM70 FP8 QPN8 gated-SiLU" if gated else "SM70 FP8 QPN8"
-            raise Fp8ActivationError(f"{what} requires float16 activations, got "
-                                     f"{dtype_name(x)}.")
+            raise Fp8ActivationError(f"{what} requires float16 activations, got {dtype_name(x)}.")
         x2 = tokens(x, k)
         m = x2.shape[0]
         out = empty_fp16((m, n // 2 if gated else n), x2)
         if m > 0:
-            split_k, chains, prefetch = (layout.gated_tuning if gated else layout.tuning) \
-                or (0, 0, False)
-            ns.call(QPN8_DISPATCH_OP, out=out, x=x2, weight=codes, weight_scale=scales,
-                    workspace=handle, split_k=split_k, chains=chains, prefetch=prefetch,
-                    gated=gated)
+            split_k, chains, prefetch = (layout.gated_tuning if gated else layout.tuning) or (
+                0,
+                0,
+                False,
+            )
+            ns.call(
+                QPN8_DISPATCH_OP,
+                out=out,
+                x=x2,
+                weight=codes,
+                weight_scale=scales,
+                workspace=handle,
+                split_k=split_k,
+                chains=chains,
+                prefetch=prefetch,
+                gated=gated,
+            )
         return restore_leading(out, x)
 
     def apply_gated(x: Any) -> Any:
@@ -768,33 +935,49 @@ def _prepare_qpn8(layer: BlockFp8Layer, weight: Any, scales: Any, ns: NativeName
             return dispatch(x, True)
         return silu_and_mul(ns, dispatch(x, False))
 
-    return Prepared(resident=resident, apply=lambda x: dispatch(x, False),
-                    apply_gated=apply_gated if layer.gated_candidate else None)
+    return Prepared(
+        resident=resident,
+        apply=lambda x: dispatch(x, False),
+        apply_gated=apply_gated if layer.gated_candidate else None,
+    )
 
 
-def _prepare_grouped(layer: BlockFp8Layer, weight: Any, scales: Any, ns: NativeNamespace,
-                     layout: Fp8Layout, workspaces: Fp8Workspaces) -> Prepared:
+def _prepare_grouped(
+    layer: BlockFp8Layer,
+    weight: Any,
+    scales: Any,
+    ns: NativeNamespace,
+    layout: Fp8Layout,
+    workspaces: Fp8Workspaces,
+) -> Prepared:
     """Each group prepared separately and dispatched per group (3.3, 3.6); activations end
     in [groups, K]."""
     k, n = _dims(layer)
     groups = layout.groups
     rows = n // groups
-    handle = (workspaces.bind(layer.prefix, layout.workspace, layout.workspace_elements)
-              if layout.workspace else 0)
+    handle = (
+        workspaces.bind(layer.prefix, layout.workspace, layout.workspace_elements)
+        if layout.workspace
+        else 0
+    )
     resident: dict[str, Any] = {}
     parts: list[tuple[Any, Any]] = []
     for g in range(groups):
-        w = weight[g * rows:(g + 1) * rows]
-        s = scales[g * rows // BLOCK:(g + 1) * rows // BLOCK]
+        w = weight[g * rows : (g + 1) * rows]
+        s = scales[g * rows // BLOCK : (g + 1) * rows // BLOCK]
         if layout.qpn8:
             codes = ns.call(QPN8_PREPARE_OP, weight=w, weight_scale=s)
             resident[f"group{g}_qpn8_codes"] = codes
             resident[f"group{g}_weight_scale_inv"] = s
             parts.append((codes, s))
         else:
-            codes, tm_scales, _meta = ns.call(FP8_PREPARE_OP, weight=w, weight_scale=s,
-                                              group_size=TURBOMIND_GROUP,
-                                              interleave_gated=False)
+            codes, tm_scales, _meta = ns.call(
+                FP8_PREPARE_OP,
+                weight=w,
+                weight_scale=s,
+                group_size=TURBOMIND_GROUP,
+                interleave_gated=False,
+            )
             resident[f"group{g}_fp8_codes"] = codes
             resident[f"group{g}_fp8_scales"] = tm_scales
             parts.append((codes, tm_scales))
@@ -805,40 +988,73 @@ def _prepare_grouped(layer: BlockFp8Layer, weight: Any, scales: Any, ns: NativeN
 
     def apply(x: Any) -> Any:
         if layout.qpn8 and dtype_name(x) != FP16:
-            raise Fp8ActivationError(f"SM70 FP8 QPN8 requires float16 activations, got "
-                                     f"{dtype_name(x)}.")
+            raise Fp8ActivationError(
+                f"SM70 FP8 QPN8 requires float16 activations, got {dtype_name(x)}."
+            )
         require_fp16(x, "SM70 TurboMind FP8")
         if tuple(x.shape[-2:]) != (groups, k):
-            raise ValueError(f"grouped activations must end in [{groups}, {k}], got "
-                             f"{list(x.shape)}")
+            raise ValueError(
+                f"grouped activations must end in [{groups}, {k}], got {list(x.shape)}"
+            )
         x3 = x.reshape(-1, groups, k)
         m = x3.shape[0]
         out = empty_fp16((m, groups, rows), x3)
         if m == 0:
             return out.reshape(*x.shape[:-1], rows)
         if ptrs is not None and m == GROUPED_DECODE_M:
-            ns.call(GROUPED_DISPATCH_OP, out=out, x=x3.contiguous(), ptrs=ptrs,
-                    group_size=TURBOMIND_GROUP, k_ld=k, q_ld=rows)
+            ns.call(
+                GROUPED_DISPATCH_OP,
+                out=out,
+                x=x3.contiguous(),
+                ptrs=ptrs,
+                group_size=TURBOMIND_GROUP,
+                k_ld=k,
+                q_ld=rows,
+            )
             return out.reshape(*x.shape[:-1], rows)
         for g, (codes, s) in enumerate(parts):
             xg = x3[:, g, :].contiguous()
             yg = empty_fp16((m, rows), x3)
             if layout.qpn8:
                 split_k, chains, prefetch = layout.tuning or (0, 0, False)
-                ns.call(QPN8_DISPATCH_OP, out=yg, x=xg, weight=codes, weight_scale=s,
-                        workspace=handle, split_k=split_k, chains=chains, prefetch=prefetch,
-                        gated=False)
+                ns.call(
+                    QPN8_DISPATCH_OP,
+                    out=yg,
+                    x=xg,
+                    weight=codes,
+                    weight_scale=s,
+                    workspace=handle,
+                    split_k=split_k,
+                    chains=chains,
+                    prefetch=prefetch,
+                    gated=False,
+                )
             else:
-                ns.call(FP8_GEMM_OP, out=yg, x=xg, weight=codes, weight_scale=s,
-                        group_size=TURBOMIND_GROUP, k_ld=k, q_ld=rows, gated=False)
+                ns.call(
+                    FP8_GEMM_OP,
+                    out=yg,
+                    x=xg,
+                    weight=codes,
+                    weight_scale=s,
+                    group_size=TURBOMIND_GROUP,
+                    k_ld=k,
+                    q_ld=rows,
+                    gated=False,
+                )
             out[:, g, :] = yg
         return out.reshape(*x.shape[:-1], rows)
 
     return Prepared(resident=resident, apply=apply)
 
 
-def prepare_block_qpn8(layer: BlockFp8Layer, tensors: dict[str, Any], ns: NativeNamespace,
-                       *, capability: int, turbomind_copy: bool) -> Prepared:
+def prepare_block_qpn8(
+    layer: BlockFp8Layer,
+    tensors: dict[str, Any],
+    ns: NativeNamespace,
+    *,
+    capability: int,
+    turbomind_copy: bool,
+) -> Prepared:
     """QPN8Fp8BlockScaledMMLinearKernel (2.3): QPN8 codes, and on Volta the TurboMind copy
     when kept; the checkpoint weight is released."""
     k, n = _dims(layer)
@@ -846,42 +1062,72 @@ def prepare_block_qpn8(layer: BlockFp8Layer, tensors: dict[str, Any], ns: Native
     scales = _scales_fp32(tensors["weight_scale_inv"])
     raster = (n // BLOCK, k // BLOCK)
     if tuple(scales.shape) != raster:
-        raise Fp8LoadError("scale_raster",
-                           f"QPN8: scale raster {tuple(scales.shape)} does not match weights "
-                           f"{n}x{k} at block [128,128]")
+        raise Fp8LoadError(
+            "scale_raster",
+            f"QPN8: scale raster {tuple(scales.shape)} does not match weights "
+            f"{n}x{k} at block [128,128]",
+        )
     codes = ns.call(QPN8_PREPARE_OP, weight=weight, weight_scale=scales)
     resident: dict[str, Any] = {"qpn8_codes": codes, "weight_scale_inv": scales}
     split_k, chains, prefetch = qpn8_tuning(k, n, False)
     copy = None
     if capability in VOLTA and turbomind_copy:
-        copy = ns.call(FP8_PREPARE_OP, weight=weight, weight_scale=scales,
-                       group_size=TURBOMIND_GROUP, interleave_gated=False)
+        copy = ns.call(
+            FP8_PREPARE_OP,
+            weight=weight,
+            weight_scale=scales,
+            group_size=TURBOMIND_GROUP,
+            interleave_gated=False,
+        )
         resident["turbomind_codes"], resident["turbomind_scales"] = copy[0], copy[1]
 
     def apply(x: Any) -> Any:
         if dtype_name(x) != FP16:
-            raise Fp8ActivationError(f"SM70 FP8 QPN8 requires float16 activations, got "
-                                     f"{dtype_name(x)}.")
+            raise Fp8ActivationError(
+                f"SM70 FP8 QPN8 requires float16 activations, got {dtype_name(x)}."
+            )
         x2 = tokens(x, k)
         m = x2.shape[0]
         out = empty_fp16((m, n), x2)
         if m == 0:
             return restore_leading(out, x)
         if m <= BLOCK_QPN8_DECODE_MAX_M:
-            ns.call(QPN8_GEMM_OP, out=out, x=x2, codes=codes, scales=scales, split_k=split_k,
-                    chains=chains, flag=True, prefetch=prefetch)
+            ns.call(
+                QPN8_GEMM_OP,
+                out=out,
+                x=x2,
+                codes=codes,
+                scales=scales,
+                split_k=split_k,
+                chains=chains,
+                flag=True,
+                prefetch=prefetch,
+            )
         elif copy is not None:
-            ns.call(FP8_GEMM_OP, out=out, x=x2, weight=copy[0], weight_scale=copy[1],
-                    group_size=TURBOMIND_GROUP, k_ld=k, q_ld=n, gated=False)
+            ns.call(
+                FP8_GEMM_OP,
+                out=out,
+                x=x2,
+                weight=copy[0],
+                weight_scale=copy[1],
+                group_size=TURBOMIND_GROUP,
+                k_ld=k,
+                q_ld=n,
+                gated=False,
+            )
         else:
             scratch = empty_fp16((k, n), x2)
-            ns.call(QPN8_PREFILL_OP, out=out, x=x2, weight=codes, weight_scale=scales,
-                    scratch=scratch)
+            ns.call(
+                QPN8_PREFILL_OP, out=out, x=x2, weight=codes, weight_scale=scales, scratch=scratch
+            )
         return restore_leading(out, x)
 
     def apply_gated(x: Any) -> Any:
         return silu_and_mul(ns, apply(x))  # the inherited fused entry declines
 
-    return Prepared(resident=resident, apply=apply,
-                    apply_gated=apply_gated if layer.gated_candidate else None,
-                    scratch={} if copy is not None else {"dense_scratch": k * n * 2})
+    return Prepared(
+        resident=resident,
+        apply=apply,
+        apply_gated=apply_gated if layer.gated_candidate else None,
+        scratch={} if copy is not None else {"dense_scratch": k * n * 2},
+    )

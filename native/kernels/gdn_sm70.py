@@ -36,20 +36,32 @@ class GdnLayout:
 
     def to_json(self, tp: int) -> dict[str, Any]:
         qkv, z, ba = self.local_widths(tp)
-        return {"key_heads": self.key_heads, "value_heads": self.value_heads,
-                "head_dim": self.head_dim, "qkv": qkv, "z": z, "ba": ba}
+        return {
+            "key_heads": self.key_heads,
+            "value_heads": self.value_heads,
+            "head_dim": self.head_dim,
+            "qkv": qkv,
+            "z": z,
+            "ba": ba,
+        }
 
 
 def can_implement_combined_split(rows: int, dtype: str, qkv: int, z: int, ba: int) -> Check:
     """The combined split kernel's predicate: query rows, then dtype, then the local
     widths (the order in which upstream's reason codes are pinned)."""
     if rows != COMBINED_SPLIT_QUERY_ROWS:
-        return reject("query_rows", f"combined GDN split needs exactly "
-                      f"{COMBINED_SPLIT_QUERY_ROWS} query rows (rows={rows})")
+        return reject(
+            "query_rows",
+            f"combined GDN split needs exactly "
+            f"{COMBINED_SPLIT_QUERY_ROWS} query rows (rows={rows})",
+        )
     if dtype != COMBINED_SPLIT_DTYPE:
         return reject("dtype", f"combined GDN split needs {COMBINED_SPLIT_DTYPE} (dtype {dtype})")
     if (qkv, z, ba) != COMBINED_SPLIT_WIDTHS:
         want = ", ".join(str(w) for w in COMBINED_SPLIT_WIDTHS)
-        return reject("local_tail_layout", f"combined GDN split needs local widths (qkv, z, "
-                      f"ba) = ({want}) (got ({qkv}, {z}, {ba}))")
+        return reject(
+            "local_tail_layout",
+            f"combined GDN split needs local widths (qkv, z, "
+            f"ba) = ({want}) (got ({qkv}, {z}, {ba}))",
+        )
     return OK

@@ -44,8 +44,13 @@ QPN4_PREPARE_SCALE_CODE_OP = "nvfp4_qpn4_prepare_scale_code_sm70"
 QPN4_DEQUANTIZE_OP = "nvfp4_qpn4_dequantize_sm70_out"
 QPN4_PREFILL_OP = "nvfp4_qpn4_prefill_sm70_out"
 QPN4_DISPATCH_OP = "nvfp4_qpn4_dispatch_sm70_out"
-QPN4_REQUIRED_OPS = (QPN4_PREPARE_OP, QPN4_PREPARE_SCALE_CODE_OP, QPN4_DEQUANTIZE_OP,
-                     QPN4_PREFILL_OP, QPN4_DISPATCH_OP)
+QPN4_REQUIRED_OPS = (
+    QPN4_PREPARE_OP,
+    QPN4_PREPARE_SCALE_CODE_OP,
+    QPN4_DEQUANTIZE_OP,
+    QPN4_PREFILL_OP,
+    QPN4_DISPATCH_OP,
+)
 
 # QPN2's 32-column contract: N is zero-padded to a multiple of 32 and cropped back.
 QPN2_TILE_N = 32
@@ -93,14 +98,19 @@ class TurboMindNvFp4LinearKernel(LinearKernel):
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
-        return capability_check(capability, lambda cc: cc in (70, 72), "requires_sm70_or_sm72",
-                                "requires SM70 or SM72 (Volta)")
+        return capability_check(
+            capability,
+            lambda cc: cc in (70, 72),
+            "requires_sm70_or_sm72",
+            "requires SM70 or SM72 (Volta)",
+        )
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
         if not isinstance(layer, Nvfp4Layer):
-            return reject("not_ct_nvfp4_layout",
-                          "requires weight-only compressed-tensors NVFP4 layout")
+            return reject(
+                "not_ct_nvfp4_layout", "requires weight-only compressed-tensors NVFP4 layout"
+            )
         return OK
 
 
@@ -128,10 +138,12 @@ class Qpn2NvFp4LinearKernel(TurboMindNvFp4LinearKernel):
                 "local_dims_mismatch",
                 "local input/output dimensions disagree with packed weight (input_size="
                 f"{layer.input_size}, output_size={layer.output_size}; packed weight K={k}, "
-                f"N={n})")
+                f"N={n})",
+            )
         if layer.gated and n % QPN2_GATED_N_ALIGN:
-            return reject("gated_n_not_multiple_of_64",
-                          f"fused gate/up requires N % 64 == 0 (N={n})")
+            return reject(
+                "gated_n_not_multiple_of_64", f"fused gate/up requires N % 64 == 0 (N={n})"
+            )
         return cls.check_ops(ns)
 
 
@@ -205,15 +217,24 @@ class Qpn2Layout:
         return (self.gated_split_k, self.gated_nacc) if gated else (self.split_k, self.nacc)
 
 
-def _compact_scales(shared: bool, options: Qpn2Options, ns: NativeNamespace
-                    ) -> tuple[bool, Reason | None, bool]:
+def _compact_scales(
+    shared: bool, options: Qpn2Options, ns: NativeNamespace
+) -> tuple[bool, Reason | None, bool]:
     """(compact, reason when off, whether the build refused it)."""
     if not shared:
-        return False, Reason("compact_needs_shared_weight",
-                             "compact scales need the shared packed weight"), False
+        return (
+            False,
+            Reason("compact_needs_shared_weight", "compact scales need the shared packed weight"),
+            False,
+        )
     if options.batch_layouts:
-        return False, Reason("batch_layouts_supersede_compact",
-                             "batch GEMM layouts supersede compact scales"), False
+        return (
+            False,
+            Reason(
+                "batch_layouts_supersede_compact", "batch GEMM layouts supersede compact scales"
+            ),
+            False,
+        )
     if not options.shared_scales:
         return False, Reason("shared_scales_off", "shared_scales is off"), False
     if not ns.has_op(QPN2_COMPACT_GEMM_OP):
@@ -222,12 +243,20 @@ def _compact_scales(shared: bool, options: Qpn2Options, ns: NativeNamespace
     if revision is None:
         return False, missing_ops_reason("compact-scale", [QPN2_COMPACT_VERSION_GETTER]), True
     if revision < COMPACT_SCALES_MIN_REVISION:
-        return False, Reason("compact_abi_revision",
-                             f"compact-scale ABI revision {revision} < "
-                             f"{COMPACT_SCALES_MIN_REVISION}"), True
+        return (
+            False,
+            Reason(
+                "compact_abi_revision",
+                f"compact-scale ABI revision {revision} < {COMPACT_SCALES_MIN_REVISION}",
+            ),
+            True,
+        )
     if not options.qualified:
-        return False, Reason("workload_unqualified",
-                             "compact scales need the qualified workload"), False
+        return (
+            False,
+            Reason("workload_unqualified", "compact scales need the qualified workload"),
+            False,
+        )
     return True, None, False
 
 
@@ -251,17 +280,26 @@ def plan_qpn2(layer: Nvfp4Layer, options: Qpn2Options, ns: NativeNamespace) -> Q
 
     prefill = options.prefill and (shared or ns.has_op(QPN2_PREFILL_DISPATCH_OP))
     if options.prefill and not prefill:
-        refusals.append(("prefill", missing_ops_reason("QPN2 prefill",
-                                                       [QPN2_PREFILL_DISPATCH_OP])))
+        refusals.append(("prefill", missing_ops_reason("QPN2 prefill", [QPN2_PREFILL_DISPATCH_OP])))
 
     split_k, nacc = qpn2_tuning(k, n_padded, False)
     gated_split_k, gated_nacc = qpn2_tuning(k, n_padded, True)
     return Qpn2Layout(
-        k=k, n=n, padded_n=n_padded, shared_weight=shared, compact_scales=compact,
+        k=k,
+        n=n,
+        padded_n=n_padded,
+        shared_weight=shared,
+        compact_scales=compact,
         batch_prescale=shared and options.batch_layouts and not compact,
-        prefill_enabled=prefill, prefill_min_m=options.prefill_min_m,
-        split_k=split_k, nacc=nacc, gated_split_k=gated_split_k, gated_nacc=gated_nacc,
-        compact_reason=compact_reason, refusals=tuple(refusals))
+        prefill_enabled=prefill,
+        prefill_min_m=options.prefill_min_m,
+        split_k=split_k,
+        nacc=nacc,
+        gated_split_k=gated_split_k,
+        gated_nacc=gated_nacc,
+        compact_reason=compact_reason,
+        refusals=tuple(refusals),
+    )
 
 
 def qpn4_workspace_elements(layer: Nvfp4Layer) -> int:
@@ -273,41 +311,73 @@ def qpn4_workspace_elements(layer: Nvfp4Layer) -> int:
 # --- preparation and dispatch -----------------------------------------------------------
 
 
-def _prepare_turbomind(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace, *,
-                       padded_n: int, gated: bool, batch_prescale: bool,
-                       compact_scales: bool) -> dict[str, Any]:
+def _prepare_turbomind(
+    layer: Nvfp4Layer,
+    tensors: dict[str, Any],
+    ns: NativeNamespace,
+    *,
+    padded_n: int,
+    gated: bool,
+    batch_prescale: bool,
+    compact_scales: bool,
+) -> dict[str, Any]:
     codes, scales = ns.call(
-        TM_PREPARE_OP, weight=tensors["weight_packed"], weight_scale=tensors["weight_scale"],
-        weight_global_scale=tensors["weight_global_scale"], padded_n=padded_n,
-        interleave_gated_silu=gated, prescale_for_batch=batch_prescale,
-        compact_scales=compact_scales)
-    return {"tm_codes": codes, "tm_scales": scales,
-            "weight_global_scale": tensors["weight_global_scale"]}
+        TM_PREPARE_OP,
+        weight=tensors["weight_packed"],
+        weight_scale=tensors["weight_scale"],
+        weight_global_scale=tensors["weight_global_scale"],
+        padded_n=padded_n,
+        interleave_gated_silu=gated,
+        prescale_for_batch=batch_prescale,
+        compact_scales=compact_scales,
+    )
+    return {
+        "tm_codes": codes,
+        "tm_scales": scales,
+        "weight_global_scale": tensors["weight_global_scale"],
+    }
 
 
-def prepare_turbomind(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace
-                      ) -> Prepared:
+def prepare_turbomind(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace) -> Prepared:
     """TurboMind only. Its execution is the engine's TurboMind provider, which routectl does
     not replay (TurboMind rows record no dispatch), so there is no apply here."""
     _, n = packed_dims(layer)
-    resident = _prepare_turbomind(layer, tensors, ns, padded_n=padded(n, QPN2_TILE_N),
-                                  gated=False, batch_prescale=False, compact_scales=False)
+    resident = _prepare_turbomind(
+        layer,
+        tensors,
+        ns,
+        padded_n=padded(n, QPN2_TILE_N),
+        gated=False,
+        batch_prescale=False,
+        compact_scales=False,
+    )
     return Prepared(resident=resident)
 
 
-def prepare_qpn2(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace,
-                 plan: Qpn2Layout) -> Prepared:
+def prepare_qpn2(
+    layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace, plan: Qpn2Layout
+) -> Prepared:
     """TurboMind state plus QPN2 scales (shared codes) or QPN2 codes and scales (separate)."""
-    resident = _prepare_turbomind(layer, tensors, ns, padded_n=plan.padded_n, gated=False,
-                                  batch_prescale=plan.batch_prescale,
-                                  compact_scales=plan.compact_scales)
+    resident = _prepare_turbomind(
+        layer,
+        tensors,
+        ns,
+        padded_n=plan.padded_n,
+        gated=False,
+        batch_prescale=plan.batch_prescale,
+        compact_scales=plan.compact_scales,
+    )
     if plan.shared_weight:
-        resident["qpn2_scales"] = ns.call(QPN2_PREPARE_SCALES_OP,
-                                          weight_scale=tensors["weight_scale"],
-                                          padded_n=plan.padded_n)
+        resident["qpn2_scales"] = ns.call(
+            QPN2_PREPARE_SCALES_OP, weight_scale=tensors["weight_scale"], padded_n=plan.padded_n
+        )
     else:
-        codes, scales = ns.call(QPN2_PREPARE_OP, weight=tensors["weight_packed"],
-                                weight_scale=tensors["weight_scale"], padded_n=plan.padded_n)
+        codes, scales = ns.call(
+            QPN2_PREPARE_OP,
+            weight=tensors["weight_packed"],
+            weight_scale=tensors["weight_scale"],
+            padded_n=plan.padded_n,
+        )
         resident["qpn2_codes"] = codes
         resident["qpn2_scales"] = scales
 
@@ -321,22 +391,36 @@ def prepare_qpn2(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace
         if m == 0:
             return restore_leading(out[:, :logical], x)
         split_k, nacc = plan.tuning(gated)
-        common = dict(out=out, x=x2, tm_codes=resident["tm_codes"],
-                      tm_scales=resident["tm_scales"], scales=resident["qpn2_scales"],
-                      global_scale=resident["weight_global_scale"], split_k=split_k,
-                      nacc=nacc, gated=gated, prefill_min_m=plan.dispatch_prefill_min_m)
+        common = dict(
+            out=out,
+            x=x2,
+            tm_codes=resident["tm_codes"],
+            tm_scales=resident["tm_scales"],
+            scales=resident["qpn2_scales"],
+            global_scale=resident["weight_global_scale"],
+            split_k=split_k,
+            nacc=nacc,
+            gated=gated,
+            prefill_min_m=plan.dispatch_prefill_min_m,
+        )
         if plan.shared_weight:
-            ns.call(QPN2_TM_DISPATCH_OP, **common, prescaled=plan.batch_prescale,
-                    compact_scales=plan.compact_scales)
+            ns.call(
+                QPN2_TM_DISPATCH_OP,
+                **common,
+                prescaled=plan.batch_prescale,
+                compact_scales=plan.compact_scales,
+            )
         else:
             ns.call(plan.entry, **common, codes=resident["qpn2_codes"])
         return restore_leading(out[:, :logical], x)
 
-    scratch = ({"qpn2_prefill_dequant": plan.k * plan.padded_n * 2}
-               if plan.prefill_enabled else {})
-    return Prepared(resident=resident, apply=lambda x: dispatch(x, False),
-                    apply_gated=(lambda x: dispatch(x, True)) if layer.gated else None,
-                    scratch=scratch)
+    scratch = {"qpn2_prefill_dequant": plan.k * plan.padded_n * 2} if plan.prefill_enabled else {}
+    return Prepared(
+        resident=resident,
+        apply=lambda x: dispatch(x, False),
+        apply_gated=(lambda x: dispatch(x, True)) if layer.gated else None,
+        scratch=scratch,
+    )
 
 
 @dataclass(frozen=True)
@@ -344,20 +428,31 @@ class Qpn4Options:
     gated: bool = False  # fused gate/up with SiLU (dense_gated_silu on a qualified gate_up)
 
 
-def prepare_qpn4(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace,
-                 options: Qpn4Options) -> Prepared:
+def prepare_qpn4(
+    layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace, options: Qpn4Options
+) -> Prepared:
     """QPN4 codes, FP16 scales and scale codes. Dispatch passes a dense (K*N) FP16 workspace
     owned by the invocation, which the dispatcher uses for prefill."""
     k, n = packed_dims(layer)
-    codes, scales = ns.call(QPN4_PREPARE_OP, weight=tensors["weight_packed"],
-                            weight_scale=tensors["weight_scale"],
-                            weight_global_scale=tensors["weight_global_scale"],
-                            interleave_gated_silu=options.gated)
-    scale_codes = ns.call(QPN4_PREPARE_SCALE_CODE_OP, weight_scale=tensors["weight_scale"],
-                          weight_global_scale=tensors["weight_global_scale"],
-                          interleave_gated_silu=options.gated)
-    resident = {"qpn4_codes": codes, "qpn4_scales": scales, "qpn4_scale_codes": scale_codes,
-                "weight_global_scale": tensors["weight_global_scale"]}
+    codes, scales = ns.call(
+        QPN4_PREPARE_OP,
+        weight=tensors["weight_packed"],
+        weight_scale=tensors["weight_scale"],
+        weight_global_scale=tensors["weight_global_scale"],
+        interleave_gated_silu=options.gated,
+    )
+    scale_codes = ns.call(
+        QPN4_PREPARE_SCALE_CODE_OP,
+        weight_scale=tensors["weight_scale"],
+        weight_global_scale=tensors["weight_global_scale"],
+        interleave_gated_silu=options.gated,
+    )
+    resident = {
+        "qpn4_codes": codes,
+        "qpn4_scales": scales,
+        "qpn4_scale_codes": scale_codes,
+        "weight_global_scale": tensors["weight_global_scale"],
+    }
 
     def dispatch(x: Any, gated: bool) -> Any:
         require_fp16(x, "SM70 NVFP4 QPN4")
@@ -366,11 +461,22 @@ def prepare_qpn4(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace
         out = empty_fp16((m, n // 2 if gated else n), x2)
         if m == 0:
             return restore_leading(out, x)
-        ns.call(QPN4_DISPATCH_OP, out=out, x=x2, codes=codes, scales=scales,
-                scale_codes=scale_codes, global_scale=resident["weight_global_scale"],
-                workspace=empty_fp16((k * n,), x2), gated=gated)
+        ns.call(
+            QPN4_DISPATCH_OP,
+            out=out,
+            x=x2,
+            codes=codes,
+            scales=scales,
+            scale_codes=scale_codes,
+            global_scale=resident["weight_global_scale"],
+            workspace=empty_fp16((k * n,), x2),
+            gated=gated,
+        )
         return restore_leading(out, x)
 
-    return Prepared(resident=resident, apply=lambda x: dispatch(x, False),
-                    apply_gated=(lambda x: dispatch(x, True)) if options.gated else None,
-                    scratch={"qpn4_dense_workspace": k * n * 2})
+    return Prepared(
+        resident=resident,
+        apply=lambda x: dispatch(x, False),
+        apply_gated=(lambda x: dispatch(x, True)) if options.gated else None,
+        scratch={"qpn4_dense_workspace": k * n * 2},
+    )

@@ -94,8 +94,9 @@ class TuringQpn2NvFp4LinearKernel(LinearKernel):
         if not request.options.dense_qpn2:
             return reject("dense_qpn2_disabled", "dense QPN2 disabled by KernelConfig")
         if not request.options.backend_enabled:
-            return reject("legacy_backend_override",
-                          "disabled by the legacy quantization backend override")
+            return reject(
+                "legacy_backend_override", "disabled by the legacy quantization backend override"
+            )
         return OK
 
     @classmethod
@@ -107,12 +108,12 @@ class TuringQpn2NvFp4LinearKernel(LinearKernel):
             return (ok, reason)
         spec = layer.layer
         if spec.act_dtype != FP16:
-            return reject("activation_not_fp16",
-                          f"requires FP16 activations (activations {spec.act_dtype})")
+            return reject(
+                "activation_not_fp16", f"requires FP16 activations (activations {spec.act_dtype})"
+            )
         shape = tuple(spec.weight_shape)
         if len(shape) != 2:
-            return reject("packed_weight_rank",
-                          f"requires rank-two packed weights (shape {shape})")
+            return reject("packed_weight_rank", f"requires rank-two packed weights (shape {shape})")
         k, n = packed_dims(spec)
         core = "requires N > 0 and positive K divisible by 128"
         if n <= 0:
@@ -122,14 +123,18 @@ class TuringQpn2NvFp4LinearKernel(LinearKernel):
         if k % 128:
             return reject("k_not_multiple_of_128", f"{core}: K % 128 != 0 (K={k})")
         if spec.weight_dtype != "uint8" or spec.scale_dtype != "float8_e4m3fn":
-            return reject("nvfp4_dtypes",
-                          "requires NVFP4 bytes and E4M3 block scales (weight "
-                          f"{spec.weight_dtype}, scales {spec.scale_dtype})")
+            return reject(
+                "nvfp4_dtypes",
+                "requires NVFP4 bytes and E4M3 block scales (weight "
+                f"{spec.weight_dtype}, scales {spec.scale_dtype})",
+            )
         expected = (n, k // NVFP4_GROUP)
         if tuple(spec.scale_shape) != expected:
-            return reject("scale_shape",
-                          "requires one E4M3 scale per 16 weight values (scales "
-                          f"{tuple(spec.scale_shape)}, expected {expected})")
+            return reject(
+                "scale_shape",
+                "requires one E4M3 scale per 16 weight values (scales "
+                f"{tuple(spec.scale_shape)}, expected {expected})",
+            )
         return cls.check_ops(ns)
 
 
@@ -143,8 +148,9 @@ class TuringQpn8Fp8LinearKernel(LinearKernel):
     @classmethod
     def policy_check(cls, request: TuringFp8Request) -> Check:
         if not request.options.enabled or request.options.force_marlin:
-            return reject("qpn8_disabled",
-                          "QPN8 disabled by KernelConfig or legacy backend override")
+            return reject(
+                "qpn8_disabled", "QPN8 disabled by KernelConfig or legacy backend override"
+            )
         return OK
 
     @classmethod
@@ -156,13 +162,16 @@ class TuringQpn8Fp8LinearKernel(LinearKernel):
             return (ok, reason)
         spec = layer.layer
         if spec.act_dtype != FP16 or spec.out_dtype != FP16:
-            return reject("input_output_not_fp16",
-                          f"requires FP16 input and output (input {spec.act_dtype}, output "
-                          f"{spec.out_dtype})")
+            return reject(
+                "input_output_not_fp16",
+                f"requires FP16 input and output (input {spec.act_dtype}, output {spec.out_dtype})",
+            )
         if spec.weight_dtype != "float8_e4m3fn" or spec.weight_scheme != "static_per_tensor":
-            return reject("not_static_per_tensor_e4m3",
-                          "requires static per-tensor E4M3 weights (weight "
-                          f"{spec.weight_dtype}, {spec.weight_scheme})")
+            return reject(
+                "not_static_per_tensor_e4m3",
+                "requires static per-tensor E4M3 weights (weight "
+                f"{spec.weight_dtype}, {spec.weight_scheme})",
+            )
         shape = tuple(spec.weight_shape)
         if len(shape) != 2:
             return reject("weight_rank", f"requires rank-two weights (shape {shape})")
@@ -182,15 +191,23 @@ class TuringQpn8Fp8LinearKernel(LinearKernel):
 TURING_KERNELS = (TuringQpn2NvFp4LinearKernel, TuringQpn8Fp8LinearKernel)
 
 
-def prepare_turing_qpn2(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace
-                        ) -> Prepared:
+def prepare_turing_qpn2(
+    layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNamespace
+) -> Prepared:
     """Layout nvfp4_qpn2_dense: QPN2 codes and scales, N zero-padded to 32."""
     k, n = packed_dims(layer)
     n_padded = padded(n, QPN2_TILE_N)
-    codes, scales = ns.call(QPN2_PREPARE_OP, weight=tensors["weight_packed"],
-                            weight_scale=tensors["weight_scale"], padded_n=n_padded)
-    resident = {"qpn2_codes": codes, "qpn2_scales": scales,
-                "weight_global_scale": tensors["weight_global_scale"]}
+    codes, scales = ns.call(
+        QPN2_PREPARE_OP,
+        weight=tensors["weight_packed"],
+        weight_scale=tensors["weight_scale"],
+        padded_n=n_padded,
+    )
+    resident = {
+        "qpn2_codes": codes,
+        "qpn2_scales": scales,
+        "weight_global_scale": tensors["weight_global_scale"],
+    }
     split_k, nacc = qpn2_tuning(k, n_padded, False)
 
     def apply(x: Any) -> Any:
@@ -200,21 +217,29 @@ def prepare_turing_qpn2(layer: Nvfp4Layer, tensors: dict[str, Any], ns: NativeNa
         out = empty_fp16((m, n_padded), x2)
         if m > 0:
             scratch = empty_fp16((k, n_padded), x2) if m > TURING_QPN2_DECODE_MAX_M else None
-            ns.call(QPN2_GEMM_OP, out=out, x=x2, codes=codes, scales=scales,
-                    global_scale=resident["weight_global_scale"], split_k=split_k, nacc=nacc,
-                    gated=False, scratch=scratch)
+            ns.call(
+                QPN2_GEMM_OP,
+                out=out,
+                x=x2,
+                codes=codes,
+                scales=scales,
+                global_scale=resident["weight_global_scale"],
+                split_k=split_k,
+                nacc=nacc,
+                gated=False,
+                scratch=scratch,
+            )
         return restore_leading(out[:, :n], x)
 
-    return Prepared(resident=resident, apply=apply,
-                    scratch={"dense_scratch": k * n_padded * 2})
+    return Prepared(resident=resident, apply=apply, scratch={"dense_scratch": k * n_padded * 2})
 
 
-def prepare_turing_qpn8(layer: Fp8Layer, tensors: dict[str, Any], ns: NativeNamespace
-                        ) -> Prepared:
+def prepare_turing_qpn8(layer: Fp8Layer, tensors: dict[str, Any], ns: NativeNamespace) -> Prepared:
     """Native QPN8 layout of the checkpoint (N, K) E4M3 weight; per-tensor scale kept."""
     n, k = layer.weight_shape
-    weight = ns.call(QPN8_PREPARE_OP, weight=tensors["weight"],
-                     weight_scale=tensors["weight_scale"])
+    weight = ns.call(
+        QPN8_PREPARE_OP, weight=tensors["weight"], weight_scale=tensors["weight_scale"]
+    )
     resident = {"qpn8_weight": weight, "weight_scale": tensors["weight_scale"]}
 
     def apply(x: Any) -> Any:
@@ -224,8 +249,14 @@ def prepare_turing_qpn8(layer: Fp8Layer, tensors: dict[str, Any], ns: NativeName
         out = empty_fp16((m, n), x2)
         if m > 0:
             scratch = empty_fp16((k, n), x2) if m > QPN8_DECODE_MAX_M else None
-            ns.call(QPN8_DISPATCH_OP, out=out, x=x2, weight=weight,
-                    weight_scale=resident["weight_scale"], scratch=scratch)
+            ns.call(
+                QPN8_DISPATCH_OP,
+                out=out,
+                x=x2,
+                weight=weight,
+                weight_scale=resident["weight_scale"],
+                scratch=scratch,
+            )
         return restore_leading(out, x)
 
     return Prepared(resident=resident, apply=apply, scratch={"dense_scratch": k * n * 2})

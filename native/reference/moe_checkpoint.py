@@ -40,7 +40,8 @@ def _bank(layer: AwqMoeLayer, bank: str, generator: torch.Generator) -> ExpertBa
     return ExpertBank.from_stacked(
         _random_words((e, *qweight), generator),
         _random_words((e, *qzeros), generator),
-        (torch.rand((e, *scales), generator=generator) * SCALE_SPAN + SCALE_FLOOR).half())
+        (torch.rand((e, *scales), generator=generator) * SCALE_SPAN + SCALE_FLOOR).half(),
+    )
 
 
 def random_moe_checkpoint(layer: AwqMoeLayer, seed: int = 0) -> MoeCheckpoint:
@@ -65,9 +66,14 @@ def packs_back(checkpoint: MoeCheckpoint, bank: str, expert: int) -> bool:
     """The AutoAWQ packer maps the expert's logical weights back to its very tensors."""
     original = expert_checkpoint(checkpoint, bank, expert)
     again = pack_checkpoint(unpack_checkpoint(original))
-    return all(torch.equal(a, b) for a, b in ((again.qweight, original.qweight),
-                                              (again.qzeros, original.qzeros),
-                                              (again.scales, original.scales)))
+    return all(
+        torch.equal(a, b)
+        for a, b in (
+            (again.qweight, original.qweight),
+            (again.qzeros, original.qzeros),
+            (again.scales, original.scales),
+        )
+    )
 
 
 __all__ = ["expert_checkpoint", "expert_weights", "packs_back", "random_moe_checkpoint"]

@@ -26,6 +26,7 @@ _U16 = 0xFFFF
 
 # --- exact rounding -------------------------------------------------------------------------
 
+
 def _round_to_odd_fp32(x: torch.Tensor) -> torch.Tensor:
     """float64 -> float32 rounded to odd: truncate toward zero, set the last bit if inexact.
 
@@ -37,8 +38,7 @@ def _round_to_odd_fp32(x: torch.Tensor) -> torch.Tensor:
     nearest = x.to(torch.float32)
     exact = nearest.to(torch.float64) == x
     overshoot = nearest.to(torch.float64).abs() > x.abs()
-    truncated = torch.where(overshoot, torch.nextafter(nearest, torch.zeros_like(nearest)),
-                            nearest)
+    truncated = torch.where(overshoot, torch.nextafter(nearest, torch.zeros_like(nearest)), nearest)
     odd = (truncated.view(torch.int32) | 1).view(torch.float32)
     return torch.where(exact, nearest, odd)
 
@@ -69,6 +69,7 @@ def fma_fp32(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
 
 # --- bit fields ------------------------------------------------------------------------------
 
+
 def _fp16_from_bits(bits: torch.Tensor) -> torch.Tensor:
     """Reinterpret the low 16 bits of an integer tensor as float16 (endian-independent)."""
     b = bits.to(torch.int32) & _U16
@@ -92,8 +93,9 @@ def _shifts(nibbles: tuple[int, ...], device: torch.device) -> torch.Tensor:
 def unpack_checkpoint_words(packed: torch.Tensor) -> torch.Tensor:
     """AutoAWQ (R, N/8) int32 -> (R, N) codes 0..15 (int32)."""
     rows, words = packed.shape
-    by_nibble = (packed.unsqueeze(-1) >> _shifts(tuple(range(CODES_PER_WORD)), packed.device)
-                 ) & CODE_MASK
+    by_nibble = (
+        packed.unsqueeze(-1) >> _shifts(tuple(range(CODES_PER_WORD)), packed.device)
+    ) & CODE_MASK
     codes = torch.empty((rows, words, CODES_PER_WORD), dtype=torch.int32, device=packed.device)
     codes[..., list(CHECKPOINT_NIBBLE_COLUMNS)] = by_nibble
     return codes.reshape(rows, words * CODES_PER_WORD)
@@ -127,8 +129,9 @@ def encode_metadata(scales: torch.Tensor, zeros: torch.Tensor, compact: bool) ->
     """(G, N) scales fp16 and zero codes -> 4-byte int32 (G, N) or 3-byte uint8 (G, N, 3)."""
     scale_bits = _fp16_bits(scales)
     if compact:
-        return torch.stack([scale_bits & 0xFF, scale_bits >> 8, zeros.to(torch.int32) & 0xFF],
-                           dim=-1).to(torch.uint8)
+        return torch.stack(
+            [scale_bits & 0xFF, scale_bits >> 8, zeros.to(torch.int32) & 0xFF], dim=-1
+        ).to(torch.uint8)
     bias_bits = _fp16_bits(bias_fp16(zeros, scales))
     return _wrap_int32(scale_bits.to(torch.int64) | (bias_bits.to(torch.int64) << 16))
 
@@ -142,8 +145,9 @@ def decode_metadata(meta: torch.Tensor, compact: bool) -> tuple[torch.Tensor, to
     return _fp16_from_bits(meta), _fp16_from_bits(meta >> 16)
 
 
-def dequantize(codes: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
-               group: int) -> torch.Tensor:
+def dequantize(
+    codes: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor, group: int
+) -> torch.Tensor:
     """fp16 fma(q, scale, bias) of codes (..., K, N) with per-group (..., K/g, N) metadata.
 
     One rounding of the exact q*scale + bias, never fp16((q - zero) * scale). q*scale is
@@ -170,14 +174,21 @@ def dequantize(codes: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor,
 
 # --- prepare ---------------------------------------------------------------------------------
 
+
 def interleave_columns(t: torch.Tensor) -> torch.Tensor:
     """Prepared column 2j <- column j, 2j+1 <- column N/2 + j (along dim 1)."""
     half = t.shape[1] // 2
     return torch.stack([t[:, :half], t[:, half:]], dim=2).reshape(t.shape)
 
 
-def prepare_expert(kernel: torch.Tensor, scaling_factors: torch.Tensor, zeros: torch.Tensor,
-                   group_size: int, interleave: bool, compact: bool) -> list[torch.Tensor]:
+def prepare_expert(
+    kernel: torch.Tensor,
+    scaling_factors: torch.Tensor,
+    zeros: torch.Tensor,
+    group_size: int,
+    interleave: bool,
+    compact: bool,
+) -> list[torch.Tensor]:
     del group_size  # the group is implied by the shapes, which the validator has checked
     codes = unpack_checkpoint_words(kernel)
     zero_codes = unpack_checkpoint_words(zeros)
@@ -188,6 +199,7 @@ def prepare_expert(kernel: torch.Tensor, scaling_factors: torch.Tensor, zeros: t
 
 
 # --- QPN M1 ----------------------------------------------------------------------------------
+
 
 def _decode_experts(words: torch.Tensor, meta: torch.Tensor, compact: bool) -> torch.Tensor:
     """Selected experts' prepared words and metadata -> decoded fp16 weights (E, K, N)."""
@@ -256,9 +268,16 @@ def combine_routes(topk: torch.Tensor, routes: torch.Tensor) -> torch.Tensor:
     return acc.to(torch.float16)
 
 
-def qpn_m1(input: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor,
-           s2: torch.Tensor, ids: torch.Tensor, topk: torch.Tensor,
-           compact: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def qpn_m1(
+    input: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+    compact: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(out (1, 2560) fp16, intermediate (10, 160) fp16) for validated arguments.
 
     An invalid id (< 0 or >= 512) gets a zero intermediate row and a zero route, so its
@@ -272,13 +291,14 @@ def qpn_m1(input: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor, w2: torch.
         # With one token, a route's intermediate and output depend on its expert alone, so
         # each distinct expert is computed once and shared by its duplicate routes.
         experts, route_of = torch.unique(route_ids[valid], return_inverse=True)
-        w13_decoded = _decode_experts(w13.index_select(0, experts),
-                                      s13.index_select(0, experts), compact)
-        w2_decoded = _decode_experts(w2.index_select(0, experts),
-                                     s2.index_select(0, experts), compact)
+        w13_decoded = _decode_experts(
+            w13.index_select(0, experts), s13.index_select(0, experts), compact
+        )
+        w2_decoded = _decode_experts(
+            w2.index_select(0, experts), s2.index_select(0, experts), compact
+        )
         inter = w13_stage(input.reshape(-1), w13_decoded)
         intermediate[valid] = inter[route_of]
         routes[valid] = w2_stage(inter, w2_decoded)[route_of]
     out = combine_routes(topk.reshape(-1), routes)
     return out.reshape(1, HIDDEN), intermediate
-

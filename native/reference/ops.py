@@ -26,24 +26,48 @@ from native.awq_validate import check_prepare, check_qpn_m1
 from native.reference import numerics
 
 
-def _qpn_m1_fake(out: torch.Tensor, intermediate: torch.Tensor, input: torch.Tensor,
-                 w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor,
-                 ids: torch.Tensor, topk: torch.Tensor) -> None:
+def _qpn_m1_fake(
+    out: torch.Tensor,
+    intermediate: torch.Tensor,
+    input: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+) -> None:
     check_qpn_m1(out, intermediate, input, w13, s13, w2, s2, ids, topk, storage=False)
 
 
-def _qpn_m1_cpu(out: torch.Tensor, intermediate: torch.Tensor, input: torch.Tensor,
-                w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor,
-                ids: torch.Tensor, topk: torch.Tensor) -> None:
+def _qpn_m1_cpu(
+    out: torch.Tensor,
+    intermediate: torch.Tensor,
+    input: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+) -> None:
     compact = check_qpn_m1(out, intermediate, input, w13, s13, w2, s2, ids, topk, storage=True)
     result, inter = numerics.qpn_m1(input, w13, s13, w2, s2, ids, topk, compact)
     intermediate.copy_(inter)
     out.copy_(result)
 
 
-def _qpn_m1_cuda(out: torch.Tensor, intermediate: torch.Tensor, input: torch.Tensor,
-                 w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor,
-                 ids: torch.Tensor, topk: torch.Tensor) -> None:
+def _qpn_m1_cuda(
+    out: torch.Tensor,
+    intermediate: torch.Tensor,
+    input: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+) -> None:
     # Validation reads only tensor metadata: no device synchronisation, graph-capturable.
     compact = check_qpn_m1(out, intermediate, input, w13, s13, w2, s2, ids, topk, storage=True)
     try:
@@ -55,24 +79,36 @@ def _qpn_m1_cuda(out: torch.Tensor, intermediate: torch.Tensor, input: torch.Ten
         ) from exc
     # Triton launches on the current device: make it the tensors' own.
     with torch.accelerator.device_index(input.device.index):
-        triton_qpn.launch_qpn_m1(out, intermediate, input, w13, s13, w2, s2, ids, topk,
-                                 compact=compact)
+        triton_qpn.launch_qpn_m1(
+            out, intermediate, input, w13, s13, w2, s2, ids, topk, compact=compact
+        )
 
 
 _PrepareImpl = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int, bool], list[torch.Tensor]]
 
 
 def _prepare_impls(op: str, compact: bool) -> tuple[_PrepareImpl, _PrepareImpl, _PrepareImpl]:
-    def fake(kernel: torch.Tensor, scaling_factors: torch.Tensor, zeros: torch.Tensor,
-             group_size: int, interleave_gated_silu: bool) -> list[torch.Tensor]:
+    def fake(
+        kernel: torch.Tensor,
+        scaling_factors: torch.Tensor,
+        zeros: torch.Tensor,
+        group_size: int,
+        interleave_gated_silu: bool,
+    ) -> list[torch.Tensor]:
         check_prepare(op, kernel, scaling_factors, zeros, group_size)
         return fake_prepare_outputs(kernel, group_size, compact)
 
-    def cpu(kernel: torch.Tensor, scaling_factors: torch.Tensor, zeros: torch.Tensor,
-            group_size: int, interleave_gated_silu: bool) -> list[torch.Tensor]:
+    def cpu(
+        kernel: torch.Tensor,
+        scaling_factors: torch.Tensor,
+        zeros: torch.Tensor,
+        group_size: int,
+        interleave_gated_silu: bool,
+    ) -> list[torch.Tensor]:
         check_prepare(op, kernel, scaling_factors, zeros, group_size)
-        return numerics.prepare_expert(kernel, scaling_factors, zeros, group_size,
-                                       interleave_gated_silu, compact)
+        return numerics.prepare_expert(
+            kernel, scaling_factors, zeros, group_size, interleave_gated_silu, compact
+        )
 
     # numerics' prepare is plain torch on the inputs' device: the CUDA op is the same code.
     return fake, cpu, cpu

@@ -71,9 +71,17 @@ def _decoded(words: torch.Tensor, meta: torch.Tensor, expert: int) -> torch.Tens
     return decode(unpack_prepared(PreparedExpert(words[expert], meta[expert]), GROUP_SIZE))
 
 
-def oracle_qpn_m1(input: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor,
-                  w2: torch.Tensor, s2: torch.Tensor, ids: torch.Tensor, topk: torch.Tensor,
-                  *, intermediate: torch.Tensor | None = None) -> OracleResult:
+def oracle_qpn_m1(
+    input: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+    *,
+    intermediate: torch.Tensor | None = None,
+) -> OracleResult:
     """The FP64 reference; pass an implementation's `intermediate` to build the output
     reference from it (the seed's formula) instead of from the oracle's own."""
     x = input.reshape(-1).to(torch.float64)
@@ -94,8 +102,7 @@ def oracle_qpn_m1(input: torch.Tensor, w13: torch.Tensor, s13: torch.Tensor,
             continue
         columns = round_fp16_by_quantum(x @ weights_of("w13", expert))
         gate, up = columns[0::2], columns[1::2]
-        own[r] = round_fp16_by_quantum(silu32_fp16(gate).to(torch.float64)
-                                       * up.to(torch.float64))
+        own[r] = round_fp16_by_quantum(silu32_fp16(gate).to(torch.float64) * up.to(torch.float64))
         row = own[r] if intermediate is None else intermediate.reshape(own.shape)[r]
         routes[r] = round_fp16_by_quantum(row.to(torch.float64) @ weights_of("w2", expert))
     out = (weights[:, None] * routes.to(torch.float64)).sum(dim=0)
@@ -119,6 +126,7 @@ def check_bounds(out: torch.Tensor, ref: torch.Tensor) -> BoundCheck:
 
 def fp16_ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise distance in fp16 ulps (0 for equal values, +0 and -0 included)."""
+
     def ordered(h: torch.Tensor) -> torch.Tensor:
         bits = h.contiguous().view(torch.int16).to(torch.int32)
         return torch.where(bits < 0, -(bits & 0x7FFF), bits)

@@ -103,6 +103,7 @@ def _fp16_of_bits(bits: torch.Tensor) -> torch.Tensor:
 
 # --- AutoAWQ checkpoint ----------------------------------------------------------------------
 
+
 def _checkpoint_positions(rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Flat word index (rows, N) and bit shift (N,) of each code in a (rows, N/8) tensor."""
     columns = torch.arange(n, dtype=torch.int64)
@@ -147,6 +148,7 @@ def unpack_checkpoint(checkpoint: AwqCheckpoint) -> ExpertWeights:
 
 # --- prepared banks --------------------------------------------------------------------------
 
+
 def _interleave_order(n: int) -> torch.Tensor:
     return torch.tensor([interleaved_source_column(p, n) for p in range(n)], dtype=torch.int64)
 
@@ -154,14 +156,14 @@ def _interleave_order(n: int) -> torch.Tensor:
 def interleave(weights: ExpertWeights) -> ExpertWeights:
     """Gate/up interleave of W13 columns: prepared column p <- checkpoint column."""
     order = _interleave_order(weights.codes.shape[1])
-    return ExpertWeights(weights.codes[:, order], weights.zeros[:, order],
-                         weights.scales[:, order])
+    return ExpertWeights(weights.codes[:, order], weights.zeros[:, order], weights.scales[:, order])
 
 
 def deinterleave(weights: ExpertWeights) -> ExpertWeights:
     inverse = torch.argsort(_interleave_order(weights.codes.shape[1]))
-    return ExpertWeights(weights.codes[:, inverse], weights.zeros[:, inverse],
-                         weights.scales[:, inverse])
+    return ExpertWeights(
+        weights.codes[:, inverse], weights.zeros[:, inverse], weights.scales[:, inverse]
+    )
 
 
 def _prepared_positions(k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,12 +176,16 @@ def _prepared_positions(k: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _metadata_flat_index(groups: int, n: int) -> torch.Tensor:
-    return metadata_index(torch.arange(groups, dtype=torch.int64)[:, None],
-                          torch.arange(n, dtype=torch.int64)[None, :], n)
+    return metadata_index(
+        torch.arange(groups, dtype=torch.int64)[:, None],
+        torch.arange(n, dtype=torch.int64)[None, :],
+        n,
+    )
 
 
-def pack_prepared(weights: ExpertWeights, *, compact: bool,
-                  interleave_gated_silu: bool = False) -> PreparedExpert:
+def pack_prepared(
+    weights: ExpertWeights, *, compact: bool, interleave_gated_silu: bool = False
+) -> PreparedExpert:
     """Logical weights -> one prepared expert, as the engine's prepare ops lay it out."""
     if interleave_gated_silu:
         weights = interleave(weights)
@@ -206,8 +212,9 @@ def pack_prepared(weights: ExpertWeights, *, compact: bool,
     return PreparedExpert(words, _to_int32_bits(meta).reshape(meta_shape))
 
 
-def unpack_prepared(prepared: PreparedExpert, group_size: int, *,
-                    interleaved: bool = False) -> UnpackedExpert:
+def unpack_prepared(
+    prepared: PreparedExpert, group_size: int, *, interleaved: bool = False
+) -> UnpackedExpert:
     """One prepared expert -> codes, zeros, scales, biases (checkpoint order if `interleaved`)."""
     k, n = prepared.words.shape[0], prepared.words.shape[1] * CODES_PER_WORD
     groups = k // group_size
@@ -248,8 +255,12 @@ class QpnBanks:
         return self.s13.dtype == torch.uint8
 
 
-def pack_qpn_banks(w13_experts: Mapping[int, ExpertWeights],
-                   w2_experts: Mapping[int, ExpertWeights], *, compact: bool) -> QpnBanks:
+def pack_qpn_banks(
+    w13_experts: Mapping[int, ExpertWeights],
+    w2_experts: Mapping[int, ExpertWeights],
+    *,
+    compact: bool,
+) -> QpnBanks:
     """Zero banks with the given experts packed in (W13 interleaved, as the QPN lane needs).
 
     An expert left out has zero scales and biases, so its weights decode to zero.

@@ -69,9 +69,16 @@ class QpnGeometry:
 
     def __post_init__(self) -> None:
         slice_k = self.w13_k // self.slices
-        if (self.w13_k % self.slices or slice_k % self.group or self.w2_k % self.group
-                or self.group % TILE_K or self.w13_n % TILE_N or self.w2_n % TILE_N
-                or self.w13_n != 2 * self.w2_k or self.slices & (self.slices - 1)):
+        if (
+            self.w13_k % self.slices
+            or slice_k % self.group
+            or self.w2_k % self.group
+            or self.group % TILE_K
+            or self.w13_n % TILE_N
+            or self.w2_n % TILE_N
+            or self.w13_n != 2 * self.w2_k
+            or self.slices & (self.slices - 1)
+        ):
             raise ValueError(f"unsupported QPN geometry {self}")
 
 
@@ -164,10 +171,23 @@ def _fma_fp32(a, b, c):
 
 
 @triton.jit
-def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
-                EXPERTS: tl.constexpr, K: tl.constexpr, N: tl.constexpr, GROUP: tl.constexpr,
-                SLICES: tl.constexpr, PAIRS: tl.constexpr, COMPACT: tl.constexpr,
-                HW_FMA: tl.constexpr, STAGES: tl.constexpr, UNROLL: tl.constexpr):
+def _w13_kernel(
+    x_ptr,
+    w_ptr,
+    meta_ptr,
+    ids_ptr,
+    inter_ptr,
+    EXPERTS: tl.constexpr,
+    K: tl.constexpr,
+    N: tl.constexpr,
+    GROUP: tl.constexpr,
+    SLICES: tl.constexpr,
+    PAIRS: tl.constexpr,
+    COMPACT: tl.constexpr,
+    HW_FMA: tl.constexpr,
+    STAGES: tl.constexpr,
+    UNROLL: tl.constexpr,
+):
     route = tl.program_id(0)
     block = tl.program_id(1)
     expert = tl.load(ids_ptr + route)
@@ -189,10 +209,10 @@ def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
     up_acc = tl.zeros((SLICES, PAIRS), dtype=tl.float32)
     for g in tl.range(0, SLICE_K // GROUP, num_stages=STAGES, loop_unroll_factor=UNROLL):
         group = slice_ * (SLICE_K // GROUP) + g
-        gate_scale, gate_bias = _metadata(meta_ptr, expert_records + group * N + gate_col,
-                                          COMPACT, valid)
-        up_scale, up_bias = _metadata(meta_ptr, expert_records + group * N + up_col,
-                                      COMPACT, valid)
+        gate_scale, gate_bias = _metadata(
+            meta_ptr, expert_records + group * N + gate_col, COMPACT, valid
+        )
+        up_scale, up_bias = _metadata(meta_ptr, expert_records + group * N + up_col, COMPACT, valid)
         for w in tl.static_range(GROUP // 8):
             step = g * (GROUP // 8) + w
             gate_word = tl.load(gate_words + step * 32, mask=valid, other=0)
@@ -200,8 +220,9 @@ def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
             for i in tl.static_range(8):
                 x = tl.load(x_slice + step * 8 + i).to(tl.float32)
                 shift = 4 * (i // 2 + 4 * (i % 2))
-                gate_acc += x * _decode(gate_word, shift, gate_scale, gate_bias, HW_FMA,
-                                        not COMPACT)
+                gate_acc += x * _decode(
+                    gate_word, shift, gate_scale, gate_bias, HW_FMA, not COMPACT
+                )
                 up_acc += x * _decode(up_word, shift, up_scale, up_bias, HW_FMA, not COMPACT)
     gate = _pick(gate_acc, slice_, 0)
     up = _pick(up_acc, slice_, 0)
@@ -218,11 +239,25 @@ def _w13_kernel(x_ptr, w_ptr, meta_ptr, ids_ptr, inter_ptr,
 
 
 @triton.jit
-def _w2_kernel(inter_ptr, w_ptr, meta_ptr, ids_ptr, topk_ptr, out_ptr,
-               EXPERTS: tl.constexpr, TOPK: tl.constexpr, ROUTES: tl.constexpr,
-               K: tl.constexpr, N: tl.constexpr, GROUP: tl.constexpr,
-               COLUMNS: tl.constexpr, COMPACT: tl.constexpr, HW_FMA: tl.constexpr,
-               STAGES: tl.constexpr, UNROLL: tl.constexpr):
+def _w2_kernel(
+    inter_ptr,
+    w_ptr,
+    meta_ptr,
+    ids_ptr,
+    topk_ptr,
+    out_ptr,
+    EXPERTS: tl.constexpr,
+    TOPK: tl.constexpr,
+    ROUTES: tl.constexpr,
+    K: tl.constexpr,
+    N: tl.constexpr,
+    GROUP: tl.constexpr,
+    COLUMNS: tl.constexpr,
+    COMPACT: tl.constexpr,
+    HW_FMA: tl.constexpr,
+    STAGES: tl.constexpr,
+    UNROLL: tl.constexpr,
+):
     block = tl.program_id(0)
     route = tl.arange(0, ROUTES)[:, None]
     in_topk = route < TOPK
@@ -255,46 +290,108 @@ def _w2_kernel(inter_ptr, w_ptr, meta_ptr, ids_ptr, topk_ptr, out_ptr,
 _HW_FMA = not isinstance(_w13_kernel, InterpretedFunction)
 
 
-def launch_w13(intermediate: torch.Tensor, input: torch.Tensor, w13: torch.Tensor,
-               s13: torch.Tensor, ids: torch.Tensor, *, compact: bool,
-               geometry: QpnGeometry = CONTRACT, config: QpnConfig = DEFAULT_CONFIG) -> None:
+def launch_w13(
+    intermediate: torch.Tensor,
+    input: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    ids: torch.Tensor,
+    *,
+    compact: bool,
+    geometry: QpnGeometry = CONTRACT,
+    config: QpnConfig = DEFAULT_CONFIG,
+) -> None:
     """The first launch: W13, SiLU times up, into `intermediate`."""
     if geometry.w2_k % config.w13_pairs:
         raise ValueError(f"launch config {config} does not tile {geometry}")
     _w13_kernel[(geometry.top_k, geometry.w2_k // config.w13_pairs)](
-        input, w13, s13, ids, intermediate,
-        EXPERTS=geometry.experts, K=geometry.w13_k, N=geometry.w13_n, GROUP=geometry.group,
-        SLICES=geometry.slices, PAIRS=config.w13_pairs, COMPACT=compact, HW_FMA=_HW_FMA,
-        STAGES=config.stages, UNROLL=config.unroll, num_warps=config.w13_warps,
+        input,
+        w13,
+        s13,
+        ids,
+        intermediate,
+        EXPERTS=geometry.experts,
+        K=geometry.w13_k,
+        N=geometry.w13_n,
+        GROUP=geometry.group,
+        SLICES=geometry.slices,
+        PAIRS=config.w13_pairs,
+        COMPACT=compact,
+        HW_FMA=_HW_FMA,
+        STAGES=config.stages,
+        UNROLL=config.unroll,
+        num_warps=config.w13_warps,
     )
 
 
-def launch_w2(out: torch.Tensor, intermediate: torch.Tensor, w2: torch.Tensor,
-              s2: torch.Tensor, ids: torch.Tensor, topk: torch.Tensor, *, compact: bool,
-              geometry: QpnGeometry = CONTRACT, config: QpnConfig = DEFAULT_CONFIG) -> None:
+def launch_w2(
+    out: torch.Tensor,
+    intermediate: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+    *,
+    compact: bool,
+    geometry: QpnGeometry = CONTRACT,
+    config: QpnConfig = DEFAULT_CONFIG,
+) -> None:
     """The second launch: W2 per route and the router-weighted sum into `out`."""
     if geometry.w2_n % config.w2_columns:
         raise ValueError(f"launch config {config} does not tile {geometry}")
     _w2_kernel[(geometry.w2_n // config.w2_columns,)](
-        intermediate, w2, s2, ids, topk, out,
-        EXPERTS=geometry.experts, TOPK=geometry.top_k,
-        ROUTES=triton.next_power_of_2(geometry.top_k), K=geometry.w2_k, N=geometry.w2_n,
-        GROUP=geometry.group, COLUMNS=config.w2_columns, COMPACT=compact, HW_FMA=_HW_FMA,
-        STAGES=config.stages, UNROLL=config.unroll, num_warps=config.w2_warps,
+        intermediate,
+        w2,
+        s2,
+        ids,
+        topk,
+        out,
+        EXPERTS=geometry.experts,
+        TOPK=geometry.top_k,
+        ROUTES=triton.next_power_of_2(geometry.top_k),
+        K=geometry.w2_k,
+        N=geometry.w2_n,
+        GROUP=geometry.group,
+        COLUMNS=config.w2_columns,
+        COMPACT=compact,
+        HW_FMA=_HW_FMA,
+        STAGES=config.stages,
+        UNROLL=config.unroll,
+        num_warps=config.w2_warps,
     )
 
 
-def launch_qpn_m1(out: torch.Tensor, intermediate: torch.Tensor, input: torch.Tensor,
-                  w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor,
-                  ids: torch.Tensor, topk: torch.Tensor, *, compact: bool,
-                  geometry: QpnGeometry = CONTRACT, config: QpnConfig = DEFAULT_CONFIG) -> None:
+def launch_qpn_m1(
+    out: torch.Tensor,
+    intermediate: torch.Tensor,
+    input: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+    *,
+    compact: bool,
+    geometry: QpnGeometry = CONTRACT,
+    config: QpnConfig = DEFAULT_CONFIG,
+) -> None:
     """Enqueue the two kernels on the current stream. Arguments must already be validated
     (contiguous, of `geometry`'s shapes); nothing is synchronised or allocated."""
-    launch_w13(intermediate, input, w13, s13, ids, compact=compact, geometry=geometry,
-               config=config)
-    launch_w2(out, intermediate, w2, s2, ids, topk, compact=compact, geometry=geometry,
-              config=config)
+    launch_w13(
+        intermediate, input, w13, s13, ids, compact=compact, geometry=geometry, config=config
+    )
+    launch_w2(
+        out, intermediate, w2, s2, ids, topk, compact=compact, geometry=geometry, config=config
+    )
 
 
-__all__ = ["CONTRACT", "DEFAULT_CONFIG", "QpnConfig", "QpnGeometry", "launch_qpn_m1",
-           "launch_w13", "launch_w2"]
+__all__ = [
+    "CONTRACT",
+    "DEFAULT_CONFIG",
+    "QpnConfig",
+    "QpnGeometry",
+    "launch_qpn_m1",
+    "launch_w13",
+    "launch_w2",
+]

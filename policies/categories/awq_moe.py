@@ -37,20 +37,36 @@ TOKEN_COUNTS = (0, 1, 2, 8, 9, 127, 128, 4096, 8192)
 PREFIX = "model.layers.0.mlp.experts"
 
 # Model-level geometry (intermediate is the total; a rank holds intermediate / TP).
-QWEN38 = {"prefix": PREFIX, "layer_id": 0, "experts": 512, "top_k": 10, "hidden": 2560,
-          "intermediate": 640, "group": 32}
-QWEN3_30B = {"prefix": PREFIX, "layer_id": 0, "experts": 128, "top_k": 8, "hidden": 2048,
-             "intermediate": 768, "group": 128}
+QWEN38 = {
+    "prefix": PREFIX,
+    "layer_id": 0,
+    "experts": 512,
+    "top_k": 10,
+    "hidden": 2560,
+    "intermediate": 640,
+    "group": 32,
+}
+QWEN3_30B = {
+    "prefix": PREFIX,
+    "layer_id": 0,
+    "experts": 128,
+    "top_k": 8,
+    "hidden": 2048,
+    "intermediate": 768,
+    "group": 128,
+}
 # MoE layers per model: what `model_totals` multiplies a row's per-layer bytes by.
 MOE_LAYERS = {"qwen38_awq_moe": 48, "qwen3_30b_a3b_awq_moe": 48}
 
 MODELS = (
-    ModelScope("27b_dflash2_nvfp4",
-               status=(NOT_APPLICABLE, "CT NVFP4 dense checkpoint: no AWQ MoE layer")),
-    ModelScope("flash_next_mtp4_nvfp4",
-               status=(NOT_APPLICABLE, "ModelOpt NVFP4 checkpoint: no AWQ MoE layer")),
-    ModelScope("35b_a3b_awq",
-               status=(NOT_MODELLED, "AWQ 35B-A3B: no pinned expert geometry")),
+    ModelScope(
+        "27b_dflash2_nvfp4", status=(NOT_APPLICABLE, "CT NVFP4 dense checkpoint: no AWQ MoE layer")
+    ),
+    ModelScope(
+        "flash_next_mtp4_nvfp4",
+        status=(NOT_APPLICABLE, "ModelOpt NVFP4 checkpoint: no AWQ MoE layer"),
+    ),
+    ModelScope("35b_a3b_awq", status=(NOT_MODELLED, "AWQ 35B-A3B: no pinned expert geometry")),
     ModelScope("qwen38_awq_moe", layer=lambda tp: QWEN38),
     ModelScope("qwen3_30b_a3b_awq_moe", layer=lambda tp: QWEN3_30B),
 )
@@ -73,18 +89,41 @@ INDEXED_OPS = (INDEXED_W13_OP, PERMUTE_METADATA_OP)
 
 PROBES = (
     Probe("qpn_m1_on", BASE, variables=QPN_ON, doc="opt-in QPN M1: M = 1 takes the QPN op"),
-    Probe("qpn_m1_op_missing", BASE, variables=QPN_ON, remove_ops=(QPN_M1_OP,),
-          doc="explicit QPN M1 without its op: error row"),
-    Probe("qpn_m1_legacy_op_missing", BASE, variables=QPN_ON, remove_ops=(SINGLE_TOKEN_OP,),
-          doc="explicit QPN M1 without the legacy lane: error row"),
-    Probe("qpn_m1_tp2", BASE, variables=QPN_ON, engine={"tp": 2},
-          doc="explicit QPN M1 outside the TP4 contract: error row"),
-    Probe("compact_off", BASE, variables=moe("compact_metadata", "0"),
-          doc="4-byte metadata"),
-    Probe("compact_explicit_op_missing", BASE, variables=moe("compact_metadata", "1"),
-          remove_ops=(PREPARE_COMPACT_OP,), doc="explicit compact without its op: error row"),
-    Probe("compact_default_op_missing", BASE, remove_ops=(PREPARE_COMPACT_OP,),
-          doc="default compact without its op: 4-byte fallback"),
+    Probe(
+        "qpn_m1_op_missing",
+        BASE,
+        variables=QPN_ON,
+        remove_ops=(QPN_M1_OP,),
+        doc="explicit QPN M1 without its op: error row",
+    ),
+    Probe(
+        "qpn_m1_legacy_op_missing",
+        BASE,
+        variables=QPN_ON,
+        remove_ops=(SINGLE_TOKEN_OP,),
+        doc="explicit QPN M1 without the legacy lane: error row",
+    ),
+    Probe(
+        "qpn_m1_tp2",
+        BASE,
+        variables=QPN_ON,
+        engine={"tp": 2},
+        doc="explicit QPN M1 outside the TP4 contract: error row",
+    ),
+    Probe("compact_off", BASE, variables=moe("compact_metadata", "0"), doc="4-byte metadata"),
+    Probe(
+        "compact_explicit_op_missing",
+        BASE,
+        variables=moe("compact_metadata", "1"),
+        remove_ops=(PREPARE_COMPACT_OP,),
+        doc="explicit compact without its op: error row",
+    ),
+    Probe(
+        "compact_default_op_missing",
+        BASE,
+        remove_ops=(PREPARE_COMPACT_OP,),
+        doc="default compact without its op: 4-byte fallback",
+    ),
     Probe("grouped_off", BASE, variables=moe("active_grouped_decode", "0")),
     Probe("strict_w13", BASE, variables=moe("strict_w13", "1")),
     Probe("exact_w2", BASE, variables=moe("exact_w2", "1")),
@@ -92,24 +131,40 @@ PROBES = (
     Probe("max_batched_4", BASE, variables=moe("max_batched_tokens", "4")),
     Probe("chunk_4096", BASE, variables=moe("w2_chunk_tokens", "4096")),
     Probe("chunk_6144", BASE, variables=moe("w2_chunk_tokens", "6144")),
-    Probe("indexed_ops_missing_default", BASE, remove_ops=INDEXED_OPS,
-          doc="default indexed prefill without its ops: materialized-input fallback"),
-    Probe("indexed_ops_missing_explicit", BASE, variables=moe("indexed_prefill", "1"),
-          remove_ops=INDEXED_OPS, doc="explicit indexed prefill without its ops: error row"),
+    Probe(
+        "indexed_ops_missing_default",
+        BASE,
+        remove_ops=INDEXED_OPS,
+        doc="default indexed prefill without its ops: materialized-input fallback",
+    ),
+    Probe(
+        "indexed_ops_missing_explicit",
+        BASE,
+        variables=moe("indexed_prefill", "1"),
+        remove_ops=INDEXED_OPS,
+        doc="explicit indexed prefill without its ops: error row",
+    ),
     Probe("legacy_compact_off", BASE, variables=moe("legacy_compact", "0")),
     Probe("batched_off", BASE, variables=moe("batched", "0")),
     Probe("moe_disable", BASE, variables=moe("disable", "1"), doc="MoeWNA16"),
-    Probe("backend_marlin", BASE, variables={var("sm70_turbomind.quant_backend"): "marlin"},
-          doc="the legacy backend override turns TurboMind off: MoeWNA16"),
+    Probe(
+        "backend_marlin",
+        BASE,
+        variables={var("sm70_turbomind.quant_backend"): "marlin"},
+        doc="the legacy backend override turns TurboMind off: MoeWNA16",
+    ),
 )
+
 
 def call_inputs(m: int, layer: AwqMoeLayer) -> tuple[Any, Any, Any]:
     """Activations and the router's outputs of one call, on meta."""
     import torch
 
-    return (torch.empty((m, layer.hidden), dtype=torch.float16, device="meta"),
-            torch.empty((m, layer.top_k), dtype=torch.int32, device="meta"),
-            torch.empty((m, layer.top_k), dtype=torch.float32, device="meta"))
+    return (
+        torch.empty((m, layer.hidden), dtype=torch.float16, device="meta"),
+        torch.empty((m, layer.top_k), dtype=torch.int32, device="meta"),
+        torch.empty((m, layer.top_k), dtype=torch.float32, device="meta"),
+    )
 
 
 def stage_summary(m: int, choice: Any) -> dict[str, Any]:
@@ -117,16 +172,21 @@ def stage_summary(m: int, choice: Any) -> dict[str, Any]:
     token count (policy, admission, missing ops): what a reviewer needs to see move. The
     full per-stage verdict list stays available from the route selector (`explain`)."""
     full = choice.to_json()
-    rejected = [v for v in full["verdicts"]
-                if not v["ok"] and not v["not_needed"] and v["code"] != TOKEN_COUNT_CODE]
+    rejected = [
+        v
+        for v in full["verdicts"]
+        if not v["ok"] and not v["not_needed"] and v["code"] != TOKEN_COUNT_CODE
+    ]
     return {"m": m, "chosen": full["chosen"], "rejected": rejected}
 
 
 class AwqMoeCategory:
     name = NAME
     basis = MOE_BASIS
-    description = ("AWQ mixture-of-experts layers on SM70: QPN M1, grouped decode, "
-                   "per-expert dispatch, indexed prefill, compact 3-byte metadata")
+    description = (
+        "AWQ mixture-of-experts layers on SM70: QPN M1, grouped decode, "
+        "per-expert dispatch, indexed prefill, compact 3-byte metadata"
+    )
     policy_sections = sections_of(NAME)
 
     def __init__(self) -> None:
@@ -183,5 +243,12 @@ def model_totals(row: RowSpec, route: Mapping[str, Any]) -> dict[str, int] | Non
 
 AWQ_MOE_CATEGORY = AwqMoeCategory()
 
-__all__ = ["AWQ_MOE_CATEGORY", "MODELS", "NAME", "PROBES", "TOKEN_COUNTS", "AwqMoeCategory",
-           "model_totals"]
+__all__ = [
+    "AWQ_MOE_CATEGORY",
+    "MODELS",
+    "NAME",
+    "PROBES",
+    "TOKEN_COUNTS",
+    "AwqMoeCategory",
+    "model_totals",
+]

@@ -24,8 +24,7 @@ def awq_layer(role: str, group: int) -> dict[str, Any]:
 
 MODELS = (
     ModelScope("27b_dflash2_nvfp4", status=(NOT_APPLICABLE, "NVFP4 checkpoint: no AWQ linear")),
-    ModelScope("flash_next_mtp4_nvfp4", status=(NOT_APPLICABLE,
-                                                "NVFP4 checkpoint: no AWQ linear")),
+    ModelScope("flash_next_mtp4_nvfp4", status=(NOT_APPLICABLE, "NVFP4 checkpoint: no AWQ linear")),
     ModelScope("35b_a3b_awq", layer=lambda tp: awq_layer("qkv_proj", 32)),
 )
 
@@ -45,13 +44,22 @@ PROBES = (
     Probe("group128_prefill", BASE, layer=awq_layer("down_proj", 128)),
     Probe("unqualified_role", BASE, layer=awq_layer("renamed_projection", 128)),
     Probe("native_missing", BASE, remove_ops=AWQ_OPS),
-    Probe("workspace_missing", BASE, layer=awq_layer("down_proj", 128),
-          engine_facts={"workspace_elements": 0}),
+    Probe(
+        "workspace_missing",
+        BASE,
+        layer=awq_layer("down_proj", 128),
+        engine_facts={"workspace_elements": 0},
+    ),
     Probe("turbo_off", BASE, variables={var("sm70_awq.enabled"): "0"}),
-    Probe("prefill_off", BASE, layer=awq_layer("down_proj", 128),
-          variables={var("sm70_awq.prefill_exact_dense"): "0"}),
-    Probe("fused_tp2", BASE, layer=awq_layer("gate_up_proj", 32), variables=FUSED,
-          engine={"tp": 2}),
+    Probe(
+        "prefill_off",
+        BASE,
+        layer=awq_layer("down_proj", 128),
+        variables={var("sm70_awq.prefill_exact_dense"): "0"},
+    ),
+    Probe(
+        "fused_tp2", BASE, layer=awq_layer("gate_up_proj", 32), variables=FUSED, engine={"tp": 2}
+    ),
     Probe("fused_tp4", BASE, layer=awq_layer("gate_up_proj", 32), variables=FUSED),
     Probe("non_sm70", BASE, capability=75),
 )
@@ -59,7 +67,14 @@ PROBES = (
 
 def category(loaders: dict[str, Any]) -> LinearCategory:
     return LinearCategory(
-        name=NAME, basis=LINEAR_BASIS, capability=70, models=MODELS, probes=PROBES,
-        loaders=loaders, token_counts=TOKEN_COUNTS, gated_call_m=1,
+        name=NAME,
+        basis=LINEAR_BASIS,
+        capability=70,
+        models=MODELS,
+        probes=PROBES,
+        loaders=loaders,
+        token_counts=TOKEN_COUNTS,
+        gated_call_m=1,
         description="AWQ dense linears on SM70: TurboMind, Triton, fail-closed",
-        policy_sections=sections_of(NAME))
+        policy_sections=sections_of(NAME),
+    )

@@ -26,8 +26,10 @@ NAME = "sm70-dflash2-policy"
 CAPABILITY = 70
 # The GDN layer double: head dim 128, 16 key / 48 value heads unless an edge says otherwise.
 GDN_HEADS = {"key_heads": 16, "value_heads": 48, "head_dim": 128}
-MODELS = tuple(ModelScope(model, layer=lambda tp: GDN_HEADS)
-               for model in ("27b_dflash2_nvfp4", "flash_next_mtp4_nvfp4", "35b_a3b_awq"))
+MODELS = tuple(
+    ModelScope(model, layer=lambda tp: GDN_HEADS)
+    for model in ("27b_dflash2_nvfp4", "flash_next_mtp4_nvfp4", "35b_a3b_awq")
+)
 
 BASE = row_id("27b_dflash2_nvfp4", "fp8_e4m3", 4, "dflash", 4, 8192)
 GDN_EDGE_BASE = row_id("27b_dflash2_nvfp4", "fp8_e4m3", 2, "dflash", 1, 8192)
@@ -44,30 +46,56 @@ def alias(name: str) -> str:
 
 
 PROBES = (
-    *(Probe(f"{name}_{suffix}", BASE, variables={alias(name): value},
-            doc=f"{alias(name)}={value} alone")
-      for name in FIELD_NAMES for value, suffix in EDGE_VALUES),
-    *(Probe(f"{label}_{suffix}", BASE, variables={variable: value},
-            doc=f"retired {variable}={value}: no field moves")
-      for label, variable in RETIRED_EDGES for value, suffix in EDGE_VALUES),
-    Probe("retired_order_pair", BASE,
-          variables={ALLOW_CANDIDATE_ORDER: "1", DENSE_ORDER: "0"},
-          doc="the retired candidate-order opt-in, both names: no field moves"),
-    Probe("gdn_k8_v24_tp2", GDN_EDGE_BASE, layer={"key_heads": 8, "value_heads": 24},
-          doc="8 key / 24 value heads at TP2: the TP4 local widths"),
+    *(
+        Probe(
+            f"{name}_{suffix}",
+            BASE,
+            variables={alias(name): value},
+            doc=f"{alias(name)}={value} alone",
+        )
+        for name in FIELD_NAMES
+        for value, suffix in EDGE_VALUES
+    ),
+    *(
+        Probe(
+            f"{label}_{suffix}",
+            BASE,
+            variables={variable: value},
+            doc=f"retired {variable}={value}: no field moves",
+        )
+        for label, variable in RETIRED_EDGES
+        for value, suffix in EDGE_VALUES
+    ),
+    Probe(
+        "retired_order_pair",
+        BASE,
+        variables={ALLOW_CANDIDATE_ORDER: "1", DENSE_ORDER: "0"},
+        doc="the retired candidate-order opt-in, both names: no field moves",
+    ),
+    Probe(
+        "gdn_k8_v24_tp2",
+        GDN_EDGE_BASE,
+        layer={"key_heads": 8, "value_heads": 24},
+        doc="8 key / 24 value heads at TP2: the TP4 local widths",
+    ),
 )
 
 
 def check_json(check: Check) -> dict[str, Any]:
     ok, reason = check
-    return {"ok": ok, "code": reason.code if reason else None,
-            "message": reason.message if reason else None}
+    return {
+        "ok": ok,
+        "code": reason.code if reason else None,
+        "message": reason.message if reason else None,
+    }
 
 
 def warning_codes(variables: Mapping[str, str]) -> list[dict[str, str]]:
     """Stable codes of the warnings a row's variables raise (not the message texts)."""
-    return [{"variable": variable, "kind": str(kind)}
-            for variable, kind, _ in variable_notices(FIELDS, RETIRED, variables)]
+    return [
+        {"variable": variable, "kind": str(kind)}
+        for variable, kind, _ in variable_notices(FIELDS, RETIRED, variables)
+    ]
 
 
 # The GDN guard names share it; the matrix legend drops it.
@@ -77,8 +105,9 @@ GUARD_PREFIX = "enable_sm70_dflash2_fused_gdn_"
 class Dflash2PolicyCategory:
     name = NAME
     basis = DFLASH2_POLICY_BASIS
-    description = ("DFlash2 verifier policy on SM70: the 18 switches, the verifier "
-                   "qualification, GDN guards")
+    description = (
+        "DFlash2 verifier policy on SM70: the 18 switches, the verifier qualification, GDN guards"
+    )
     policy_sections = (SECTION,)
 
     def __init__(self) -> None:
@@ -94,11 +123,17 @@ class Dflash2PolicyCategory:
         return {
             "capability": ctx.hardware.capability,
             "qualification": check_json(dflash2_verifier_qualified(ctx.hardware, engine)),
-            "policy": {name: {"value": policy.value(f"{SECTION}.{name}"),
-                              "source": policy.source(f"{SECTION}.{name}")}
-                       for name in FIELD_NAMES},
-            "gdn_admission": [{"name": guard, **check_json(check)} for guard, check
-                              in gdn_admissions(policy, ctx.hardware, engine, layout)],
+            "policy": {
+                name: {
+                    "value": policy.value(f"{SECTION}.{name}"),
+                    "source": policy.source(f"{SECTION}.{name}"),
+                }
+                for name in FIELD_NAMES
+            },
+            "gdn_admission": [
+                {"name": guard, **check_json(check)}
+                for guard, check in gdn_admissions(policy, ctx.hardware, engine, layout)
+            ],
             "gdn_layout": layout.to_json(engine.tp),
             "warnings": warning_codes(dict(ctx.row.variables)),
         }
@@ -108,15 +143,16 @@ class Dflash2PolicyCategory:
         section's options are on, and the GDN guards admitted (a policy row selects no
         kernel)."""
         on = sum(1 for item in route["policy"].values() if item["value"])
-        guards = [g["name"].removeprefix(GUARD_PREFIX) for g in route["gdn_admission"]
-                  if g["ok"]]
+        guards = [g["name"].removeprefix(GUARD_PREFIX) for g in route["gdn_admission"] if g["ok"]]
         admitted = ", ".join(guards) if guards else "none"
         qualification = route["qualification"]
         if qualification["ok"]:
-            return (f"qualified; {on}/{len(FIELD_NAMES)} on; guards admitted: {admitted}",
-                    "value")
-        return (f"not qualified ({qualification['code']}); {on}/{len(FIELD_NAMES)} on; "
-                f"guards admitted: {admitted}", "status")
+            return (f"qualified; {on}/{len(FIELD_NAMES)} on; guards admitted: {admitted}", "value")
+        return (
+            f"not qualified ({qualification['code']}); {on}/{len(FIELD_NAMES)} on; "
+            f"guards admitted: {admitted}",
+            "status",
+        )
 
     def matrix_reason(self, route: Mapping[str, Any]) -> str:
         """What decided a policy row, in one line: the qualification when it fails, the
@@ -126,15 +162,28 @@ class Dflash2PolicyCategory:
         if not qualification["ok"]:
             parts.append(f"[{qualification['code']}] {qualification['message']}")
         else:
-            parts += [f"{name} off ({item['source']})"
-                      for name, item in route["policy"].items() if not item["value"]]
-        parts += [f"guard {g['name'].removeprefix(GUARD_PREFIX)} refused [{g['code']}]"
-                  for g in route["gdn_admission"] if not g["ok"] and qualification["ok"]]
+            parts += [
+                f"{name} off ({item['source']})"
+                for name, item in route["policy"].items()
+                if not item["value"]
+            ]
+        parts += [
+            f"guard {g['name'].removeprefix(GUARD_PREFIX)} refused [{g['code']}]"
+            for g in route["gdn_admission"]
+            if not g["ok"] and qualification["ok"]
+        ]
         parts += [f"warns {w['variable']} ({w['kind']})" for w in route["warnings"]]
         return "; ".join(parts) or "qualified defaults, every guard admitted"
 
 
 DFLASH2_POLICY_CATEGORY = Dflash2PolicyCategory()
 
-__all__ = ["BASE", "DFLASH2_POLICY_CATEGORY", "GDN_EDGE_BASE", "MODELS", "NAME", "PROBES",
-           "Dflash2PolicyCategory"]
+__all__ = [
+    "BASE",
+    "DFLASH2_POLICY_CATEGORY",
+    "GDN_EDGE_BASE",
+    "MODELS",
+    "NAME",
+    "PROBES",
+    "Dflash2PolicyCategory",
+]

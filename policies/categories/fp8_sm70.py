@@ -43,34 +43,41 @@ ROLES: tuple[tuple[str, int, int, str], ...] = (
 )
 
 
-def layer(name: str, k: int, n: int, *, tp: int, groups: int = 0,
-          e8m0: bool = False) -> dict[str, Any]:
+def layer(
+    name: str, k: int, n: int, *, tp: int, groups: int = 0, e8m0: bool = False
+) -> dict[str, Any]:
     """One probed layer: its name after `model.layers.0.`, local (K, N), layer TP."""
     return {"name": name, "k": k, "n": n, "tp": tp, "groups": groups, "e8m0": e8m0}
 
 
 def model_layers(tp: int) -> dict[str, Any]:
-    return {"layers": tuple(
-        layer(role, k // tp if split == "k" else k, n // tp if split == "n" else n, tp=tp)
-        for role, k, n, split in ROLES)}
+    return {
+        "layers": tuple(
+            layer(role, k // tp if split == "k" else k, n // tp if split == "n" else n, tp=tp)
+            for role, k, n, split in ROLES
+        )
+    }
 
 
 def build_layer(description: Mapping[str, Any]) -> BlockFp8Layer:
-    return BlockFp8Layer.of(LAYER_PREFIX + description["name"], description["k"],
-                            description["n"], tp=description["tp"],
-                            groups=description["groups"], is_scale_e8m0=description["e8m0"])
+    return BlockFp8Layer.of(
+        LAYER_PREFIX + description["name"],
+        description["k"],
+        description["n"],
+        tp=description["tp"],
+        groups=description["groups"],
+        is_scale_e8m0=description["e8m0"],
+    )
 
 
 _NOT_FP8 = "not a serialized block-FP8 checkpoint: no SM70 FP8 linear"
 MODELS = (
     ModelScope("27b_dflash2_nvfp4", status=(NOT_APPLICABLE, f"NVFP4 checkpoint, {_NOT_FP8}")),
-    ModelScope("flash_next_mtp4_nvfp4", status=(NOT_APPLICABLE,
-                                                f"NVFP4 checkpoint, {_NOT_FP8}")),
+    ModelScope("flash_next_mtp4_nvfp4", status=(NOT_APPLICABLE, f"NVFP4 checkpoint, {_NOT_FP8}")),
     ModelScope("35b_a3b_awq", status=(NOT_APPLICABLE, f"AWQ checkpoint, {_NOT_FP8}")),
     ModelScope("27b_fp8", layer=model_layers),
     ModelScope("35b_a3b_fp8", layer=model_layers),
 )
-
 
 
 def var(key: str) -> str:
@@ -92,35 +99,68 @@ def _layers(*entries: dict[str, Any]) -> dict[str, Any]:
 PROBES: tuple[Probe, ...] = (
     Probe("qpn8_on", BASE, variables={QPN8: "1"}),
     Probe("qpn8_off", BASE, variables={QPN8: "0"}),
-    Probe("qpn8_native_missing", BASE, variables={QPN8: "1"},
-          remove_ops=(fs.QPN8_GATED_PAIR_OP,)),
-    Probe("qpn8_workspace_missing", BASE, variables={QPN8: "1"},
-          engine_facts={"workspace_elements": 0},
-          doc="neither the exact-dense nor the PP2/TP4 workspace is available"),
+    Probe("qpn8_native_missing", BASE, variables={QPN8: "1"}, remove_ops=(fs.QPN8_GATED_PAIR_OP,)),
+    Probe(
+        "qpn8_workspace_missing",
+        BASE,
+        variables={QPN8: "1"},
+        engine_facts={"workspace_elements": 0},
+        doc="neither the exact-dense nor the PP2/TP4 workspace is available",
+    ),
     Probe("gated_silu_off", BASE, variables={var("sm70_fp8.gated_silu"): "0"}),
-    Probe("prefill_exact_dense_off", BASE,
-          variables={var("sm70_fp8.prefill_exact_dense"): "0"}),
-    Probe("pp2_tp4_fused_wqa_wkv", BASE, variables=PP2_TP4, engine=PP2_ENGINE,
-          layer=_layers(layer("fused_wqa_wkv", 4096, 1536, tp=4))),
-    Probe("pp2_tp4_wq_b", BASE, variables=PP2_TP4, engine=PP2_ENGINE,
-          layer=_layers(layer("wq_b", 1024, 8192, tp=4))),
-    Probe("pp2_tp4_wo_a", BASE, variables=PP2_TP4, engine=PP2_ENGINE,
-          layer=_layers(layer("wo_a", 4096, 2048, tp=4, groups=2))),
-    Probe("pp2_tp4_shared_gate", BASE, variables=PP2_TP4, engine=PP2_ENGINE,
-          layer=_layers(layer("shared_experts.gate_up_proj", 4096, 1024, tp=4))),
+    Probe("prefill_exact_dense_off", BASE, variables={var("sm70_fp8.prefill_exact_dense"): "0"}),
+    Probe(
+        "pp2_tp4_fused_wqa_wkv",
+        BASE,
+        variables=PP2_TP4,
+        engine=PP2_ENGINE,
+        layer=_layers(layer("fused_wqa_wkv", 4096, 1536, tp=4)),
+    ),
+    Probe(
+        "pp2_tp4_wq_b",
+        BASE,
+        variables=PP2_TP4,
+        engine=PP2_ENGINE,
+        layer=_layers(layer("wq_b", 1024, 8192, tp=4)),
+    ),
+    Probe(
+        "pp2_tp4_wo_a",
+        BASE,
+        variables=PP2_TP4,
+        engine=PP2_ENGINE,
+        layer=_layers(layer("wo_a", 4096, 2048, tp=4, groups=2)),
+    ),
+    Probe(
+        "pp2_tp4_shared_gate",
+        BASE,
+        variables=PP2_TP4,
+        engine=PP2_ENGINE,
+        layer=_layers(layer("shared_experts.gate_up_proj", 4096, 1024, tp=4)),
+    ),
 )
 
 # routectl's own probes: what the golden never exercises.
 BLOCK_QPN8 = {"block_qpn8": True}
 OWN_PROBES: tuple[Probe, ...] = (
-    Probe("block_qpn8_on", BASE, config={"sm70_fp8": BLOCK_QPN8},
-          doc="QPN8Fp8BlockScaledMMLinearKernel on every role, no TurboMind copy at c1"),
-    Probe("block_qpn8_copy", BASE,
-          config={"sm70_fp8": {**BLOCK_QPN8, "block_qpn8_volta_turbomind_prefill": True}}),
+    Probe(
+        "block_qpn8_on",
+        BASE,
+        config={"sm70_fp8": BLOCK_QPN8},
+        doc="QPN8Fp8BlockScaledMMLinearKernel on every role, no TurboMind copy at c1",
+    ),
+    Probe(
+        "block_qpn8_copy",
+        BASE,
+        config={"sm70_fp8": {**BLOCK_QPN8, "block_qpn8_volta_turbomind_prefill": True}},
+    ),
     Probe("block_qpn8_yields", BASE, config={"sm70_fp8": {**BLOCK_QPN8, "gated_silu": True}}),
     Probe("visible_dense_mm", BASE, variables={var("sm70_fp8.prefill_visible_dense_mm"): "1"}),
-    Probe("pp2_tp4_prescaled_m1", BASE, engine=PP2_ENGINE,
-          layer=_layers(layer("fused_wqa_wkv", 4096, 1536, tp=1, e8m0=True))),
+    Probe(
+        "pp2_tp4_prescaled_m1",
+        BASE,
+        engine=PP2_ENGINE,
+        layer=_layers(layer("fused_wqa_wkv", 4096, 1536, tp=1, e8m0=True)),
+    ),
     Probe("grouped_decode", BASE, layer=_layers(layer("wo_a", 4096, 2048, tp=4, groups=2))),
 )
 
@@ -134,26 +174,33 @@ GRID_FLAG = "policy_grid"
 
 
 def _grid_probe(backend: str, tm: str, moe: str, dq: str) -> Probe:
-    variables = {var("sm70_turbomind.quant_backend"): backend,
-                 var("sm70_fp8.dequant_fallback"): dq}
+    variables = {var("sm70_turbomind.quant_backend"): backend, var("sm70_fp8.dequant_fallback"): dq}
     for key, value in (("sm70_fp8.enabled", tm), ("sm70_fp8.moe_dequant_fallback", moe)):
         if value != "unset":
             variables[var(key)] = value
-    return Probe(f"policy_{backend}_tm_{tm}_moe_{moe}_dq_{dq}", GRID_BASE, variables=variables,
-                 layer=_layers(layer("qkv_proj", 5120, 14336 // 2, tp=2)),
-                 engine_facts={GRID_FLAG: True})
+    return Probe(
+        f"policy_{backend}_tm_{tm}_moe_{moe}_dq_{dq}",
+        GRID_BASE,
+        variables=variables,
+        layer=_layers(layer("qkv_proj", 5120, 14336 // 2, tp=2)),
+        engine_facts={GRID_FLAG: True},
+    )
 
 
-GRID_PROBES = tuple(_grid_probe(*cell) for cell in itertools.product(
-    GRID_BACKENDS, GRID_SWITCH, GRID_SWITCH, GRID_DEQUANT))
+GRID_PROBES = tuple(
+    _grid_probe(*cell)
+    for cell in itertools.product(GRID_BACKENDS, GRID_SWITCH, GRID_SWITCH, GRID_DEQUANT)
+)
 
 
 @dataclass(frozen=True)
 class Fp8LinearCategory:
     name: str = NAME
     basis: str = LINEAR_BASIS
-    description = ("Volta block-FP8 linears (five layers a row): TurboMind FP8, QPN8 "
-                   "layouts, the fp8-policy grid")
+    description = (
+        "Volta block-FP8 linears (five layers a row): TurboMind FP8, QPN8 "
+        "layouts, the fp8-policy grid"
+    )
     policy_sections = sections_of(NAME)
 
     @cached_property
@@ -177,19 +224,25 @@ class Fp8LinearCategory:
         if row.engine_facts.get(GRID_FLAG):
             for route in layers.values():
                 if "flags" in route:
-                    route["flags"] = dict(sorted({**route["flags"],
-                                                  **_grid_flags(ctx)}.items()))
+                    route["flags"] = dict(sorted({**route["flags"], **_grid_flags(ctx)}.items()))
         return {"layers": layers, "workspaces": workspaces.bytes_json()}
 
-    def _layer_route(self, ctx: ReplayContext, description: Mapping[str, Any],
-                     workspaces: fs.Fp8Workspaces) -> dict[str, Any]:
+    def _layer_route(
+        self, ctx: ReplayContext, description: Mapping[str, Any], workspaces: fs.Fp8Workspaces
+    ) -> dict[str, Any]:
         built = build_layer(description)
         ns = ctx.namespace
         mark = ns.mark()
         try:
-            prepared = load_fp8_sm70(built, ctx.policy, ctx.hardware, ctx.row.engine, ns,
-                                     tensors=built.checkpoint_tensors("meta"),
-                                     workspaces=workspaces)
+            prepared = load_fp8_sm70(
+                built,
+                ctx.policy,
+                ctx.hardware,
+                ctx.row.engine,
+                ns,
+                tensors=built.checkpoint_tensors("meta"),
+                workspaces=workspaces,
+            )
         except SelectionError as exc:
             return error_route(exc)
         prepare_calls = ns.since(mark)
@@ -198,8 +251,7 @@ class Fp8LinearCategory:
         def issue(apply: Any, x: Any, m: int) -> None:
             start = ns.mark()
             apply(x)
-            dispatch.extend({"op": c["op"], "plan": {"m": m, **c["plan"]}}
-                            for c in ns.since(start))
+            dispatch.extend({"op": c["op"], "plan": {"m": m, **c["plan"]}} for c in ns.since(start))
 
         fused = built.role == FUSED_ROLE and not built.grouped
         if prepared.apply is not None:

@@ -55,8 +55,9 @@ class LinearCategory:
 
     @cached_property
     def _rows(self) -> tuple[RowSpec, ...]:
-        return tuple(with_probes(matrix_rows(self.models, self.capability), self.probes,
-                                 self.probe_bases))
+        return tuple(
+            with_probes(matrix_rows(self.models, self.capability), self.probes, self.probe_bases)
+        )
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
@@ -67,17 +68,25 @@ class LinearCategory:
         loader = self.loaders[description["kind"]]
         namespace = ctx.namespace
         mark = namespace.mark()
-        prepared = loader(built, ctx.policy, ctx.hardware, ctx.row.engine, namespace,
-                          tensors=built.checkpoint_tensors("meta"),
-                          workspace=ctx.row.engine_facts.get("workspace_elements"))
+        prepared = loader(
+            built,
+            ctx.policy,
+            ctx.hardware,
+            ctx.row.engine,
+            namespace,
+            tensors=built.checkpoint_tensors("meta"),
+            workspace=ctx.row.engine_facts.get("workspace_elements"),
+        )
         prepare_calls = namespace.since(mark)
 
         def make_input(m: int) -> Any:
             import torch
 
-            return torch.empty((m, built.input_size), dtype=getattr(torch, built.act_dtype),
-                               device="meta")
+            return torch.empty(
+                (m, built.input_size), dtype=getattr(torch, built.act_dtype), device="meta"
+            )
 
-        dispatch = replay_calls(ctx, prepared, self.token_counts, make_input,
-                                gated_m=self.gated_call_m)
+        dispatch = replay_calls(
+            ctx, prepared, self.token_counts, make_input, gated_m=self.gated_call_m
+        )
         return route_from_prepared(prepared, prepare_calls, dispatch)

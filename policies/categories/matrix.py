@@ -25,8 +25,9 @@ DFLASH_SELECTOR_TOP_K = 16
 _QWEN3_5 = "Qwen3_5ForConditionalGeneration"
 MODEL_FACTS: Mapping[str, ModelFacts] = {
     "27b_dflash2_nvfp4": ModelFacts((_QWEN3_5,), "float16", 5120, 24, 4, 256),
-    "flash_next_mtp4_nvfp4": ModelFacts(("Qwen4ExpForConditionalGeneration",), "float16",
-                                        2560, 24, 4, 256),
+    "flash_next_mtp4_nvfp4": ModelFacts(
+        ("Qwen4ExpForConditionalGeneration",), "float16", 2560, 24, 4, 256
+    ),
     "35b_a3b_awq": ModelFacts((_QWEN3_5,), "float16", 2048, 24, 4, 256),
     # The two block-FP8 scopes (issue 16); the hidden size 2048 leaves 35b_a3b_fp8
     # unqualified for the DFlash2 verifier.
@@ -38,14 +39,23 @@ NOT_APPLICABLE = "not_applicable"
 NOT_MODELLED = "not_modelled"
 
 
-def engine(kv: str, tp: int, spec: str, concurrency: int, budget: int,
-           model: str | None = None) -> EngineConfig:
+def engine(
+    kv: str, tp: int, spec: str, concurrency: int, budget: int, model: str | None = None
+) -> EngineConfig:
     """The engine double of one matrix cell: PP 1, no DBO, ubatch 0, the model's facts."""
     return EngineConfig(
-        tp=tp, pp=1, spec_method=spec, spec_tokens=SPEC_TOKENS[spec],
+        tp=tp,
+        pp=1,
+        spec_method=spec,
+        spec_tokens=SPEC_TOKENS[spec],
         selector_top_k=DFLASH_SELECTOR_TOP_K if spec == "dflash" else 0,
-        max_num_seqs=concurrency, max_num_batched_tokens=budget, dbo=False, ubatch=0,
-        kv_dtype=kv, model=MODEL_FACTS.get(model) if model is not None else None)
+        max_num_seqs=concurrency,
+        max_num_batched_tokens=budget,
+        dbo=False,
+        ubatch=0,
+        kv_dtype=kv,
+        model=MODEL_FACTS.get(model) if model is not None else None,
+    )
 
 
 def row_id(model: str, kv: str, tp: int, spec: str, concurrency: int, budget: int) -> str:
@@ -64,20 +74,24 @@ class ModelScope:
 def matrix_rows(models: Sequence[ModelScope], capability: int) -> list[RowSpec]:
     rows: list[RowSpec] = []
     for model, kv, tp, spec, c, q in itertools.product(
-            models, KV_DTYPES, TP_SIZES, SPEC_METHODS, CONCURRENCY, BUDGETS):
-        rows.append(RowSpec(
-            id=row_id(model.id, kv, tp, spec, c, q),
-            model=model.id,
-            engine=engine(kv, tp, spec, c, q, model.id),
-            capability=capability,
-            layer=model.layer(tp) if model.layer else {},
-            status=model.status,
-        ))
+        models, KV_DTYPES, TP_SIZES, SPEC_METHODS, CONCURRENCY, BUDGETS
+    ):
+        rows.append(
+            RowSpec(
+                id=row_id(model.id, kv, tp, spec, c, q),
+                model=model.id,
+                engine=engine(kv, tp, spec, c, q, model.id),
+                capability=capability,
+                layer=model.layer(tp) if model.layer else {},
+                status=model.status,
+            )
+        )
     return rows
 
 
-def with_probes(rows: list[RowSpec], probes: Sequence[Probe],
-                bases: Mapping[str, RowSpec] | None = None) -> list[RowSpec]:
+def with_probes(
+    rows: list[RowSpec], probes: Sequence[Probe], bases: Mapping[str, RowSpec] | None = None
+) -> list[RowSpec]:
     """Matrix rows plus each probe applied to its base row (bases may add off-matrix rows)."""
     by_id = {r.id: r for r in rows}
     by_id.update(bases or {})

@@ -14,11 +14,19 @@ from routectl.rows import Probe
 NAME = "sm70-nvfp4-linear"
 TOKEN_COUNTS = (1, 8, 32, 64, 1024)
 
-QPN2_OPS = ("nvfp4_qpn2_prepare_sm70", "nvfp4_qpn2_gemm_sm70_out", "nvfp4_qpn2_gated_sm70_out",
-            "nvfp4_qpn2_dispatch_sm70_out")
-QPN4_OPS = ("nvfp4_qpn4_prepare_sm70", "nvfp4_qpn4_prepare_scale_code_sm70",
-            "nvfp4_qpn4_dequantize_sm70_out", "nvfp4_qpn4_prefill_sm70_out",
-            "nvfp4_qpn4_dispatch_sm70_out")
+QPN2_OPS = (
+    "nvfp4_qpn2_prepare_sm70",
+    "nvfp4_qpn2_gemm_sm70_out",
+    "nvfp4_qpn2_gated_sm70_out",
+    "nvfp4_qpn2_dispatch_sm70_out",
+)
+QPN4_OPS = (
+    "nvfp4_qpn4_prepare_sm70",
+    "nvfp4_qpn4_prepare_scale_code_sm70",
+    "nvfp4_qpn4_dequantize_sm70_out",
+    "nvfp4_qpn4_prefill_sm70_out",
+    "nvfp4_qpn4_dispatch_sm70_out",
+)
 SHARED_OPS = ("nvfp4_qpn2_prepare_scales_sm70", "nvfp4_qpn2_tm_dispatch_sm70_out")
 PREFILL_OP = "nvfp4_qpn2_prefill_dispatch_sm70_out"
 COMPACT_VERSION = "nvfp4_qpn2_compact_scales_version_sm70"
@@ -33,9 +41,13 @@ def gdn_layer(tp: int) -> dict[str, Any]:
 
 MODELS = (
     ModelScope("27b_dflash2_nvfp4", layer=gdn_layer),
-    ModelScope("flash_next_mtp4_nvfp4", status=(
-        NOT_APPLICABLE, "ModelOpt NVFP4 checkpoint: not a compressed-tensors weight-only "
-        "NVFP4 linear")),
+    ModelScope(
+        "flash_next_mtp4_nvfp4",
+        status=(
+            NOT_APPLICABLE,
+            "ModelOpt NVFP4 checkpoint: not a compressed-tensors weight-only NVFP4 linear",
+        ),
+    ),
     ModelScope("35b_a3b_awq", status=(NOT_APPLICABLE, "AWQ checkpoint: no NVFP4 linear")),
 )
 
@@ -51,8 +63,14 @@ def var(key: str) -> str:
     return variable
 
 
-def probe(name: str, *, batch_layouts: bool = False, qpn4: bool = False,
-          variables: dict[str, str] | None = None, **changes: Any) -> Probe:
+def probe(
+    name: str,
+    *,
+    batch_layouts: bool = False,
+    qpn4: bool = False,
+    variables: dict[str, str] | None = None,
+    **changes: Any,
+) -> Probe:
     """Probes run with batch layouts off unless stated; the qpn4_* probes use spec none, c1."""
     overlay = dict(variables or {})
     if not batch_layouts:
@@ -61,8 +79,11 @@ def probe(name: str, *, batch_layouts: bool = False, qpn4: bool = False,
 
 
 PROBES = (
-    probe("native_missing", remove_ops=(*QPN2_OPS, *QPN4_OPS, *SHARED_OPS, PREFILL_OP),
-          doc="no QPN2/QPN4/prefill/shared ops; compact op and its version getter kept"),
+    probe(
+        "native_missing",
+        remove_ops=(*QPN2_OPS, *QPN4_OPS, *SHARED_OPS, PREFILL_OP),
+        doc="no QPN2/QPN4/prefill/shared ops; compact op and its version getter kept",
+    ),
     probe("shared_native_missing", remove_ops=SHARED_OPS),
     probe("compact_revision_zero", abi={COMPACT_VERSION: 0}),
     probe("compact_enabled", doc="the base itself: compact scales on"),
@@ -76,18 +97,24 @@ PROBES = (
     probe("persistent_scales", variables={var("sm70_nvfp4.shared_scales"): "0"}),
     probe("legacy_threshold", variables={var("sm70_nvfp4.prefill_min_m"): "9"}),
     probe("qpn4_down", qpn4=True, layer=DOWN),
-    probe("qpn4_gate", qpn4=True, layer=GATE_UP,
-          variables={var("sm70_nvfp4.dense_gated_silu"): "1"}),
+    probe(
+        "qpn4_gate", qpn4=True, layer=GATE_UP, variables={var("sm70_nvfp4.dense_gated_silu"): "1"}
+    ),
     probe("qpn4_native_missing", qpn4=True, layer=DOWN, remove_ops=QPN4_OPS),
-    probe("qpn4_workspace_missing", qpn4=True, layer=DOWN,
-          engine_facts={"workspace_elements": 0}),
+    probe("qpn4_workspace_missing", qpn4=True, layer=DOWN, engine_facts={"workspace_elements": 0}),
     probe("qpn4_off", qpn4=True, layer=DOWN, variables={var("sm70_nvfp4.qpn4"): "0"}),
 )
 
 
 def category(loaders: dict[str, Any]) -> LinearCategory:
     return LinearCategory(
-        name=NAME, basis=LINEAR_BASIS, capability=70, models=MODELS, probes=PROBES,
-        loaders=loaders, token_counts=TOKEN_COUNTS,
+        name=NAME,
+        basis=LINEAR_BASIS,
+        capability=70,
+        models=MODELS,
+        probes=PROBES,
+        loaders=loaders,
+        token_counts=TOKEN_COUNTS,
         description="CT NVFP4 weight-only linears on SM70: Qpn4, Qpn2, TurboMind",
-        policy_sections=sections_of(NAME))
+        policy_sections=sections_of(NAME),
+    )

@@ -59,12 +59,21 @@ def _nvfp4_shape(k: int, n: int) -> dict[str, Any]:
 
 
 PROBES = (
-    nvfp4("dense_off", config={"sm70_nvfp4": {"dense_qpn2": False}},
-          doc="dense QPN2 disabled by KernelConfig"),
-    nvfp4("backend_override", variables={var("sm70_turbomind.nvfp4"): "0"},
-          doc="legacy quantization backend override"),
-    nvfp4("marlin_backend", variables={var("sm70_turbomind.quant_backend"): "marlin"},
-          doc="legacy backend marlin also disables the provider"),
+    nvfp4(
+        "dense_off",
+        config={"sm70_nvfp4": {"dense_qpn2": False}},
+        doc="dense QPN2 disabled by KernelConfig",
+    ),
+    nvfp4(
+        "backend_override",
+        variables={var("sm70_turbomind.nvfp4"): "0"},
+        doc="legacy quantization backend override",
+    ),
+    nvfp4(
+        "marlin_backend",
+        variables={var("sm70_turbomind.quant_backend"): "marlin"},
+        doc="legacy backend marlin also disables the provider",
+    ),
     nvfp4("capability_80", capability=80, doc="requires Turing SM75"),
     nvfp4("bf16_activations", layer={"override": {"act_dtype": "bfloat16"}}),
     nvfp4("rank3_codes", layer={"override": {"weight_shape": (1, 4120, 2560)}}),
@@ -74,8 +83,11 @@ PROBES = (
     nvfp4("wrong_dtypes", layer={"override": {"weight_dtype": "int8"}}),
     nvfp4("wrong_scale_shape", layer={"override": {"scale_shape": (4120, 160)}}),
     nvfp4("native_missing", remove_ops=("nvfp4_qpn2_prepare_sm70", "nvfp4_qpn2_gemm_sm70_out")),
-    nvfp4("linear_backend", config={"linear_backend": "marlin"},
-          doc="a non-TurboMind linear backend: kernel null, backend_not_selected"),
+    nvfp4(
+        "linear_backend",
+        config={"linear_backend": "marlin"},
+        doc="a non-TurboMind linear backend: kernel null, backend_not_selected",
+    ),
     fp8("disabled", variables={var("sm70_fp8.enabled"): "0"}),
     fp8("marlin_backend", variables={var("sm70_turbomind.quant_backend"): "marlin"}),
     fp8("capability_80", capability=80),
@@ -93,7 +105,13 @@ PROBES = (
 
 def category(loaders: dict[str, Any]) -> LinearCategory:
     return LinearCategory(
-        name=NAME, basis=LINEAR_BASIS, capability=75, models=MODELS, probes=PROBES,
-        loaders=loaders, token_counts=TOKEN_COUNTS,
+        name=NAME,
+        basis=LINEAR_BASIS,
+        capability=75,
+        models=MODELS,
+        probes=PROBES,
+        loaders=loaders,
+        token_counts=TOKEN_COUNTS,
         description="Turing QPN2 NVFP4 and QPN8 FP8 linears",
-        policy_sections=sections_of(NAME))
+        policy_sections=sections_of(NAME),
+    )

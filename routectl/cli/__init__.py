@@ -45,17 +45,26 @@ def state(ctx: click.Context) -> CliState:
 
 
 project_option = click.option(
-    "--project", "project_dir", type=click.Path(path_type=Path, file_okay=False),
-    default=None, help="Project directory (default: nearest pyproject.toml with [tool.routectl]).")
+    "--project",
+    "project_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Project directory (default: nearest pyproject.toml with [tool.routectl]).",
+)
 
 
 # More processes than this rarely pay for their forks on a few thousand rows.
 MAX_AUTO_JOBS = 8
 
 jobs_option = click.option(
-    "-j", "--jobs", type=click.IntRange(min=0), default=0, metavar="N",
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="N",
     help=f"Processes that replay rows: 0 (default) one per available CPU, at most "
-         f"{MAX_AUTO_JOBS}; 1 none forked. The rows do not depend on it.")
+    f"{MAX_AUTO_JOBS}; 1 none forked. The rows do not depend on it.",
+)
 
 
 def job_count(jobs: int) -> int:
@@ -68,8 +77,7 @@ class OutputPath(click.Path):
     """A file (or folder) to write: its parent folder must exist, so that a mistyped path is
     refused (exit 2) before any work instead of silently creating folders."""
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
         if self.allow_dash and str(path) == "-":
             return path
@@ -89,24 +97,33 @@ def _completion_project(ctx: click.Context) -> Project | None:
         return None
 
 
-def complete_category(ctx: click.Context, param: click.Parameter, incomplete: str
-                      ) -> list[CompletionItem]:
+def complete_category(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     project = _completion_project(ctx)
     if project is None:
         return []
-    return [CompletionItem(c.name, help=getattr(c, "description", None))
-            for c in project.categories if c.name.startswith(incomplete)]
+    return [
+        CompletionItem(c.name, help=getattr(c, "description", None))
+        for c in project.categories
+        if c.name.startswith(incomplete)
+    ]
 
 
-def complete_row_id(ctx: click.Context, param: click.Parameter, incomplete: str
-                    ) -> list[CompletionItem]:
+def complete_row_id(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """Bare ids of the `-c` category when one is given, else qualified ids."""
     project = _completion_project(ctx)
     if project is None:
         return []
     named = ctx.params.get("category_name")
-    ids = [spec.id if named else f"{c.name}:{spec.id}"
-           for c in project.categories if named in (None, c.name) for spec in c.rows()]
+    ids = [
+        spec.id if named else f"{c.name}:{spec.id}"
+        for c in project.categories
+        if named in (None, c.name)
+        for spec in c.rows()
+    ]
     return [CompletionItem(i) for i in ids if i.startswith(incomplete)]
 
 
@@ -117,9 +134,15 @@ def warn(message: str) -> None:
 # Each command's module, imported when the command runs (or help lists it): a check does not
 # pay for the imports of diff, config or native probe.
 COMMAND_MODULES: Mapping[str, str] = {
-    "check": "snapshot_cmd", "config": "config_cmd", "diff": "diff_cmd",
-    "explain": "snapshot_cmd", "list": "snapshot_cmd", "matrix": "matrix_cmd",
-    "native": "native_cmd", "report": "matrix_cmd", "snapshot": "snapshot_cmd",
+    "check": "snapshot_cmd",
+    "config": "config_cmd",
+    "diff": "diff_cmd",
+    "explain": "snapshot_cmd",
+    "list": "snapshot_cmd",
+    "matrix": "matrix_cmd",
+    "native": "native_cmd",
+    "report": "matrix_cmd",
+    "snapshot": "snapshot_cmd",
 }
 
 
@@ -130,8 +153,14 @@ def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
 
 def debug_option() -> click.Option:
     """`--debug` after a command name too (`routectl check --debug`), as before it."""
-    return click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True,
-                        callback=_set_debug, help="Show tracebacks of unexpected errors.")
+    return click.Option(
+        ["--debug"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_debug,
+        help="Show tracebacks of unexpected errors.",
+    )
 
 
 def with_debug_option(command: click.Command) -> click.Command:
@@ -152,14 +181,21 @@ class Interrupted(BaseException):  # noqa: N818 - a Ctrl-C, not an error
 class SuggestingGroup(click.Group):
     """A group whose unknown command names the closest known one."""
 
-    def resolve_command(self, ctx: click.Context, args: list[str]
-                        ) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
-        if (not ctx.resilient_parsing and self.get_command(ctx, name) is None
-                and not name.startswith("-")):
+        if (
+            not ctx.resilient_parsing
+            and self.get_command(ctx, name) is None
+            and not name.startswith("-")
+        ):
             known = self.list_commands(ctx)
-            raise click.UsageError(f"no such command {name!r}{did_you_mean(name, known)} "
-                                   f"(commands: {', '.join(known)})", ctx)
+            raise click.UsageError(
+                f"no such command {name!r}{did_you_mean(name, known)} "
+                f"(commands: {', '.join(known)})",
+                ctx,
+            )
         return super().resolve_command(ctx, args)
 
 
@@ -182,8 +218,9 @@ class LazyGroup(SuggestingGroup):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="routectl",
-                      message="%(prog)s %(version)s")
+@click.version_option(
+    __version__, "-V", "--version", prog_name="routectl", message="%(prog)s %(version)s"
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
 @project_option
 @click.pass_context
@@ -214,7 +251,7 @@ def error(message: str) -> None:
 
 def _debug_requested(argv: Sequence[str]) -> bool:
     # Before `--`, anywhere: `--debug` is accepted before and after the command name.
-    return "--debug" in argv[:argv.index("--")] if "--" in argv else "--debug" in argv
+    return "--debug" in argv[: argv.index("--")] if "--" in argv else "--debug" in argv
 
 
 def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
@@ -224,8 +261,11 @@ def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
     obj = CliState(environ=dict(environ), project_dir=None, debug=debug)
     try:
         limits = limits_from_environ(environ)
-        with warnings.catch_warnings(), using_limits(limits), \
-                checkpoints.enabled(checkpoints.directory_from_environ(environ)):
+        with (
+            warnings.catch_warnings(),
+            using_limits(limits),
+            checkpoints.enabled(checkpoints.directory_from_environ(environ)),
+        ):
             # Policy warnings are printed once, as `warning:` lines, from the resolved
             # policy; Python's own rendering would duplicate them.
             warnings.simplefilter("ignore")
@@ -256,8 +296,10 @@ def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
     except RecursionError:
         if debug:
             traceback.print_exc()
-        error("internal error: RecursionError: maximum recursion depth exceeded (run with "
-              "--debug for the traceback)")
+        error(
+            "internal error: RecursionError: maximum recursion depth exceeded (run with "
+            "--debug for the traceback)"
+        )
         return 3
     except Exception as exc:  # noqa: BLE001 - an unexpected exception must exit 3, never 1
         if debug:

@@ -33,24 +33,36 @@ SELECTOR_TOP_K = {"none": 0, "mtp": 0, "dflash": 16}
 MODEL_FACT_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--dtype", "dtype", str, "Model dtype (e.g. float16)."),
     ("--hidden-size", "hidden_size", click.IntRange(min=1), "Model hidden size."),
-    ("--attention-heads", "num_attention_heads", click.IntRange(min=1),
-     "Model attention heads."),
+    ("--attention-heads", "num_attention_heads", click.IntRange(min=1), "Model attention heads."),
     ("--kv-heads", "num_key_value_heads", click.IntRange(min=1), "Model KV heads."),
     ("--head-dim", "head_dim", click.IntRange(min=1), "Model head dim."),
 )
 
 model_options = [
-    click.option("--model", "model_scope", default=None, metavar="SCOPE",
-                 help="A model scope of the project whose facts fill the model options."),
-    click.option("--architecture", "architectures", multiple=True, metavar="NAME",
-                 help="Model architecture (repeatable)."),
-    *(click.option(flag, attr, type=kind, default=None, help=text)
-      for flag, attr, kind, text in MODEL_FACT_OPTIONS),
+    click.option(
+        "--model",
+        "model_scope",
+        default=None,
+        metavar="SCOPE",
+        help="A model scope of the project whose facts fill the model options.",
+    ),
+    click.option(
+        "--architecture",
+        "architectures",
+        multiple=True,
+        metavar="NAME",
+        help="Model architecture (repeatable).",
+    ),
+    *(
+        click.option(flag, attr, type=kind, default=None, help=text)
+        for flag, attr, kind, text in MODEL_FACT_OPTIONS
+    ),
 ]
 
 
-def build_model(project: Project, scope: str | None, architectures: tuple[str, ...],
-                facts: dict[str, Any]) -> ModelFacts | None:
+def build_model(
+    project: Project, scope: str | None, architectures: tuple[str, ...], facts: dict[str, Any]
+) -> ModelFacts | None:
     """The model facts of the options: a scope's, overridden by explicit options; None when
     nothing is known."""
     base = ModelFacts()
@@ -72,36 +84,72 @@ class CapabilityType(click.ParamType):
 
     name = "CC"
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> int:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
         text = str(value).strip()
         if text.isdigit() and len(text) <= 4 and int(text) in SHIPPED_CAPABILITIES:
             return int(text)
-        self.fail(f"{shorten(value)} is not a compute capability NVIDIA has shipped (one of "
-                  f"{', '.join(map(str, SHIPPED_CAPABILITIES))})", param, ctx)
+        self.fail(
+            f"{shorten(value)} is not a compute capability NVIDIA has shipped (one of "
+            f"{', '.join(map(str, SHIPPED_CAPABILITIES))})",
+            param,
+            ctx,
+        )
 
 
 def workload_options(function: Any) -> Any:
     options = [
-        click.option("--kernel-config", "kernel_config", default=None, metavar="JSON|@FILE",
-                     help="KernelConfig as JSON text or @path to a JSON file."),
-        click.option("--capability", type=CapabilityType(), default=70, show_default=True,
-                     help="Compute capability NVIDIA shipped (70 Volta, 75 Turing, ...)."),
+        click.option(
+            "--kernel-config",
+            "kernel_config",
+            default=None,
+            metavar="JSON|@FILE",
+            help="KernelConfig as JSON text or @path to a JSON file.",
+        ),
+        click.option(
+            "--capability",
+            type=CapabilityType(),
+            default=70,
+            show_default=True,
+            help="Compute capability NVIDIA shipped (70 Volta, 75 Turing, ...).",
+        ),
         click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True),
         click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True),
-        click.option("--spec", type=click.Choice(SPEC_METHODS), default="none",
-                     show_default=True, help="Speculative method."),
-        click.option("--spec-tokens", type=click.IntRange(min=0), default=None,
-                     help="Speculative tokens (default: 4 for mtp, 7 for dflash)."),
-        click.option("--selector-top-k", type=click.IntRange(min=0), default=None,
-                     help="Draft selector top-k (default: 16 for dflash)."),
+        click.option(
+            "--spec",
+            type=click.Choice(SPEC_METHODS),
+            default="none",
+            show_default=True,
+            help="Speculative method.",
+        ),
+        click.option(
+            "--spec-tokens",
+            type=click.IntRange(min=0),
+            default=None,
+            help="Speculative tokens (default: 4 for mtp, 7 for dflash).",
+        ),
+        click.option(
+            "--selector-top-k",
+            type=click.IntRange(min=0),
+            default=None,
+            help="Draft selector top-k (default: 16 for dflash).",
+        ),
         click.option("--max-num-seqs", type=click.IntRange(min=1), default=1, show_default=True),
-        click.option("--budget", type=click.IntRange(min=1), default=8192, show_default=True,
-                     help="max_num_batched_tokens."),
-        click.option("--kv", type=click.Choice(KV_DTYPES), default="float16",
-                     show_default=True, help="KV cache dtype."),
+        click.option(
+            "--budget",
+            type=click.IntRange(min=1),
+            default=8192,
+            show_default=True,
+            help="max_num_batched_tokens.",
+        ),
+        click.option(
+            "--kv",
+            type=click.Choice(KV_DTYPES),
+            default="float16",
+            show_default=True,
+            help="KV cache dtype.",
+        ),
         *model_options,
     ]
     for option in reversed(options):
@@ -109,24 +157,45 @@ def workload_options(function: Any) -> Any:
     return function
 
 
-def build_workload(tp: int, pp: int, spec: str, spec_tokens: int | None,
-                   selector_top_k: int | None, max_num_seqs: int, budget: int,
-                   kv: str, model: ModelFacts | None = None) -> EngineConfig:
+def build_workload(
+    tp: int,
+    pp: int,
+    spec: str,
+    spec_tokens: int | None,
+    selector_top_k: int | None,
+    max_num_seqs: int,
+    budget: int,
+    kv: str,
+    model: ModelFacts | None = None,
+) -> EngineConfig:
     """The engine double the options describe; speculative options without a speculative
     method describe no engine and are a usage error."""
     if spec == "none":
-        given = [name for name, value in (("--spec-tokens", spec_tokens),
-                                          ("--selector-top-k", selector_top_k))
-                 if value is not None]
+        given = [
+            name
+            for name, value in (
+                ("--spec-tokens", spec_tokens),
+                ("--selector-top-k", selector_top_k),
+            )
+            if value is not None
+        ]
         if given:
             verb = "applies" if len(given) == 1 else "apply"
-            raise click.UsageError(f"{' and '.join(given)} only {verb} with a speculative "
-                                   f"method (--spec {' or --spec '.join(SPEC_METHODS[1:])})")
+            raise click.UsageError(
+                f"{' and '.join(given)} only {verb} with a speculative "
+                f"method (--spec {' or --spec '.join(SPEC_METHODS[1:])})"
+            )
     return EngineConfig(
-        tp=tp, pp=pp, spec_method=spec,
+        tp=tp,
+        pp=pp,
+        spec_method=spec,
         spec_tokens=SPEC_TOKENS[spec] if spec_tokens is None else spec_tokens,
         selector_top_k=SELECTOR_TOP_K[spec] if selector_top_k is None else selector_top_k,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=budget, kv_dtype=kv, model=model)
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=budget,
+        kv_dtype=kv,
+        model=model,
+    )
 
 
 def shows_key(key: str, sections: Sequence[str] | None) -> bool:
@@ -136,22 +205,27 @@ def shows_key(key: str, sections: Sequence[str] | None) -> bool:
     return sections is None or not dot or section in sections or key in sections
 
 
-def policy_document(policy: ResolvedPolicy, sections: Sequence[str] | None = None
-                    ) -> dict[str, Any]:
+def policy_document(
+    policy: ResolvedPolicy, sections: Sequence[str] | None = None
+) -> dict[str, Any]:
     """The one JSON shape of a resolved policy (`config` and `explain`): flat dotted keys, as
     `ResolvedPolicy.value(key)` takes them, each with its value and source."""
     data = policy.to_json()
     return {
-        "values": {k: {"value": v, "source": data["sources"][k]}
-                   for k, v in data["values"].items() if shows_key(k, sections)},
+        "values": {
+            k: {"value": v, "source": data["sources"][k]}
+            for k, v in data["values"].items()
+            if shows_key(k, sections)
+        },
         "sections": None if sections is None else list(sections),
         "warnings": list(policy.warnings),
         "ignored": [{"variable": v, "field": k} for v, k in policy.ignored],
     }
 
 
-def policy_table(policy: ResolvedPolicy, sections: Sequence[str] | None = None
-                 ) -> dict[str, dict[str, dict[str, Any]]]:
+def policy_table(
+    policy: ResolvedPolicy, sections: Sequence[str] | None = None
+) -> dict[str, dict[str, dict[str, Any]]]:
     """{section (or "engine"): {field: {"value", "source"}}}: the text display's grouping."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for key, item in policy_document(policy, sections)["values"].items():
@@ -162,8 +236,7 @@ def policy_table(policy: ResolvedPolicy, sections: Sequence[str] | None = None
     return out
 
 
-def render_policy_text(policy: ResolvedPolicy, sections: Sequence[str] | None = None
-                       ) -> list[str]:
+def render_policy_text(policy: ResolvedPolicy, sections: Sequence[str] | None = None) -> list[str]:
     lines: list[str] = []
     for section, values in policy_table(policy, sections).items():
         lines.append(f"[{section}]")
@@ -178,15 +251,29 @@ def render_policy_text(policy: ResolvedPolicy, sections: Sequence[str] | None = 
 
 @cli.command("config")
 @workload_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 @project_option
 @click.pass_context
-def config_command(ctx: click.Context, kernel_config: str | None, capability: int, tp: int,
-                   pp: int, spec: str, spec_tokens: int | None, selector_top_k: int | None,
-                   max_num_seqs: int, budget: int, kv: str, model_scope: str | None,
-                   architectures: tuple[str, ...], fmt: str, project_dir: Any,
-                   **facts: Any) -> None:
+def config_command(
+    ctx: click.Context,
+    kernel_config: str | None,
+    capability: int,
+    tp: int,
+    pp: int,
+    spec: str,
+    spec_tokens: int | None,
+    selector_top_k: int | None,
+    max_num_seqs: int,
+    budget: int,
+    kv: str,
+    model_scope: str | None,
+    architectures: tuple[str, ...],
+    fmt: str,
+    project_dir: Any,
+    **facts: Any,
+) -> None:
     """Print a resolved policy: values, sources, warnings, hash.
 
     Every section's resolved values with their sources, the ignored variables, the warnings,
@@ -194,26 +281,41 @@ def config_command(ctx: click.Context, kernel_config: str | None, capability: in
     st = state(ctx)
     project = st.project(project_dir)
     model = build_model(project, model_scope, architectures, facts)
-    workload = build_workload(tp, pp, spec, spec_tokens, selector_top_k, max_num_seqs, budget,
-                              kv, model)
+    workload = build_workload(
+        tp, pp, spec, spec_tokens, selector_top_k, max_num_seqs, budget, kv, model
+    )
     hardware = Hardware(capability)
     policy = project.resolve(kernel_config, st.environ, hardware, workload)
     for message in policy.warnings:
         warn(message)
     active = project.active_sections(capability, workload, policy)
     digest = policy.compute_hash(active)
-    verdicts = [(name, ok, reason)
-                for name, (ok, reason) in project.qualification(hardware, workload)]
+    verdicts = [
+        (name, ok, reason) for name, (ok, reason) in project.qualification(hardware, workload)
+    ]
     if fmt == "json":
-        click.echo(json.dumps({
-            "capability": capability,
-            "workload": workload.to_json(),
-            "policy": policy_document(policy),
-            "qualification": [{"name": n, "ok": ok, "code": r.code if r else None,
-                               "message": r.message if r else None} for n, ok, r in verdicts],
-            "active_sections": active,
-            "hash": digest,
-        }, indent=2, sort_keys=True))
+        click.echo(
+            json.dumps(
+                {
+                    "capability": capability,
+                    "workload": workload.to_json(),
+                    "policy": policy_document(policy),
+                    "qualification": [
+                        {
+                            "name": n,
+                            "ok": ok,
+                            "code": r.code if r else None,
+                            "message": r.message if r else None,
+                        }
+                        for n, ok, r in verdicts
+                    ],
+                    "active_sections": active,
+                    "hash": digest,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
         return
     for line in render_policy_text(policy):
         click.echo(line)

@@ -47,37 +47,55 @@ class RemovedCategory:
         return ()
 
 
-def judge_against(project: Project, names: Sequence[str], baseline: SnapshotSource, *,
-                  expected_file: Path | None = None,
-                  fresh: Mapping[str, Snapshot] | None = None, jobs: int = 1) -> CheckResult:
+def judge_against(
+    project: Project,
+    names: Sequence[str],
+    baseline: SnapshotSource,
+    *,
+    expected_file: Path | None = None,
+    fresh: Mapping[str, Snapshot] | None = None,
+    jobs: int = 1,
+) -> CheckResult:
     """run_check against `baseline`, its categories the project lists no more judged as
     removed ones. `fresh` holds candidate snapshots already replayed (others replay here)."""
     listed = {c.name for c in project.categories}
     removed = tuple(RemovedCategory(n) for n in baseline.names() if n not in listed)
     judged = replace(project, categories=(*project.categories, *removed))
     # Read once the baseline is known: an expected id may name a removed category's row.
-    expected = () if expected_file is None else load_expected_changes(
-        expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir)
-    result = run_check(judged, names, baseline=baseline, expected=expected, ready=fresh,
-                       jobs=jobs)
+    expected = (
+        ()
+        if expected_file is None
+        else load_expected_changes(
+            expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir
+        )
+    )
+    result = run_check(judged, names, baseline=baseline, expected=expected, ready=fresh, jobs=jobs)
     for category in removed:
         if category.name in result.outcome.categories:
-            note(f"category {category.name} is only in the baseline: its rows are reported "
-                 f"removed")
+            note(f"category {category.name} is only in the baseline: its rows are reported removed")
     return result
 
 
-def _against_ref(project: Project, ref: str, names: Sequence[str], *,
-                 environ: Mapping[str, str], expected_file: Path | None,
-                 debug: bool, jobs: int) -> CheckResult:
+def _against_ref(
+    project: Project,
+    ref: str,
+    names: Sequence[str],
+    *,
+    environ: Mapping[str, str],
+    expected_file: Path | None,
+    debug: bool,
+    jobs: int,
+) -> CheckResult:
     if project.root is None:
         raise InputError(f"project {project.name} has no root folder")
     prefixes = (project.variable_prefix,) if project.variable_prefix else ()
-    with baseline_at_ref(project.root, ref, environ=environ, strip_prefixes=prefixes,
-                         debug=debug) as build:
+    with baseline_at_ref(
+        project.root, ref, environ=environ, strip_prefixes=prefixes, debug=debug
+    ) as build:
         # The candidate replays here while the baseline runs in its own process.
-        fresh = fresh_snapshots(project, [c for c in project.categories
-                                          if not names or c.name in names], jobs=jobs)
+        fresh = fresh_snapshots(
+            project, [c for c in project.categories if not names or c.name in names], jobs=jobs
+        )
         try:
             source = build.source(snapshot_dir=project.snapshot_dir)
         except BaselineFailed as exc:
@@ -85,39 +103,57 @@ def _against_ref(project: Project, ref: str, names: Sequence[str], *,
                 for line in exc.output.splitlines():
                     click.echo(f"baseline> {line}", err=True)
             raise
-        result = judge_against(project, names, source, expected_file=expected_file,
-                               fresh=fresh)
+        result = judge_against(project, names, source, expected_file=expected_file, fresh=fresh)
     note(f"baseline: {ref} = {build.commit[:12]}, computed by that commit's own code")
     return result
 
 
-def _against_files(project: Project, path: Path, names: Sequence[str], *,
-                   expected_file: Path | None, jobs: int) -> CheckResult:
+def _against_files(
+    project: Project, path: Path, names: Sequence[str], *, expected_file: Path | None, jobs: int
+) -> CheckResult:
     source = open_baseline(path, snapshot_dir=project.snapshot_dir)
     if isinstance(source, BaselineFile):
         # One file is one category: the run judges that category only.
         others = sorted(set(names) - {source.category})
         if others:
-            raise click.UsageError(f"--baseline {path} holds only category {source.category}; "
-                                   f"-c also names {', '.join(others)}")
+            raise click.UsageError(
+                f"--baseline {path} holds only category {source.category}; "
+                f"-c also names {', '.join(others)}"
+            )
         names = (source.category,)
     return judge_against(project, names, source, expected_file=expected_file, jobs=jobs)
 
 
 @cli.command("diff")
-@click.option("--baseline-ref", "ref", metavar="REF", default=None,
-              help="Git ref whose own code computes the baseline, in a temporary worktree.")
-@click.option("--baseline", "baseline_path", type=click.Path(path_type=Path), default=None,
-              help="Pre-built baseline: one snapshot file, or a folder written by "
-                   "`routectl snapshot --all --output-dir DIR`.")
+@click.option(
+    "--baseline-ref",
+    "ref",
+    metavar="REF",
+    default=None,
+    help="Git ref whose own code computes the baseline, in a temporary worktree.",
+)
+@click.option(
+    "--baseline",
+    "baseline_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Pre-built baseline: one snapshot file, or a folder written by "
+    "`routectl snapshot --all --output-dir DIR`.",
+)
 @click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
 @verdict_options
 @jobs_option
 @project_option
 @click.pass_context
-def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None,
-                 categories: tuple[str, ...], verdict: VerdictOptions, jobs: int,
-                 project_dir: Path | None) -> None:
+def diff_command(
+    ctx: click.Context,
+    ref: str | None,
+    baseline_path: Path | None,
+    categories: tuple[str, ...],
+    verdict: VerdictOptions,
+    jobs: int,
+    project_dir: Path | None,
+) -> None:
     """Compare the working tree's rows with another git ref's.
 
     The baseline is the rows the code at git ref REF computes, or pre-built snapshot files.
@@ -133,17 +169,30 @@ def diff_command(ctx: click.Context, ref: str | None, baseline_path: Path | None
     if expected_changes is not None:
         # Unreadable or not JSON: fail before any git work or replay (ids are checked later,
         # once the baseline's categories are known).
-        warn_todo_reasons(document_reasons(read_json(expected_changes, "expected-changes file")),
-                          expected_changes, cli_state.environ)
+        warn_todo_reasons(
+            document_reasons(read_json(expected_changes, "expected-changes file")),
+            expected_changes,
+            cli_state.environ,
+        )
     if ref is not None:
-        result = _against_ref(project, ref, categories, environ=cli_state.environ,
-                              expected_file=expected_changes, debug=cli_state.debug,
-                              jobs=job_count(jobs))
+        result = _against_ref(
+            project,
+            ref,
+            categories,
+            environ=cli_state.environ,
+            expected_file=expected_changes,
+            debug=cli_state.debug,
+            jobs=job_count(jobs),
+        )
     else:
         assert baseline_path is not None
-        result = _against_files(project, baseline_path, categories,
-                                expected_file=expected_changes, jobs=job_count(jobs))
-    command = (f"routectl diff --baseline-ref {ref}" if ref is not None
-               else f"routectl diff --baseline {baseline_path}")
+        result = _against_files(
+            project, baseline_path, categories, expected_file=expected_changes, jobs=job_count(jobs)
+        )
+    command = (
+        f"routectl diff --baseline-ref {ref}"
+        if ref is not None
+        else f"routectl diff --baseline {baseline_path}"
+    )
     emit_verdict(result, project, environ=cli_state.environ, options=verdict, command=command)
     finish(result, verdict, command)

@@ -27,20 +27,38 @@ from routectl.terminal import Painter
 
 def baseline_options(function: Any) -> Any:
     options = [
-        click.option("--baseline-ref", "ref", metavar="REF", default=None,
-                     help="Mark what changed against the rows git ref REF's code computes."),
-        click.option("--baseline", "baseline_path", type=click.Path(path_type=Path),
-                     default=None, help="Mark what changed against pre-built snapshots."),
+        click.option(
+            "--baseline-ref",
+            "ref",
+            metavar="REF",
+            default=None,
+            help="Mark what changed against the rows git ref REF's code computes.",
+        ),
+        click.option(
+            "--baseline",
+            "baseline_path",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Mark what changed against pre-built snapshots.",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
     return function
 
 
-def matrices(ctx: click.Context, project: Project, categories: Sequence[str], *,
-             ref: str | None, baseline_path: Path | None, jobs: int, field_path: str | None,
-             rows_text: str | None, cols_text: str | None
-             ) -> tuple[list[Matrix], CheckResult | None]:
+def matrices(
+    ctx: click.Context,
+    project: Project,
+    categories: Sequence[str],
+    *,
+    ref: str | None,
+    baseline_path: Path | None,
+    jobs: int,
+    field_path: str | None,
+    rows_text: str | None,
+    cols_text: str | None,
+) -> tuple[list[Matrix], CheckResult | None]:
     """Replay the categories (and compute or read the baseline when asked, judged as `diff`
     judges it) and lay each out."""
     if ref is not None and baseline_path is not None:
@@ -52,13 +70,20 @@ def matrices(ctx: click.Context, project: Project, categories: Sequence[str], *,
     if ref is not None or baseline_path is not None:
         cli_state = state(ctx)
         if ref is not None:
-            result = _against_ref(project, ref, categories, environ=cli_state.environ,
-                                  expected_file=None, debug=cli_state.debug,
-                                  jobs=job_count(jobs))
+            result = _against_ref(
+                project,
+                ref,
+                categories,
+                environ=cli_state.environ,
+                expected_file=None,
+                debug=cli_state.debug,
+                jobs=job_count(jobs),
+            )
         else:
             assert baseline_path is not None
-            result = _against_files(project, baseline_path, categories, expected_file=None,
-                                    jobs=job_count(jobs))
+            result = _against_files(
+                project, baseline_path, categories, expected_file=None, jobs=job_count(jobs)
+            )
         fresh: Mapping[str, Snapshot] = result.fresh
         baseline = result.baseline
         selected = [c for c in selected if c.name in fresh]
@@ -70,12 +95,19 @@ def matrices(ctx: click.Context, project: Project, categories: Sequence[str], *,
         if baseline is not None:
             snap = baseline.get(category.name)
             old = snap.rows if snap is not None else ()
-        built.append(build_matrix(
-            category.name, fresh[category.name].rows,
-            order=[spec.id for spec in category.rows()], field_path=field_path,
-            rows_dims=rows_dims, cols_dims=cols_dims, baseline=old,
-            hook=getattr(category, "matrix_label", None),
-            reason_hook=getattr(category, "matrix_reason", None)))
+        built.append(
+            build_matrix(
+                category.name,
+                fresh[category.name].rows,
+                order=[spec.id for spec in category.rows()],
+                field_path=field_path,
+                rows_dims=rows_dims,
+                cols_dims=cols_dims,
+                baseline=old,
+                hook=getattr(category, "matrix_label", None),
+                reason_hook=getattr(category, "matrix_reason", None),
+            )
+        )
     return built, result
 
 
@@ -98,71 +130,137 @@ def review_groups(result: CheckResult) -> list[ChangeGroup]:
         for group in verdict.groups:
             fields = "; ".join(show_field(f) for f in group.fields)
             title = f"{name}: {group_title(group)}" + (f": {fields}" if fields else "")
-            groups.append(ChangeGroup(title, tuple(group.patterns or ()),
-                                      group.qualified_ids))
+            groups.append(ChangeGroup(title, tuple(group.patterns or ()), group.qualified_ids))
     return groups
 
 
 @cli.command("matrix")
 @click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
-@click.option("--rows", "rows_text", metavar="DIMS", default=None,
-              help="Row dimensions, e.g. model,tp,spec (from model kv tp spec c q).")
-@click.option("--cols", "cols_text", metavar="DIMS", default=None,
-              help="Column dimensions, e.g. kv,c,q (default).")
-@click.option("--field", "field_path", metavar="FIELD", default=None,
-              help="Show this route field instead of the kernel: prepared_layout, "
-                   "bytes.total, fallback, status ...")
+@click.option(
+    "--rows",
+    "rows_text",
+    metavar="DIMS",
+    default=None,
+    help="Row dimensions, e.g. model,tp,spec (from model kv tp spec c q).",
+)
+@click.option(
+    "--cols",
+    "cols_text",
+    metavar="DIMS",
+    default=None,
+    help="Column dimensions, e.g. kv,c,q (default).",
+)
+@click.option(
+    "--field",
+    "field_path",
+    metavar="FIELD",
+    default=None,
+    help="Show this route field instead of the kernel: prepared_layout, "
+    "bytes.total, fallback, status ...",
+)
 @click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True)
 @baseline_options
 @jobs_option
 @project_option
 @click.pass_context
-def matrix_command(ctx: click.Context, categories: tuple[str, ...], rows_text: str | None,
-                   cols_text: str | None, field_path: str | None, color: str,
-                   ref: str | None, baseline_path: Path | None, jobs: int,
-                   project_dir: Path | None) -> None:
+def matrix_command(
+    ctx: click.Context,
+    categories: tuple[str, ...],
+    rows_text: str | None,
+    cols_text: str | None,
+    field_path: str | None,
+    color: str,
+    ref: str | None,
+    baseline_path: Path | None,
+    jobs: int,
+    project_dir: Path | None,
+) -> None:
     """Print each category as a grid of kernels, with a legend.
 
     Rows model x tp x spec and columns kv x c x q by default; edge probes follow as a list
     with the reason that decided each one."""
     project = state(ctx).project(project_dir)
-    built, _ = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
-                        jobs=jobs, field_path=field_path, rows_text=rows_text,
-                        cols_text=cols_text)
+    built, _ = matrices(
+        ctx,
+        project,
+        categories,
+        ref=ref,
+        baseline_path=baseline_path,
+        jobs=jobs,
+        field_path=field_path,
+        rows_text=rows_text,
+        cols_text=cols_text,
+    )
     paint = Painter(use_color(color, state(ctx).environ, sys.stdout.isatty()))
     patterns = transition_patterns(built)
-    click.echo("\n".join(render_matrix_text(m, paint=paint, patterns=patterns)
-                         for m in built), nl=False, color=paint.enabled)
+    click.echo(
+        "\n".join(render_matrix_text(m, paint=paint, patterns=patterns) for m in built),
+        nl=False,
+        color=paint.enabled,
+    )
 
 
 @cli.command("report")
-@click.option("--html", "html_file", type=click.Path(path_type=Path, dir_okay=False),
-              required=True, help="Write the self-contained HTML report to this file.")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="Write the self-contained HTML report to this file.",
+)
 @click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
-@click.option("--field", "field_path", metavar="FIELD", default=None,
-              help="Colour cells by this route field instead of the kernel.")
+@click.option(
+    "--field",
+    "field_path",
+    metavar="FIELD",
+    default=None,
+    help="Colour cells by this route field instead of the kernel.",
+)
 @baseline_options
 @jobs_option
 @project_option
 @click.pass_context
-def report_command(ctx: click.Context, html_file: Path, categories: tuple[str, ...],
-                   field_path: str | None, ref: str | None, baseline_path: Path | None,
-                   jobs: int, project_dir: Path | None) -> None:
+def report_command(
+    ctx: click.Context,
+    html_file: Path,
+    categories: tuple[str, ...],
+    field_path: str | None,
+    ref: str | None,
+    baseline_path: Path | None,
+    jobs: int,
+    project_dir: Path | None,
+) -> None:
     """Write the route matrices as one self-contained HTML page."""
     if not html_file.parent.is_dir():
         raise click.UsageError(f"the folder of {html_file} does not exist")
     project = state(ctx).project(project_dir)
-    built, result = matrices(ctx, project, categories, ref=ref, baseline_path=baseline_path,
-                             jobs=jobs, field_path=field_path, rows_text=None,
-                             cols_text=None)
-    against = (f"; changes against {ref}" if ref is not None else
-               f"; changes against {baseline_path.name}" if baseline_path is not None else "")
+    built, result = matrices(
+        ctx,
+        project,
+        categories,
+        ref=ref,
+        baseline_path=baseline_path,
+        jobs=jobs,
+        field_path=field_path,
+        rows_text=None,
+        cols_text=None,
+    )
+    against = (
+        f"; changes against {ref}"
+        if ref is not None
+        else f"; changes against {baseline_path.name}"
+        if baseline_path is not None
+        else ""
+    )
     basis = {c.name: c.basis for c in project.categories}
-    page = render_html(built, title=f"routectl route report: {project.name}",
-                       subtitle=f"{len(built)} categor{'y' if len(built) == 1 else 'ies'}, "
-                                f"{sum(len(m.grid) + len(m.probes) for m in built)} rows, "
-                                f"replayed on CPU with native doubles{against}",
-                       basis=basis,
-                       groups=None if result is None else review_groups(result))
+    page = render_html(
+        built,
+        title=f"routectl route report: {project.name}",
+        subtitle=f"{len(built)} categor{'y' if len(built) == 1 else 'ies'}, "
+        f"{sum(len(m.grid) + len(m.probes) for m in built)} rows, "
+        f"replayed on CPU with native doubles{against}",
+        basis=basis,
+        groups=None if result is None else review_groups(result),
+    )
     write_text(html_file, page)
     note(f"wrote {html_file} ({len(built)} categor{'y' if len(built) == 1 else 'ies'})")

@@ -106,7 +106,9 @@ def category_summary(category: Any, *, with_rows: bool) -> dict[str, Any]:
         "name": category.name,
         # A category may leave its description out; the list then shows none.
         "description": getattr(category, "description", None),
-        "rows": len(ids), "matrix_rows": len(ids) - len(probes), "probes": probes,
+        "rows": len(ids),
+        "matrix_rows": len(ids) - len(probes),
+        "probes": probes,
     }
     if with_rows:
         summary["ids"] = ids
@@ -114,22 +116,33 @@ def category_summary(category: Any, *, with_rows: bool) -> dict[str, Any]:
 
 
 @cli.command("list")
-@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP,
-              shell_complete=complete_category)
+@click.option(
+    "-c",
+    "--category",
+    "categories",
+    multiple=True,
+    help=CATEGORY_HELP,
+    shell_complete=complete_category,
+)
 @click.option("--rows", "show_rows", is_flag=True, help="Also list every row id (qualified).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 @project_option
 @click.pass_context
-def list_command(ctx: click.Context, categories: tuple[str, ...], show_rows: bool, fmt: str,
-                 project_dir: Path | None) -> None:
+def list_command(
+    ctx: click.Context,
+    categories: tuple[str, ...],
+    show_rows: bool,
+    fmt: str,
+    project_dir: Path | None,
+) -> None:
     """List the categories, their row counts and descriptions."""
     project = state(ctx).project(project_dir)
     selected = select_categories(project, categories)
     summaries = [category_summary(c, with_rows=show_rows) for c in selected]
     if fmt == "json":
-        click.echo(dump_json({"schema_version": SCHEMA_VERSION, "categories": summaries}),
-                   nl=False)
+        click.echo(dump_json({"schema_version": SCHEMA_VERSION, "categories": summaries}), nl=False)
         return
     width = max((len(s["name"]) for s in summaries), default=0)
     for s in summaries:
@@ -142,20 +155,42 @@ def list_command(ctx: click.Context, categories: tuple[str, ...], show_rows: boo
 
 # --- snapshot ------------------------------------------------------------------------------
 
+
 @cli.command("snapshot")
-@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP,
-              shell_complete=complete_category)
+@click.option(
+    "-c",
+    "--category",
+    "categories",
+    multiple=True,
+    help=CATEGORY_HELP,
+    shell_complete=complete_category,
+)
 @click.option("--all", "all_categories", is_flag=True, help="Every category.")
-@click.option("-o", "--output", type=OutputPath(path_type=Path, dir_okay=False, allow_dash=True),
-              default=None, help="Write one category's snapshot to this file (- for stdout).")
-@click.option("--output-dir", type=OutputPath(path_type=Path, file_okay=False), default=None,
-              help="Write <category>.json per category into this folder.")
+@click.option(
+    "-o",
+    "--output",
+    type=OutputPath(path_type=Path, dir_okay=False, allow_dash=True),
+    default=None,
+    help="Write one category's snapshot to this file (- for stdout).",
+)
+@click.option(
+    "--output-dir",
+    type=OutputPath(path_type=Path, file_okay=False),
+    default=None,
+    help="Write <category>.json per category into this folder.",
+)
 @jobs_option
 @project_option
 @click.pass_context
-def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_categories: bool,
-                     output: Path | None, output_dir: Path | None, jobs: int,
-                     project_dir: Path | None) -> None:
+def snapshot_command(
+    ctx: click.Context,
+    categories: tuple[str, ...],
+    all_categories: bool,
+    output: Path | None,
+    output_dir: Path | None,
+    jobs: int,
+    project_dir: Path | None,
+) -> None:
     """Replay categories and write their snapshots.
 
     `python -m routectl snapshot --all --output-dir DIR` is a stable interface.
@@ -167,8 +202,9 @@ def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_catego
     project = state(ctx).project(project_dir)
     selected = select_categories(project, categories)
     if output is not None and len(selected) != 1:
-        raise click.UsageError(f"-o writes one category; {len(selected)} selected "
-                               f"(use --output-dir)")
+        raise click.UsageError(
+            f"-o writes one category; {len(selected)} selected (use --output-dir)"
+        )
     # Everything replayed before any write.
     snapshots = fresh_snapshots(project, selected, jobs=job_count(jobs))
     if output is not None and str(output) == "-":
@@ -182,6 +218,7 @@ def snapshot_command(ctx: click.Context, categories: tuple[str, ...], all_catego
 
 
 # --- check ---------------------------------------------------------------------------------
+
 
 def _new_path(directory: Path, name: str) -> Path:
     return directory / f"{name}.json{NEW_SUFFIX}"
@@ -208,37 +245,68 @@ def verdict_options(function: Any) -> Any:
     `verdict`."""
     names = [f.name for f in fields(VerdictOptions)]
     options = [
-        click.option("--expected-changes", type=click.Path(path_type=Path, dir_okay=False),
-                     default=None,
-                     help="JSON file of the changes this change is expected to make: row ids, "
-                          "or stated entries (row patterns with their field changes)."),
-        click.option("--write-expected", type=OutputPath(path_type=Path, dir_okay=False),
-                     default=None,
-                     help="Write the actual changes as stated entries, one per change group "
-                          "(reasons TODO), for review."),
-        click.option("--write-expected-ids", type=click.Path(path_type=Path, dir_okay=False),
-                     default=None,
-                     help="Write the actual changes as one {id, reason} entry per row."),
-        click.option("--format", "fmt", type=click.Choice(FORMATS),
-                     default="text", show_default=True),
-        click.option("--report", "report_file",
-                     type=OutputPath(path_type=Path, dir_okay=False), default=None,
-                     help="Also write the JSON report to this file."),
-        click.option("--summary", "summary_file",
-                     type=click.Path(path_type=Path, dir_okay=False), default=None,
-                     help="Append a Markdown summary to this file (e.g. "
-                          "\"$GITHUB_STEP_SUMMARY\")."),
-        click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto",
-                     show_default=True),
-        click.option("-q", "--quiet", is_flag=True,
-                     help="Text: only each category's verdict line and the final line."),
-        click.option("--max-rows", type=click.IntRange(min=0), default=MAX_ROWS,
-                     show_default=True, metavar="N",
-                     help="Text: ids shown per change group no row patterns describe "
-                          "(0 = all)."),
-        click.option("--max-fields", type=click.IntRange(min=0), default=MAX_FIELD_CHANGES,
-                     show_default=True, metavar="N",
-                     help="Text: field changes shown per change group (0 = all)."),
+        click.option(
+            "--expected-changes",
+            type=click.Path(path_type=Path, dir_okay=False),
+            default=None,
+            help="JSON file of the changes this change is expected to make: row ids, "
+            "or stated entries (row patterns with their field changes).",
+        ),
+        click.option(
+            "--write-expected",
+            type=OutputPath(path_type=Path, dir_okay=False),
+            default=None,
+            help="Write the actual changes as stated entries, one per change group "
+            "(reasons TODO), for review.",
+        ),
+        click.option(
+            "--write-expected-ids",
+            type=click.Path(path_type=Path, dir_okay=False),
+            default=None,
+            help="Write the actual changes as one {id, reason} entry per row.",
+        ),
+        click.option(
+            "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True
+        ),
+        click.option(
+            "--report",
+            "report_file",
+            type=OutputPath(path_type=Path, dir_okay=False),
+            default=None,
+            help="Also write the JSON report to this file.",
+        ),
+        click.option(
+            "--summary",
+            "summary_file",
+            type=click.Path(path_type=Path, dir_okay=False),
+            default=None,
+            help='Append a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY").',
+        ),
+        click.option(
+            "--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True
+        ),
+        click.option(
+            "-q",
+            "--quiet",
+            is_flag=True,
+            help="Text: only each category's verdict line and the final line.",
+        ),
+        click.option(
+            "--max-rows",
+            type=click.IntRange(min=0),
+            default=MAX_ROWS,
+            show_default=True,
+            metavar="N",
+            help="Text: ids shown per change group no row patterns describe (0 = all).",
+        ),
+        click.option(
+            "--max-fields",
+            type=click.IntRange(min=0),
+            default=MAX_FIELD_CHANGES,
+            show_default=True,
+            metavar="N",
+            help="Text: field changes shown per change group (0 = all).",
+        ),
     ]
 
     @functools.wraps(function)
@@ -254,17 +322,21 @@ def verdict_options(function: Any) -> Any:
 def read_expected(project: Project, path: Path | None) -> ExpectedChanges:
     if path is None:
         return ExpectedChanges()
-    return load_expected_changes(path, [c.name for c in project.categories],
-                                 snapshot_dir=project.snapshot_dir)
+    return load_expected_changes(
+        path, [c.name for c in project.categories], snapshot_dir=project.snapshot_dir
+    )
 
 
-def warn_todo_reasons(reasons: Sequence[str], path: Path | None,
-                      environ: Mapping[str, str]) -> None:
+def warn_todo_reasons(
+    reasons: Sequence[str], path: Path | None, environ: Mapping[str, str]
+) -> None:
     """In CI, a reason --write-expected left for the reviewer is a review not done."""
     todo = sum(1 for reason in reasons if is_todo(reason))
     if todo and path is not None and is_ci(environ):
-        warn(f"{path}: {todo} expected change(s) still have a {TODO_REASON} reason: say why "
-             f"each change is intended")
+        warn(
+            f"{path}: {todo} expected change(s) still have a {TODO_REASON} reason: say why "
+            f"each change is intended"
+        )
 
 
 def next_step(command: str, options: VerdictOptions) -> str:
@@ -272,14 +344,20 @@ def next_step(command: str, options: VerdictOptions) -> str:
     if options.expected_changes is None:
         if options.write_expected is not None:
             target = options.write_expected
-            return (f"next: review {target} (one entry per change group), replace each "
-                    f"TODO reason, then {command} --expected-changes {target}")
+            return (
+                f"next: review {target} (one entry per change group), replace each "
+                f"TODO reason, then {command} --expected-changes {target}"
+            )
         target = Path("route-changes.json")
-        return (f"next: {command} --write-expected {target}, review it and replace each "
-                f"TODO reason, then {command} --expected-changes {target}")
-    return (f"next: {command} --expected-changes {options.expected_changes} --write-expected "
-            f"{options.expected_changes} restates the actual changes for review; once "
-            f"reviewed, pass it again (and, for check, --update)")
+        return (
+            f"next: {command} --write-expected {target}, review it and replace each "
+            f"TODO reason, then {command} --expected-changes {target}"
+        )
+    return (
+        f"next: {command} --expected-changes {options.expected_changes} --write-expected "
+        f"{options.expected_changes} restates the actual changes for review; once "
+        f"reviewed, pass it again (and, for check, --update)"
+    )
 
 
 def _write_document(path: Path, document: Any, count: int, project: Project) -> None:
@@ -308,8 +386,14 @@ def finish(result: CheckResult, options: VerdictOptions, command: str) -> None:
     raise CheckFailed()
 
 
-def emit_verdict(result: CheckResult, project: Project, *, environ: Mapping[str, str],
-                 options: VerdictOptions, command: str = "routectl check") -> None:
+def emit_verdict(
+    result: CheckResult,
+    project: Project,
+    *,
+    environ: Mapping[str, str],
+    options: VerdictOptions,
+    command: str = "routectl check",
+) -> None:
     """Write the requested report files, then print the outcome in the chosen format to
     stdout. `command` is the command line that judged (its first two words name it in
     annotations and summaries). The caller ends with `finish`."""
@@ -328,10 +412,20 @@ def emit_verdict(result: CheckResult, project: Project, *, environ: Mapping[str,
         append_text(options.summary_file, render_markdown(result.outcome, command=name))
     fmt = options.fmt
     color_on = fmt == "text" and use_color(options.color, environ, sys.stdout.isatty())
-    click.echo(render(result.outcome, fmt, command=name, color=color_on, quiet=options.quiet,
-                      max_rows=options.max_rows, max_fields=options.max_fields,
-                      snapshot_dir=project.snapshot_dir),
-               nl=False, color=color_on)
+    click.echo(
+        render(
+            result.outcome,
+            fmt,
+            command=name,
+            color=color_on,
+            quiet=options.quiet,
+            max_rows=options.max_rows,
+            max_fields=options.max_fields,
+            snapshot_dir=project.snapshot_dir,
+        ),
+        nl=False,
+        color=color_on,
+    )
 
 
 def _update_retained(result: CheckResult, project: Project, directory: Path) -> None:
@@ -350,8 +444,9 @@ def _update_retained(result: CheckResult, project: Project, directory: Path) -> 
         note("retained snapshots already match")
 
 
-def _settle_new_files(result: CheckResult, project: Project, directory: Path, *,
-                      failed: bool) -> None:
+def _settle_new_files(
+    result: CheckResult, project: Project, directory: Path, *, failed: bool
+) -> None:
     """A failing check leaves `<category>.json.new` for each category whose rows differ; any
     other `.json.new` of a judged category (of every category, in a complete run) goes."""
     keep: set[str] = set()
@@ -369,18 +464,34 @@ def _settle_new_files(result: CheckResult, project: Project, directory: Path, *,
 
 
 @cli.command("check")
-@click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP,
-              shell_complete=complete_category)
+@click.option(
+    "-c",
+    "--category",
+    "categories",
+    multiple=True,
+    help=CATEGORY_HELP,
+    shell_complete=complete_category,
+)
 @verdict_options
-@click.option("--update", is_flag=True,
-              help="Rewrite retained snapshots when the differences are exactly the expected "
-                   "ones (never in CI).")
+@click.option(
+    "--update",
+    is_flag=True,
+    help="Rewrite retained snapshots when the differences are exactly the expected "
+    "ones (never in CI).",
+)
 @click.option("--accept-all", is_flag=True, help="With --update: accept every difference.")
 @jobs_option
 @project_option
 @click.pass_context
-def check_command(ctx: click.Context, categories: tuple[str, ...], verdict: VerdictOptions,
-                  update: bool, accept_all: bool, jobs: int, project_dir: Path | None) -> None:
+def check_command(
+    ctx: click.Context,
+    categories: tuple[str, ...],
+    verdict: VerdictOptions,
+    update: bool,
+    accept_all: bool,
+    jobs: int,
+    project_dir: Path | None,
+) -> None:
     """Replay every row and compare it with the retained snapshots.
 
     Exit 0 when equal or when the differences are exactly the expected ones; 1 otherwise.
@@ -389,15 +500,18 @@ def check_command(ctx: click.Context, categories: tuple[str, ...], verdict: Verd
     if accept_all and not update:
         raise click.UsageError("--accept-all only applies with --update")
     if update and is_ci(environ):
-        raise InputError(f"--update refuses to write retained snapshots in CI "
-                         f"(CI={environ.get('CI')!r}); run it locally")
+        raise InputError(
+            f"--update refuses to write retained snapshots in CI "
+            f"(CI={environ.get('CI')!r}); run it locally"
+        )
     project = state(ctx).project(project_dir)
     directory = snapshot_dir(project)
     expected = read_expected(project, verdict.expected_changes)
     warn_todo_reasons(expected.reasons, verdict.expected_changes, environ)
     baseline = DirectorySource(directory, snapshot_dir=project.snapshot_dir)
-    result = run_check(project, categories, baseline=baseline, expected=expected,
-                       jobs=job_count(jobs))
+    result = run_check(
+        project, categories, baseline=baseline, expected=expected, jobs=job_count(jobs)
+    )
 
     emit_verdict(result, project, environ=environ, options=verdict)
     if update and (result.ok or accept_all):
@@ -406,22 +520,25 @@ def check_command(ctx: click.Context, categories: tuple[str, ...], verdict: Verd
         return
     _settle_new_files(result, project, directory, failed=not result.ok)
     if update:
-        warn("retained snapshots not updated: the differences are not exactly the expected "
-             "ones (list them with --expected-changes, or pass --accept-all)")
+        warn(
+            "retained snapshots not updated: the differences are not exactly the expected "
+            "ones (list them with --expected-changes, or pass --accept-all)"
+        )
     finish(result, verdict, "routectl check")
 
 
 # --- explain -------------------------------------------------------------------------------
 
-def _resolve_row(project: Project, row_id: str, category_name: str | None
-                 ) -> tuple[Any, RowSpec]:
+
+def _resolve_row(project: Project, row_id: str, category_name: str | None) -> tuple[Any, RowSpec]:
     names = [c.name for c in project.categories]
     qualifier, bare = split_id(row_id, names)
     if category_name is not None:
         category = project.category(category_name)
         if qualifier is not None and qualifier != category.name:
-            raise click.UsageError(f"{row_id} is qualified by {qualifier}, but -c names "
-                                   f"{category.name}")
+            raise click.UsageError(
+                f"{row_id} is qualified by {qualifier}, but -c names {category.name}"
+            )
         return category, find_row(category, bare)
     if qualifier is not None:
         category = project.category(qualifier)
@@ -431,18 +548,27 @@ def _resolve_row(project: Project, row_id: str, category_name: str | None
         every = {s.id: c.name for c in project.categories for s in c.rows()}
         close = closest(bare, every, n=3)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise InputError(f"unknown row id {shorten(bare)}: no category has it{hint} "
-                         f"(routectl list --rows shows every id)")
+        raise InputError(
+            f"unknown row id {shorten(bare)}: no category has it{hint} "
+            f"(routectl list --rows shows every id)"
+        )
     if len(holders) > 1:
-        raise InputError(f"row id {shorten(bare)} is in several categories "
-                         f"({', '.join(c.name for c, _ in holders)}): pass -c CATEGORY or "
-                         f"qualify it as CATEGORY:{bare}")
+        raise InputError(
+            f"row id {shorten(bare)} is in several categories "
+            f"({', '.join(c.name for c, _ in holders)}): pass -c CATEGORY or "
+            f"qualify it as CATEGORY:{bare}"
+        )
     return holders[0]
 
 
-def explain_document(category: Any, spec: RowSpec, row: dict[str, Any],
-                     policy: ResolvedPolicy | None, *, all_policy: bool = False
-                     ) -> dict[str, Any]:
+def explain_document(
+    category: Any,
+    spec: RowSpec,
+    row: dict[str, Any],
+    policy: ResolvedPolicy | None,
+    *,
+    all_policy: bool = False,
+) -> dict[str, Any]:
     # By default the sections the row's family reads (a category may not declare them:
     # then every section).
     sections = None if all_policy else getattr(category, "policy_sections", None) or None
@@ -460,15 +586,19 @@ def explain_document(category: Any, spec: RowSpec, row: dict[str, Any],
         "route": row["route"],
         # Whole-model figures a category can derive from a row (e.g. MoE bytes over every
         # MoE layer of the model): None where the category has none.
-        "model_totals": (category.model_totals(spec, row["route"])
-                         if hasattr(category, "model_totals") else None),
+        "model_totals": (
+            category.model_totals(spec, row["route"]) if hasattr(category, "model_totals") else None
+        ),
     }
 
 
 def _count(value: Any) -> str:
     """Byte counts, with thousands separators wherever explain prints them."""
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else \
-        json.dumps(value)
+    return (
+        f"{value:,}"
+        if isinstance(value, int) and not isinstance(value, bool)
+        else json.dumps(value)
+    )
 
 
 def _byte_lines(sizes: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -481,8 +611,9 @@ def _byte_lines(sizes: Mapping[str, Any], prefix: str = "") -> list[str]:
     return lines
 
 
-def _no_dispatch_reason(route: Mapping[str, Any], error: Mapping[str, Any] | None,
-                        status: Mapping[str, Any] | None) -> str:
+def _no_dispatch_reason(
+    route: Mapping[str, Any], error: Mapping[str, Any] | None, status: Mapping[str, Any] | None
+) -> str:
     """Why a row recorded no native call."""
     if error is not None:
         return "the layer fails closed at load: nothing is prepared or dispatched"
@@ -490,8 +621,7 @@ def _no_dispatch_reason(route: Mapping[str, Any], error: Mapping[str, Any] | Non
         return f"no kernel serves this row ({status['message']})"
     kernel = route.get("kernel")
     if kernel:
-        return (f"{kernel} makes no call to a catalogued native op at the replayed token "
-                f"counts")
+        return f"{kernel} makes no call to a catalogued native op at the replayed token counts"
     return "no kernel was chosen"
 
 
@@ -530,46 +660,57 @@ def _policy_route_lines(route: dict[str, Any]) -> list[str]:
         values = route.pop("policy")
         lines.append("row policy (value, source):")
         width = max((len(k) for k in values), default=0)
-        lines.extend(f"  {k:<{width}} = {json.dumps(v['value'])}  ({v['source']})"
-                     for k, v in values.items())
+        lines.extend(
+            f"  {k:<{width}} = {json.dumps(v['value'])}  ({v['source']})" for k, v in values.items()
+        )
     if "gdn_admission" in route:
         guards = route.pop("gdn_admission")
         lines.append("guards:")
         width = max((len(g["name"]) for g in guards), default=0)
-        lines.extend(f"  {g['name']:<{width}}  {_check_text(g, 'admitted', 'refused')}"
-                     for g in guards)
+        lines.extend(
+            f"  {g['name']:<{width}}  {_check_text(g, 'admitted', 'refused')}" for g in guards
+        )
     if "gdn_layout" in route:
         layout = route.pop("gdn_layout")
         lines.append("GDN layout: " + " ".join(f"{k}={v}" for k, v in layout.items()))
     if isinstance(route.get("warnings"), list):
         codes = route.pop("warnings")
-        lines.append("warnings: " + (", ".join(f"{w['variable']} ({w['kind']})" for w in codes)
-                                     or "none"))
+        lines.append(
+            "warnings: " + (", ".join(f"{w['variable']} ({w['kind']})" for w in codes) or "none")
+        )
     return lines
 
 
 def explain_text(document: Mapping[str, Any]) -> str:
     inputs = document["inputs"]
     engine = inputs["engine"]
-    lines = [f"row {document['id']}",
-             f"model {inputs['model']}, capability {inputs['capability']}",
-             "engine " + " ".join(f"{k}={json.dumps(v)}" for k, v in engine.items())]
+    lines = [
+        f"row {document['id']}",
+        f"model {inputs['model']}, capability {inputs['capability']}",
+        "engine " + " ".join(f"{k}={json.dumps(v)}" for k, v in engine.items()),
+    ]
     if inputs["variables"]:
         lines.append("variables " + " ".join(f"{k}={v}" for k, v in inputs["variables"].items()))
     native = inputs["native"]
     if native["remove"] or native["abi"]:
         abi = ", ".join(f"{op}={rev}" for op, rev in native["abi"].items()) or "default"
-        lines.append(f"native build: removed {', '.join(native['remove']) or 'none'}; "
-                     f"ABI revisions {abi}")
+        lines.append(
+            f"native build: removed {', '.join(native['remove']) or 'none'}; ABI revisions {abi}"
+        )
     policy = document["policy"]
     if policy is not None:
-        scope = ("every section" if policy["sections"] is None else
-                 f"sections {', '.join(policy['sections'])} and engine-wide; --all-policy "
-                 f"shows every section")
+        scope = (
+            "every section"
+            if policy["sections"] is None
+            else f"sections {', '.join(policy['sections'])} and engine-wide; --all-policy "
+            f"shows every section"
+        )
         lines.append(f"policy (value, source; {scope}):")
         width = max((len(k) for k in policy["values"]), default=0)
-        lines.extend(f"  {k:<{width}} = {json.dumps(item['value'])}  ({item['source']})"
-                     for k, item in policy["values"].items())
+        lines.extend(
+            f"  {k:<{width}} = {json.dumps(item['value'])}  ({item['source']})"
+            for k, item in policy["values"].items()
+        )
         lines.extend(f"  warning: {w}" for w in policy["warnings"])
     route = dict(document["route"])
     status = route.pop("status", None)
@@ -590,18 +731,23 @@ def explain_text(document: Mapping[str, Any]) -> str:
             lines.append(f"{key}: {json.dumps(route.pop(key))}")
     if "flags" in route:
         flags = route.pop("flags")
-        lines.append("flags: " + (", ".join(f"{k}={json.dumps(v)}" for k, v in flags.items())
-                                  or "none"))
+        lines.append(
+            "flags: " + (", ".join(f"{k}={json.dumps(v)}" for k, v in flags.items()) or "none")
+        )
     if "fallbacks" in route:
         fallbacks = route.pop("fallbacks")
         lines.append("fallbacks:" + ("" if fallbacks else " none"))
-        lines.extend(f"  {f['field']}: requested {json.dumps(f['requested'])}, effective "
-                     f"{json.dumps(f['effective'])} ({f['reason']})" for f in fallbacks)
+        lines.extend(
+            f"  {f['field']}: requested {json.dumps(f['requested'])}, effective "
+            f"{json.dumps(f['effective'])} ({f['reason']})"
+            for f in fallbacks
+        )
     if "bytes" in route:
         sizes = dict(route.pop("bytes"))
         lines.append(f"bytes: total {_count(sizes.pop('total', '?'))}")
-        lines.extend(_byte_lines({"tensor": sizes.pop("tensors", {}),
-                                  "scratch": sizes.pop("scratch", {})}))
+        lines.extend(
+            _byte_lines({"tensor": sizes.pop("tensors", {}), "scratch": sizes.pop("scratch", {})})
+        )
         lines.extend(_byte_lines(sizes))
     for key in ("prepare", "dispatch"):
         calls = route.pop(key, [])
@@ -616,32 +762,50 @@ def explain_text(document: Mapping[str, Any]) -> str:
         lines.append("stages per token count:")
         for entry in route.pop("stages"):
             lines.append(f"  M={entry['m']}: {' > '.join(entry['chosen'])}")
-            lines.extend(f"    refused {v['name']} [{v['code']}] {v['message']}"
-                         for v in entry["rejected"])
+            lines.extend(
+                f"    refused {v['name']} [{v['code']}] {v['message']}" for v in entry["rejected"]
+            )
     lines.extend(_policy_route_lines(route))
     # Route keys this renderer does not know (new families) still show.
     lines.extend(f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in route.items())
     totals = document.get("model_totals")
     if totals:
         rest = {k: v for k, v in totals.items() if k != "layers"}
-        lines.append(f"model totals per rank over {totals['layers']} layers: "
-                     + ", ".join(f"{k} {v:,}" for k, v in rest.items()))
+        lines.append(
+            f"model totals per rank over {totals['layers']} layers: "
+            + ", ".join(f"{k} {v:,}" for k, v in rest.items())
+        )
     return "\n".join(lines) + "\n"
 
 
 @cli.command("explain")
 @click.argument("row_id", shell_complete=complete_row_id)
-@click.option("-c", "--category", "category_name", default=None,
-              help="The category of a bare row id held by several categories.",
-              shell_complete=complete_category)
-@click.option("--all-policy", is_flag=True,
-              help="Show every policy section, not only those the row's family reads.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option(
+    "-c",
+    "--category",
+    "category_name",
+    default=None,
+    help="The category of a bare row id held by several categories.",
+    shell_complete=complete_category,
+)
+@click.option(
+    "--all-policy",
+    is_flag=True,
+    help="Show every policy section, not only those the row's family reads.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 @project_option
 @click.pass_context
-def explain_command(ctx: click.Context, row_id: str, category_name: str | None,
-                    all_policy: bool, fmt: str, project_dir: Path | None) -> None:
+def explain_command(
+    ctx: click.Context,
+    row_id: str,
+    category_name: str | None,
+    all_policy: bool,
+    fmt: str,
+    project_dir: Path | None,
+) -> None:
     """Show why one row routes where it does.
 
     Its policy with sources, every candidate's verdict, the kernel, prepared layout, bytes,
@@ -652,8 +816,7 @@ def explain_command(ctx: click.Context, row_id: str, category_name: str | None,
     project = state(ctx).project(project_dir)
     category, spec = _resolve_row(project, row_id, category_name)
     row, policy = replay_row(project, category, spec)
-    document = explain_document(category, spec, plain_rows([row])[0], policy,
-                                all_policy=all_policy)
+    document = explain_document(category, spec, plain_rows([row])[0], policy, all_policy=all_policy)
     if fmt == "json":
         click.echo(dump_json(document), nl=False)
     else:
