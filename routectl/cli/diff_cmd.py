@@ -18,7 +18,7 @@ import click
 
 from routectl.baseline import BaselineFailed, BaselineFile, baseline_at_ref, open_baseline
 from routectl.check import CheckResult, SnapshotSource, fresh_snapshots, run_check
-from routectl.cli import cli, job_count, jobs_option, project_option, state
+from routectl.cli import CliState, cli, job_count, jobs_option, project_option, state
 from routectl.cli.snapshot_cmd import (
     CATEGORY_HELP,
     VerdictOptions,
@@ -124,6 +124,34 @@ def _against_files(
     return judge_against(project, names, source, expected_file=expected_file, jobs=jobs)
 
 
+def against_baseline(
+    cli_state: CliState,
+    project: Project,
+    ref: str | None,
+    baseline_path: Path | None,
+    categories: Sequence[str],
+    *,
+    expected_file: Path | None,
+    jobs: int,
+) -> CheckResult:
+    """The working tree's rows judged against REF's own rows or pre-built snapshots (the
+    caller gives exactly one); `diff` and the route matrix views share it."""
+    if ref is not None:
+        return _against_ref(
+            project,
+            ref,
+            categories,
+            environ=cli_state.environ,
+            expected_file=expected_file,
+            debug=cli_state.debug,
+            jobs=jobs,
+        )
+    assert baseline_path is not None
+    return _against_files(
+        project, baseline_path, categories, expected_file=expected_file, jobs=jobs
+    )
+
+
 @cli.command("diff")
 @click.option(
     "--baseline-ref",
@@ -174,21 +202,15 @@ def diff_command(
             expected_changes,
             cli_state.environ,
         )
-    if ref is not None:
-        result = _against_ref(
-            project,
-            ref,
-            categories,
-            environ=cli_state.environ,
-            expected_file=expected_changes,
-            debug=cli_state.debug,
-            jobs=job_count(jobs),
-        )
-    else:
-        assert baseline_path is not None
-        result = _against_files(
-            project, baseline_path, categories, expected_file=expected_changes, jobs=job_count(jobs)
-        )
+    result = against_baseline(
+        cli_state,
+        project,
+        ref,
+        baseline_path,
+        categories,
+        expected_file=expected_changes,
+        jobs=job_count(jobs),
+    )
     command = (
         f"routectl diff --baseline-ref {ref}"
         if ref is not None

@@ -13,7 +13,7 @@ import click
 
 from routectl.check import CheckResult, fresh_snapshots, select_categories
 from routectl.cli import cli, job_count, jobs_option, project_option, state
-from routectl.cli.diff_cmd import _against_files, _against_ref
+from routectl.cli.diff_cmd import against_baseline
 from routectl.cli.snapshot_cmd import CATEGORY_HELP, note
 from routectl.matrix import Matrix, build_matrix, layout
 from routectl.matrix_html import ChangeGroup, render_html
@@ -68,22 +68,15 @@ def matrices(
     baseline: Mapping[str, Snapshot | None] | None = None
     result: CheckResult | None = None
     if ref is not None or baseline_path is not None:
-        cli_state = state(ctx)
-        if ref is not None:
-            result = _against_ref(
-                project,
-                ref,
-                categories,
-                environ=cli_state.environ,
-                expected_file=None,
-                debug=cli_state.debug,
-                jobs=job_count(jobs),
-            )
-        else:
-            assert baseline_path is not None
-            result = _against_files(
-                project, baseline_path, categories, expected_file=None, jobs=job_count(jobs)
-            )
+        result = against_baseline(
+            state(ctx),
+            project,
+            ref,
+            baseline_path,
+            categories,
+            expected_file=None,
+            jobs=job_count(jobs),
+        )
         fresh: Mapping[str, Snapshot] = result.fresh
         baseline = result.baseline
         selected = [c for c in selected if c.name in fresh]
