@@ -66,6 +66,7 @@ nav a{margin-right:12px}
 #details{position:sticky;top:0;flex:0 0 380px;max-height:100vh;overflow:auto;background:#fff;
 border-left:1px solid #ccc;padding:8px 12px;font-size:12px}
 #details h2{margin-top:4px}
+#details h2,#details p,#details pre{overflow-wrap:anywhere}
 .basis{color:#555;margin:0 0 8px;max-width:900px}
 .grid-wrap{overflow-x:auto}
 table{border-collapse:collapse}
