@@ -124,7 +124,7 @@ def test_ci_runs_the_readme_test_command_verbatim():
         if line and not line.startswith("#")
     ]
     # Exactly the README's test command, then the linters its `dev` extra installs.
-    assert ci[2:] == [commands[0], "ruff check .", "mypy", "lint-imports"]
+    assert ci[2:] == [commands[0], "ruff check .", "ruff format --check .", "mypy", "lint-imports"]
     assert "'.[test,dev]'" in commands[0]
     main_job = [b.strip() for b in blocks if "routectl check" in b and "pip install" in b]
     assert set(main_job) == {"pip install torch==2.13.0 && pip install . && routectl check"}
