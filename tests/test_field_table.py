@@ -7,6 +7,7 @@ import pytest
 from policies.variables import QUANT_BACKENDS, W2_CHUNK_TOKENS, field
 from routectl.errors import InputError
 from routectl.fields import INT_BOOL, Field, Kind
+from routectl.policy import merge_sources, parse_variables, validate_typed
 from tests.policy_helpers import resolve
 
 MODE = dict(section="toy", name="mode", type=str, default="a", variable="TOY_MODE")
@@ -60,3 +61,35 @@ def test_a_typed_value_outside_the_choices_is_refused_and_one_inside_kept():
         r"accepted values are 0, 4096, 6144",
     ):
         resolve(config={"sm70_awq_moe": {"w2_chunk_tokens": 4097}})
+
+
+# --- resolve_fields' phases -----------------------------------------------------------------
+
+MODE_FIELD = Field(**MODE, kind=Kind.CURRENT, choices=("a", "b"))
+LIMIT = Field(section="toy", name="limit", type=int, default=4, validate=lambda v, where: v * 2)
+
+
+def test_parse_reads_every_present_variable_and_nothing_else():
+    assert parse_variables((MODE_FIELD, LIMIT), {"TOY_MODE": " b ", "OTHER": "1"}) == {
+        ("toy.mode", "TOY_MODE"): "b"
+    }
+    assert parse_variables((MODE_FIELD, LIMIT), {}) == {}
+    with pytest.raises(InputError, match="invalid value 'c' for TOY_MODE"):
+        parse_variables((MODE_FIELD,), {"TOY_MODE": "c"})
+
+
+def test_validate_keeps_set_typed_values_through_their_validator():
+    assert validate_typed((MODE_FIELD, LIMIT), {"toy.mode": None, "toy.limit": 3}) == {
+        "toy.limit": 6
+    }
+
+
+def test_merge_applies_explicit_over_variable_over_default():
+    environ = {"TOY_MODE": "b"}
+    parsed = parse_variables((MODE_FIELD, LIMIT), environ)
+    merged = merge_sources((MODE_FIELD, LIMIT), parsed, {}, environ, {})
+    assert merged.values == {"toy.mode": "b", "toy.limit": 4}
+    assert merged.sources == {"toy.mode": "alias:TOY_MODE", "toy.limit": "default"}
+    explicit = merge_sources((MODE_FIELD, LIMIT), parsed, {"toy.mode": "a"}, environ, {})
+    assert explicit.values["toy.mode"] == "a" and explicit.sources["toy.mode"] == "explicit"
+    assert explicit.ignored == [("TOY_MODE", "toy.mode")]
