@@ -1,5 +1,6 @@
 """What the linear family selectors share: candidate evaluation with policy gates before
-capability, the disabled-kernels and linear-backend rules, fallbacks and the load result."""
+capability, the disabled-kernels and linear-backend rules, fallbacks, loading the chosen
+kernel class (`KernelLoader`) and the load result."""
 
 from __future__ import annotations
 

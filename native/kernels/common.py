@@ -1,4 +1,5 @@
-"""Shared pieces of the linear kernel classes: the class shape, op checks and the dispatch
+"""Shared pieces of the linear kernel classes: the class shape, op checks, the plan a chosen
+class makes of its layer (`KernelPlan`: layout, flags, how to prepare) and the dispatch
 helpers every family uses (FP16 activations, token flattening, padding).
 
 Torch is imported only inside the dispatch helpers, never at import time.
