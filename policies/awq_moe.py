@@ -9,9 +9,9 @@ lives on the meta device.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from native import moe_stages as st
 from native.awq_layout import metadata_layout
@@ -168,9 +168,30 @@ def decide_awq_moe(
     if selection.fallback:
         first = selection.verdicts[0]
         fallbacks.append(Fallback("sm70_turbomind.awq_moe", True, False, first.message or ""))
-    if selection.chosen == MOE_WNA16:
-        return MoePlan(Decision(MOE_WNA16, selection, cc, None, {}, tuple(fallbacks)), layer)
+    load = MethodLoad(layer, policy, cc, ns, selection, fallbacks)
+    return METHOD_PLANS[selection.chosen](load)
 
+
+class MethodLoad(NamedTuple):
+    """What a method's load decision reads."""
+
+    layer: AwqMoeLayer
+    policy: ResolvedPolicy
+    capability: int
+    ns: NativeNamespace
+    selection: Selection
+    fallbacks: list[Fallback]
+
+
+def _wna16_plan(load: MethodLoad) -> MoePlan:
+    """MoeWNA16 is the engine's own method: no layout and no route facts of this family."""
+    decision = Decision(MOE_WNA16, load.selection, load.capability, None, {}, tuple(load.fallbacks))
+    return MoePlan(decision, load.layer)
+
+
+def _turbomind_plan(load: MethodLoad) -> MoePlan:
+    """The TurboMind method resolves every load-time route fact of the layer."""
+    layer, policy, cc, ns, selection, fallbacks = load
     s = policy.section("sm70_awq_moe")
     try:
         batched = layer_batched(s.batched, layer.layer_id, s.layer_allowlist, s.layer_denylist)
@@ -241,6 +262,13 @@ def decide_awq_moe(
         TURBOMIND, selection, cc, metadata_layout(bool(compact.value)), flags, tuple(fallbacks)
     )
     return MoePlan(decision, layer, route, bool(compact.value), w13_interleaved=legacy)
+
+
+# Each method's load decision, by the name the selection records.
+METHOD_PLANS: Mapping[str, Callable[[MethodLoad], MoePlan]] = {
+    TURBOMIND: _turbomind_plan,
+    MOE_WNA16: _wna16_plan,
+}
 
 
 def _qpn_native(capability: int, ns: NativeNamespace) -> Check:

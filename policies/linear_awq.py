@@ -15,17 +15,16 @@ from typing import Any
 from native.kernels import awq_dense as awq
 from native.layers import AwqLayer
 from policies.linear_common import (
+    KernelLoader,
     backend_reason,
     backend_selects_turbomind,
     candidate,
     disabled_gate,
-    kernel_fallbacks,
-    loaded,
     no_kernel_error,
 )
 from policies.qualification import awq_exact_dense_role_qualified
 from routectl.errors import SelectionError
-from routectl.loaded import Decision, Fallback, PreparedLayer
+from routectl.loaded import PreparedLayer
 from routectl.native_ns import NativeNamespace
 from routectl.policy import ResolvedPolicy
 from routectl.reasons import OK, Check, reject
@@ -33,10 +32,12 @@ from routectl.selection import Selection, select
 from routectl.workload import EngineConfig, Hardware
 
 FAMILY = "SM70 AWQ dense"
+SECTION = "sm70_awq"
 TURBOMIND = awq.TurboMindAwqLinearKernel
 TRITON = awq.TritonAwqLinearKernel
 PRIORITY = awq.AWQ_DENSE_KERNELS
 REQUESTED_BY = {TURBOMIND.name: "sm70_awq.enabled"}
+LOADER = KernelLoader(PRIORITY, SECTION, REQUESTED_BY)
 # TurboMind rejections that do not fail closed: the Triton route is the intended outcome.
 NOT_FAIL_CLOSED_STAGES = ("disabled",)
 
@@ -154,30 +155,5 @@ def load_awq_dense(
     selection = select_awq_dense(layer, policy, hardware, ns)
     if selection.chosen is None:
         raise _fail_closed(layer, policy, hardware, selection)
-    fallbacks = kernel_fallbacks(selection, REQUESTED_BY, policy)
-    tensors = dict(tensors) if tensors is not None else None
-    prepared = None
-    state: dict[str, Any] = {}
-    if selection.chosen == TURBOMIND.name:
-        layout = awq.plan_awq(layer, awq_options(layer, policy, engine), ns, workspace)
-        if layout.exact_dense_refused and layout.exact_dense_reason is not None:
-            key = "sm70_awq.prefill_exact_dense"
-            fallbacks.append(
-                Fallback(key, policy.value(key), False, layout.exact_dense_reason.message)
-            )
-        flags = {
-            "gated": layout.gated,
-            "exact_dense": layout.exact_dense,
-            "fused_gated_call": layout.fused_gated_call,
-        }
-        state["plan"] = layout
-        layout_name = awq.LAYOUT_TURBOMIND
-        if tensors is not None:
-            prepared = awq.prepare_awq_turbomind(layer, tensors, ns, layout)
-    else:
-        flags = {"gated": False, "exact_dense": False, "fused_gated_call": False}
-        layout_name = awq.LAYOUT_TRITON
-        if tensors is not None:
-            prepared = awq.prepare_awq_triton(layer, tensors)
-    decision = Decision(selection.chosen, selection, cc, layout_name, flags, tuple(fallbacks))
-    return loaded(decision, prepared, **state)
+    setup = awq.AwqSetup(awq_options(layer, policy, engine), workspace)
+    return LOADER.load(selection, layer, setup, ns, policy, cc, tensors)

@@ -1,12 +1,14 @@
 """What the linear family selectors share: candidate evaluation with policy gates before
-capability, the disabled-kernels and linear-backend rules, fallbacks and the load result."""
+capability, the disabled-kernels and linear-backend rules, fallbacks, loading the chosen
+kernel class (`KernelLoader`) and the load result."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from native.kernels.common import Prepared
+from native.kernels.common import Prepared, PreparingKernel
 from policies.variables import field, use_turbomind
 from routectl.errors import SelectionError
 from routectl.loaded import Decision, Fallback, PreparedLayer
@@ -124,3 +126,42 @@ def loaded(decision: Decision, prepared: Prepared | None, **state: Any) -> Prepa
         apply_gated=prepared.apply_gated,
         state=dict(state),
     )
+
+
+@dataclass(frozen=True)
+class KernelLoader:
+    """What loading a family's chosen kernel needs to know: its kernel classes, the policy
+    section that names their options, and the field that requests each kernel."""
+
+    kernels: Sequence[type[PreparingKernel]]
+    section: str
+    requested_by: Mapping[str, str]
+
+    def chosen(self, selection: Selection) -> type[PreparingKernel]:
+        """The class of the selection's chosen candidate (selections keep names)."""
+        return next(kernel for kernel in self.kernels if kernel.name == selection.chosen)
+
+    def load(
+        self,
+        selection: Selection,
+        layer: Any,
+        setup: Any,
+        ns: NativeNamespace,
+        policy: ResolvedPolicy,
+        capability: int,
+        tensors: Mapping[str, Any] | None,
+    ) -> PreparedLayer:
+        """Let the chosen class plan the layer and (with `tensors`) prepare it; a refused
+        option becomes a fallback on the section's field of that name."""
+        kernel = self.chosen(selection)
+        fallbacks = kernel_fallbacks(selection, self.requested_by, policy)
+        plan = kernel.plan(layer, setup, ns)
+        for option, reason in plan.refused:
+            key = f"{self.section}.{option}"
+            fallbacks.append(Fallback(key, policy.value(key), False, reason.message))
+        fallbacks.extend(plan.fallbacks)
+        decision = Decision(
+            kernel.name, selection, capability, plan.layout, plan.flags, tuple(fallbacks)
+        )
+        prepared = plan.prepare(dict(tensors)) if tensors is not None else None
+        return loaded(decision, prepared, **plan.state)

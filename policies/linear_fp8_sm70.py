@@ -17,11 +17,11 @@ from typing import Any
 
 from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
-from policies.linear_common import candidate, kernel_fallbacks, loaded, unselected
+from policies.linear_common import KernelLoader, candidate, unselected
 from policies.qualification import fp8_pp2_tp4_contract
 from policies.variables import FIELDS, field, use_turbomind
 from routectl.errors import SelectionError
-from routectl.loaded import Decision, PreparedLayer
+from routectl.loaded import PreparedLayer
 from routectl.native_ns import NativeNamespace
 from routectl.policy import ResolvedPolicy
 from routectl.reasons import OK, Check, Reason
@@ -52,6 +52,7 @@ BACKEND_KERNELS: Mapping[str, tuple[str, ...]] = {
 }
 SM70 = (70, 75)  # 70 <= capability < 75
 REQUESTED_BY = {QPN8_BLOCK.name: "sm70_fp8.block_qpn8"}
+LOADER = KernelLoader(fs.FP8_SM70_KERNELS, SECTION, REQUESTED_BY)
 DEQUANT_CODE = "dequant_fallback"
 OTHER_BACKEND_CODE = "other_backend"
 NO_KERNEL_MESSAGE = "Failed to find a kernel that can implement the ScaledMM linear layer."
@@ -320,32 +321,8 @@ def load_fp8_sm70(
     if selection.chosen is None:
         raise no_kernel_error(selection)
     registry = workspaces if workspaces is not None else fs.Fp8Workspaces(workspace)
-    fallbacks = kernel_fallbacks(selection, REQUESTED_BY, policy)
-    tensors = dict(tensors) if tensors is not None else None
     try:
-        if selection.chosen == QPN8_BLOCK.name:
-            copy = options.block_qpn8_turbomind_copy and cc in fs.VOLTA
-            flags = {"qpn8": True, "gated": False, "turbomind_copy": copy}
-            decision = Decision(
-                selection.chosen, selection, cc, fs.LAYOUT_BLOCK_QPN8, flags, tuple(fallbacks)
-            )
-            prepared = (
-                fs.prepare_block_qpn8(layer, tensors, ns, capability=cc, turbomind_copy=copy)
-                if tensors is not None
-                else None
-            )
-            return loaded(decision, prepared)
-        layout = fs.plan_turbomind(layer, options, ns, registry)
-        fallbacks.extend(layout.fallbacks)
-        decision = Decision(
-            selection.chosen, selection, cc, layout.name, layout.flags(), tuple(fallbacks)
-        )
-        explicit_prescaled = "prescaled_decode" in options.explicit_enables
-        prepared = (
-            fs.prepare_turbomind(layer, tensors, ns, layout, registry, explicit_prescaled)
-            if tensors is not None
-            else None
-        )
-        return loaded(decision, prepared, layout=layout, notes=layout.notes)
+        setup = fs.Fp8Setup(options, registry, cc)
+        return LOADER.load(selection, layer, setup, ns, policy, cc, tensors)
     except fs.Fp8LoadError as exc:
         raise SelectionError(exc.code, exc.message, selection.verdicts) from None

@@ -12,10 +12,9 @@ from typing import Any
 from native.kernels import nvfp4_sm70 as nv
 from native.layers import Nvfp4Layer
 from policies.linear_common import (
+    KernelLoader,
     candidate,
     disabled_gate,
-    kernel_fallbacks,
-    loaded,
     no_kernel_error,
     nvfp4_turbomind,
     unselected,
@@ -26,7 +25,7 @@ from policies.qualification import (
     qpn4_layer_qualified,
     qpn4_workload_qualified,
 )
-from routectl.loaded import Decision, Fallback, PreparedLayer
+from routectl.loaded import PreparedLayer
 from routectl.native_ns import NativeNamespace
 from routectl.policy import ResolvedPolicy
 from routectl.reasons import OK, Check, Reason, reject
@@ -34,12 +33,14 @@ from routectl.selection import Selection, select
 from routectl.workload import EngineConfig, Hardware
 
 FAMILY = "SM70 NVFP4 weight-only"
+SECTION = "sm70_nvfp4"
 PRIORITY = nv.NVFP4_SM70_KERNELS
 # The policy field that requests each kernel (for fallback records).
 REQUESTED_BY = {
     nv.Qpn4NvFp4LinearKernel.name: "sm70_nvfp4.qpn4",
     nv.Qpn2NvFp4LinearKernel.name: "sm70_nvfp4.qpn2",
 }
+LOADER = KernelLoader(PRIORITY, SECTION, REQUESTED_BY)
 QPN4_CORE = "QPN4 disabled or outside the qualified workload"
 QPN2_CORE = "QPN2 disabled by configuration or unqualified workload"
 
@@ -87,6 +88,15 @@ def qpn4_options(layer: Nvfp4Layer, policy: ResolvedPolicy) -> nv.Qpn4Options:
         gated=bool(policy.sm70_nvfp4.dense_gated_silu)
         and layer.gated
         and layer.role == "gate_up_proj"
+    )
+
+
+def nvfp4_setup(
+    layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardware, engine: EngineConfig
+) -> nv.Nvfp4Setup:
+    """The policy's options for whichever kernel serves the layer."""
+    return nv.Nvfp4Setup(
+        qpn2=qpn2_options(policy, hardware, engine), qpn4=qpn4_options(layer, policy)
     )
 
 
@@ -167,23 +177,6 @@ def select_nvfp4_sm70(
     )
 
 
-def _flags(
-    *,
-    shared_weight: bool = False,
-    prefill_enabled: bool = False,
-    compact_scales: bool = False,
-    batch_prescale: bool = False,
-    gated: bool = False,
-) -> Mapping[str, Any]:
-    return {
-        "shared_weight": shared_weight,
-        "prefill_enabled": prefill_enabled,
-        "compact_scales": compact_scales,
-        "batch_prescale": batch_prescale,
-        "gated": gated,
-    }
-
-
 def load_nvfp4_sm70(
     layer: Nvfp4Layer,
     policy: ResolvedPolicy,
@@ -204,37 +197,5 @@ def load_nvfp4_sm70(
     selection = select_nvfp4_sm70(layer, policy, hardware, engine, ns, workspace=workspace)
     if selection.chosen is None:
         raise no_kernel_error(FAMILY, layer.prefix, selection)
-    fallbacks = kernel_fallbacks(selection, REQUESTED_BY, policy)
-    tensors = dict(tensors) if tensors is not None else None
-    prepared = None
-    state: dict[str, Any] = {}
-
-    if selection.chosen == nv.Qpn2NvFp4LinearKernel.name:
-        plan = nv.plan_qpn2(layer, qpn2_options(policy, hardware, engine), ns)
-        for option, refused in plan.refusals:
-            key = f"sm70_nvfp4.{option}"
-            fallbacks.append(Fallback(key, policy.value(key), False, refused.message))
-        layout = nv.LAYOUT_QPN2
-        flags = _flags(
-            shared_weight=plan.shared_weight,
-            prefill_enabled=plan.prefill_enabled,
-            compact_scales=plan.compact_scales,
-            batch_prescale=plan.batch_prescale,
-        )
-        state["plan"] = plan
-        if tensors is not None:
-            prepared = nv.prepare_qpn2(layer, tensors, ns, plan)
-    elif selection.chosen == nv.Qpn4NvFp4LinearKernel.name:
-        options = qpn4_options(layer, policy)
-        layout = nv.LAYOUT_QPN4
-        flags = _flags(gated=options.gated)
-        if tensors is not None:
-            prepared = nv.prepare_qpn4(layer, tensors, ns, options)
-    else:
-        layout = nv.LAYOUT_TURBOMIND
-        flags = _flags()
-        if tensors is not None:
-            prepared = nv.prepare_turbomind(layer, tensors, ns)
-
-    decision = Decision(selection.chosen, selection, cc, layout, flags, tuple(fallbacks))
-    return loaded(decision, prepared, **state)
+    setup = nvfp4_setup(layer, policy, hardware, engine)
+    return LOADER.load(selection, layer, setup, ns, policy, cc, tensors)

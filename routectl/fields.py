@@ -76,6 +76,20 @@ def choice_parser(*choices: Any, normalize: Callable[[str], str] = str.strip) ->
     return Parser("choice", "one of " + ", ".join(by_text), parse)
 
 
+def choice_validator(choices: tuple[Any, ...]) -> Callable[[Any, str], Any]:
+    """Refuses a typed or parsed value outside `choices`, naming `where` (InputError)."""
+
+    def check(value: Any, where: str) -> Any:
+        if value not in choices:
+            raise InputError(
+                f"invalid value {value!r} for {where}: accepted values are "
+                + ", ".join(str(c) for c in choices)
+            )
+        return value
+
+    return check
+
+
 def _name_list(text: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
@@ -110,7 +124,8 @@ class Computed:
         return self.description
 
 
-@dataclass(frozen=True)
+# Keyword-only: a table of eight-odd positional values cannot be read (or reordered) safely.
+@dataclass(frozen=True, kw_only=True)
 class Field:
     section: str | None  # None for engine-wide fields
     name: str
@@ -134,6 +149,9 @@ class Field:
     # A bridge from fields resolved before this one: for an unset field, a value (or None
     # for no bridge) that counts as explicit; the field's own variable is then ignored.
     bridge: Callable[[Mapping[str, Any]], Any] | None = None
+    # The accepted values, declared once: they give both the variable's parser and the
+    # validator, so neither `parser` nor `validate` is given with them.
+    choices: tuple[Any, ...] | None = None
 
     # "section.name" (or the name of an engine-wide field): set once, read on every lookup.
     key: str = dataclass_field(init=False, repr=False, compare=False)
@@ -142,6 +160,13 @@ class Field:
         object.__setattr__(
             self, "key", f"{self.section}.{self.name}" if self.section else self.name
         )
+        if self.choices is not None:
+            if self.parser is not None or self.validate is not None:
+                raise ValueError(
+                    f"{self.key}: choices give the parser and the validator; give neither"
+                )
+            object.__setattr__(self, "parser", choice_parser(*self.choices))
+            object.__setattr__(self, "validate", choice_validator(self.choices))
 
     @property
     def config_path(self) -> str:

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from routectl.errors import InputError
 from routectl.fields import Computed, Field, Kind, RetiredVariable
@@ -196,24 +196,11 @@ def variable_notices(
     return out
 
 
-def resolve_fields(
-    fields: Sequence[Field],
-    typed: Mapping[str, Any],
-    environ: Mapping[str, str],
-    context: Mapping[str, Any],
-    *,
-    unknown_prefix: str | None = None,
-    emit_warnings: bool = True,
-    retired: Sequence[RetiredVariable] = (),
-) -> ResolvedPolicy:
-    """Resolve every field. `typed` maps field keys to explicit values (None = unset).
-
-    `emit_warnings=False` records the messages without touching the once-per-process
-    registry: replay resolves each row's own overlay and must not use up the engine's
-    warnings.
-    """
-    # 1. Parse every known variable first, used or not: an invalid value is an input error
-    #    before any warning is emitted.
+def parse_variables(
+    fields: Sequence[Field], environ: Mapping[str, str]
+) -> dict[tuple[str, str | None], Any]:
+    """Phase 1, parse: every present variable of the table, used or not, parsed and
+    validated, so that an invalid value is an input error before any warning is emitted."""
     parsed: dict[tuple[str, str | None], Any] = {}
     for f in fields if environ else ():
         if f.variable and f.variable in environ:
@@ -222,7 +209,11 @@ def resolve_fields(
             if f.validate is not None:
                 value = f.validate(value, f.variable)
             parsed[(f.key, f.variable)] = value
+    return parsed
 
+
+def validate_typed(fields: Sequence[Field], typed: Mapping[str, Any]) -> dict[str, Any]:
+    """Phase 2, validate: the typed (explicit) values that are set, frozen and validated."""
     typed_values: dict[str, Any] = {}
     for f in fields if typed else ():
         value = typed.get(f.key)
@@ -231,10 +222,49 @@ def resolve_fields(
             if f.validate is not None:
                 value = f.validate(value, f.config_path)
             typed_values[f.key] = value
+    return typed_values
 
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    ignored: list[tuple[str, str]] = []
+
+class Merged(NamedTuple):
+    """What merging gives: each field's value and source, and the variables a typed or
+    bridged value overrode as (variable, field key)."""
+
+    values: dict[str, Any]
+    sources: dict[str, str]
+    ignored: list[tuple[str, str]]
+
+
+def _explicit_value(
+    f: Field, value: Any, env_value: Any, var_present: bool, environ: Mapping[str, str]
+) -> Any:
+    """A typed value against the variable's: native-read fields must agree, merge fields
+    join both lists."""
+    if f.native_read and value != env_value:
+        shown = (
+            f"{f.variable}={environ[cast(str, f.variable)]}"
+            if var_present
+            else f"the default {env_value!r} of {f.variable}"
+        )
+        raise InputError(
+            f"{f.config_path}={value!r} conflicts with {shown}: native code reads "
+            f"the environment, so both must agree"
+        )
+    if f.merge and var_present:
+        return tuple(dict.fromkeys((*value, *env_value)))
+    return value
+
+
+def merge_sources(
+    fields: Sequence[Field],
+    parsed: Mapping[tuple[str, str | None], Any],
+    typed_values: Mapping[str, Any],
+    environ: Mapping[str, str],
+    context: Mapping[str, Any],
+) -> Merged:
+    """Phase 3, merge: explicit > variable > default, field by field in table order (a
+    later field's default, effective value or bridge reads the earlier ones)."""
+    merged = Merged({}, {}, [])
+    values, sources, ignored = merged
     # `values` and `sources` fill in as fields resolve, in order; `environ` lets a field's
     # effective value depend on which variables are present (an inheritance rule).
     ctx = {**context, "values": values, "sources": sources, "environ": environ}
@@ -250,20 +280,8 @@ def resolve_fields(
         if f.effective is not None:
             env_value = f.effective(env_value, ctx)
         if f.key in typed_values:
-            value = typed_values[f.key]
-            if f.native_read and value != env_value:
-                shown = (
-                    f"{f.variable}={environ[cast(str, f.variable)]}"
-                    if var_present
-                    else f"the default {env_value!r} of {f.variable}"
-                )
-                raise InputError(
-                    f"{f.config_path}={value!r} conflicts with {shown}: native code reads "
-                    f"the environment, so both must agree"
-                )
-            if f.merge and var_present:
-                value = tuple(dict.fromkeys((*value, *env_value)))
-            elif var_present:
+            value = _explicit_value(f, typed_values[f.key], env_value, var_present, environ)
+            if var_present and not f.merge:
                 ignored.append((f.variable or "", f.key))
             values[f.key] = value
             sources[f.key] = "explicit"
@@ -277,19 +295,55 @@ def resolve_fields(
             else:
                 values[f.key] = env_value
                 sources[f.key] = env_source
+    return merged
 
+
+def report_notices(
+    fields: Sequence[Field],
+    retired: Sequence[RetiredVariable],
+    environ: Mapping[str, str],
+    unknown_prefix: str | None,
+    emit_warnings: bool,
+) -> list[str]:
+    """Phase 4, report: the messages of present deprecated, retired and unknown variables;
+    with `emit_warnings`, each deprecated or retired variable warns once per process."""
     messages: list[str] = []
     for variable, _, message in variable_notices(fields, retired, environ):
         messages.append(message)
         if emit_warnings and variable not in _WARNED:
             _WARNED.add(variable)
-            warnings.warn(message, PolicyDeprecationWarning, stacklevel=3)
+            # 4: past this function and resolve_fields, the code that resolved the policy.
+            warnings.warn(message, PolicyDeprecationWarning, stacklevel=4)
     if unknown_prefix and environ:
         known = {f.variable for f in fields if f.variable} | {r.variable for r in retired}
         unknown = sorted(n for n in environ if n.startswith(unknown_prefix) and n not in known)
         if unknown:
             messages.append(f"unknown {unknown_prefix}* variables (typos?): {', '.join(unknown)}")
+    return messages
 
+
+def resolve_fields(
+    fields: Sequence[Field],
+    typed: Mapping[str, Any],
+    environ: Mapping[str, str],
+    context: Mapping[str, Any],
+    *,
+    unknown_prefix: str | None = None,
+    emit_warnings: bool = True,
+    retired: Sequence[RetiredVariable] = (),
+) -> ResolvedPolicy:
+    """Resolve every field. `typed` maps field keys to explicit values (None = unset).
+    Four phases, in this order: parse the variables, validate the typed values, merge them
+    with the defaults, report the notices.
+
+    `emit_warnings=False` records the messages without touching the once-per-process
+    registry: replay resolves each row's own overlay and must not use up the engine's
+    warnings.
+    """
+    parsed = parse_variables(fields, environ)
+    typed_values = validate_typed(fields, typed)
+    values, sources, ignored = merge_sources(fields, parsed, typed_values, environ, context)
+    messages = report_notices(fields, retired, environ, unknown_prefix, emit_warnings)
     return ResolvedPolicy(
         values=tuple(sorted(values.items())),
         sources=tuple(sorted(sources.items())),

@@ -210,9 +210,10 @@ def test_removed_allow_candidate_order_warns_once_that_it_has_no_effect(text):
 def test_a_variable_feeding_two_deprecated_fields_warns_once_naming_both_paths():
     # The shape the FP8 issue gives VLLM_SM70_FP8_QPN8: declared once, two field entries.
     shared = "VLLM_SM70_FP8_QPN8"
+    switch = dict(type=bool, default=False, variable=shared, kind=Kind.DEPRECATED, parser=INT_BOOL)
     fields = (
-        Field("sm70_dflash2", "target_fp8_qpn8", bool, False, shared, Kind.DEPRECATED, INT_BOOL),
-        Field("sm70_fp8", "qpn8", bool, False, shared, Kind.DEPRECATED, INT_BOOL),
+        Field(section="sm70_dflash2", name="target_fp8_qpn8", **switch),
+        Field(section="sm70_fp8", name="qpn8", **switch),
     )
     policy = resolve_fields(
         fields, {"sm70_dflash2.target_fp8_qpn8": False}, {shared: "1"}, {}, emit_warnings=False
@@ -453,15 +454,15 @@ def test_a_computed_default_reads_an_earlier_fields_value_and_source():
 
     fields = (
         Field(
-            "sm70_dflash2",
-            "target_fp8_qpn8",
-            bool,
-            False,
-            "VLLM_SM70_FP8_QPN8",
-            Kind.DEPRECATED,
-            INT_BOOL,
+            section="sm70_dflash2",
+            name="target_fp8_qpn8",
+            type=bool,
+            default=False,
+            variable="VLLM_SM70_FP8_QPN8",
+            kind=Kind.DEPRECATED,
+            parser=INT_BOOL,
         ),
-        Field("sm70_fp8", "qpn8", object, Computed("= bridged", bridged)),
+        Field(section="sm70_fp8", name="qpn8", type=object, default=Computed("= bridged", bridged)),
     )
     unset = resolve_fields(fields, {}, {}, {}, emit_warnings=False)
     assert unset.value("sm70_fp8.qpn8") is None

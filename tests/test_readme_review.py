@@ -19,7 +19,7 @@ from policies.variables import VARIABLE_PREFIX
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("routectl", "policies", "native", "snapshots", "pyproject.toml")
 # The field's declaration, however the formatter lays it out: section, name, type, default.
-DEFAULT = re.compile(r'("sm70_nvfp4",\s*"prefill_min_m",\s*int,\s*)1024,')
+DEFAULT = re.compile(r'(section="sm70_nvfp4",\s*name="prefill_min_m",\s*type=int,\s*default=)1024,')
 TODO = '"TODO: say why route.dispatch[*].plan.prefill_min_m moves"'
 REASON = '"QPN2 prefill dequantizes from 512 tokens (measured faster on V100)"'
 BLOCK = re.compile(r"<!-- review: (\w+) -->\n```\w+\n(.*?)```\n", re.DOTALL)

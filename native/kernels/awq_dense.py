@@ -11,6 +11,7 @@ from typing import Any
 from native.awq_schemas import PREPARE_OP
 from native.kernels.common import (
     FP16,
+    KernelPlan,
     LinearKernel,
     Prepared,
     capability_check,
@@ -131,6 +132,26 @@ class TurboMindAwqLinearKernel(LinearKernel):
             return (ok, reason)
         return cls.check_ops(ns)
 
+    @classmethod
+    def plan(cls, layer: AwqLayer, setup: AwqSetup, ns: NativeNamespace) -> KernelPlan:
+        layout = plan_awq(layer, setup.options, ns, setup.workspace)
+        refused = (
+            (("prefill_exact_dense", layout.exact_dense_reason),)
+            if layout.exact_dense_refused and layout.exact_dense_reason is not None
+            else ()
+        )
+        return KernelPlan(
+            LAYOUT_TURBOMIND,
+            {
+                "gated": layout.gated,
+                "exact_dense": layout.exact_dense,
+                "fused_gated_call": layout.fused_gated_call,
+            },
+            prepare=lambda tensors: prepare_awq_turbomind(layer, tensors, ns, layout),
+            refused=refused,
+            state={"plan": layout},
+        )
+
 
 class TritonAwqLinearKernel(LinearKernel):
     required_ops = ()
@@ -145,6 +166,14 @@ class TritonAwqLinearKernel(LinearKernel):
         if not ok:
             return (ok, reason)
         return _group_and_dims_check(layer)
+
+    @classmethod
+    def plan(cls, layer: AwqLayer, setup: AwqSetup, ns: NativeNamespace) -> KernelPlan:
+        return KernelPlan(
+            LAYOUT_TRITON,
+            {"gated": False, "exact_dense": False, "fused_gated_call": False},
+            prepare=lambda tensors: prepare_awq_triton(layer, tensors),
+        )
 
 
 AWQ_DENSE_KERNELS = (TurboMindAwqLinearKernel, TritonAwqLinearKernel)
@@ -161,6 +190,15 @@ class AwqOptions:
     exact_dense_role: bool = True  # the role is exact-dense qualified (CONTRACTS 4)
     fused_silu: bool = False
     tp: int = 1
+
+
+@dataclass(frozen=True)
+class AwqSetup:
+    """What a dense AWQ kernel is given to plan one layer: the policy's options and the FP16
+    elements the engine can give the exact-dense prefill (None = unlimited)."""
+
+    options: AwqOptions = AwqOptions()
+    workspace: int | None = None
 
 
 def exact_dense_workspace_elements(layer: AwqLayer) -> int:

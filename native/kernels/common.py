@@ -1,4 +1,5 @@
-"""Shared pieces of the linear kernel classes: the class shape, op checks and the dispatch
+"""Shared pieces of the linear kernel classes: the class shape, op checks, the plan a chosen
+class makes of its layer (`KernelPlan`: layout, flags, how to prepare) and the dispatch
 helpers every family uses (FP16 activations, token flattening, padding).
 
 Torch is imported only inside the dispatch helpers, never at import time.
@@ -6,12 +7,13 @@ Torch is imported only inside the dispatch helpers, never at import time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
+from routectl.loaded import Fallback
 from routectl.native_ns import NativeNamespace, require_ops
-from routectl.reasons import OK, Check, reject
+from routectl.reasons import OK, Check, Reason, reject
 
 FP16 = "float16"
 
@@ -106,3 +108,32 @@ class Prepared:
     apply: Callable[[Any], Any] | None = None
     apply_gated: Callable[[Any], Any] | None = None
     scratch: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """What the chosen kernel class decided for one layer before any tensor is touched
+    (torch-free), and how it prepares the tensors: the second and third steps of a kernel's
+    lifecycle (capability, preparation, apply), so the loader never asks which class won."""
+
+    layout: str
+    flags: Mapping[str, Any]
+    # Prepares the checkpoint tensors as planned; called only when there are tensors.
+    prepare: Callable[[dict[str, Any]], Prepared]
+    # Requested options the build or the engine refused, as (option, reason): the policy
+    # names the field and its requested value in the fallback it records.
+    refused: tuple[tuple[str, Reason], ...] = ()
+    # Fallbacks the kernel already records by field name (the FP8 layout's).
+    fallbacks: tuple[Fallback, ...] = ()
+    # What the loaded layer keeps beside its tensors (`PreparedLayer.state`).
+    state: Mapping[str, Any] = field(default_factory=dict)
+
+
+class PreparingKernel(Protocol):
+    """A capability class that also plans and prepares its layers; `setup` is its family's
+    bundle of policy options and engine resources (built by policies/)."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    def plan(cls, layer: Any, setup: Any, ns: NativeNamespace) -> KernelPlan: ...

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from native.kernels.common import (
     FP16,
+    KernelPlan,
     LinearKernel,
     Prepared,
     capability_check,
@@ -243,6 +244,21 @@ class TurboMindFp8LinearKernel(LinearKernel):
             )
         return OK
 
+    @classmethod
+    def plan(cls, layer: BlockFp8Layer, setup: Fp8Setup, ns: NativeNamespace) -> KernelPlan:
+        """Every variant at once (`plan_turbomind`); raises Fp8LoadError (5)."""
+        layout = plan_turbomind(layer, setup.options, ns, setup.workspaces)
+        explicit_prescaled = "prescaled_decode" in setup.options.explicit_enables
+        return KernelPlan(
+            layout.name,
+            layout.flags(),
+            prepare=lambda tensors: prepare_turbomind(
+                layer, tensors, ns, layout, setup.workspaces, explicit_prescaled
+            ),
+            fallbacks=layout.fallbacks,
+            state={"layout": layout, "notes": layout.notes},
+        )
+
 
 class QPN8Fp8BlockScaledMMLinearKernel(TurboMindFp8LinearKernel):
     """QPN8 block-scaled MM (2.3): its own QPN8 codes for every aligned rank-two layer, on
@@ -318,6 +334,17 @@ class QPN8Fp8BlockScaledMMLinearKernel(TurboMindFp8LinearKernel):
             )
         return OK
 
+    @classmethod
+    def plan(cls, layer: BlockFp8Layer, setup: Fp8Setup, ns: NativeNamespace) -> KernelPlan:
+        copy = setup.options.block_qpn8_turbomind_copy and setup.capability in VOLTA
+        return KernelPlan(
+            LAYOUT_BLOCK_QPN8,
+            {"qpn8": True, "gated": False, "turbomind_copy": copy},
+            prepare=lambda tensors: prepare_block_qpn8(
+                layer, tensors, ns, capability=setup.capability, turbomind_copy=copy
+            ),
+        )
+
 
 FP8_SM70_KERNELS = (QPN8Fp8BlockScaledMMLinearKernel, TurboMindFp8LinearKernel)
 
@@ -368,6 +395,16 @@ class Fp8Workspaces:
 
     def bytes_json(self) -> dict[str, int]:
         return {kind: self._elements[kind] * 2 for kind in sorted(self._elements)}
+
+
+@dataclass(frozen=True)
+class Fp8Setup:
+    """What an SM70 FP8 kernel is given to plan one layer: the policy's options, the
+    device's workspace registry and the device's capability."""
+
+    options: Fp8Sm70Options
+    workspaces: Fp8Workspaces
+    capability: int
 
 
 # --- TurboMind layout decisions (torch-free) -------------------------------------------------

@@ -5,10 +5,12 @@ decisions (torch-free), preparation and dispatch through the injected native nam
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from native.kernels.common import (
+    KernelPlan,
     LinearKernel,
     Prepared,
     capability_check,
@@ -113,6 +115,14 @@ class TurboMindNvFp4LinearKernel(LinearKernel):
             )
         return OK
 
+    @classmethod
+    def plan(cls, layer: Nvfp4Layer, setup: Nvfp4Setup, ns: NativeNamespace) -> KernelPlan:
+        return KernelPlan(
+            LAYOUT_TURBOMIND,
+            layout_flags(),
+            prepare=lambda tensors: prepare_turbomind(layer, tensors, ns),
+        )
+
 
 class Qpn2NvFp4LinearKernel(TurboMindNvFp4LinearKernel):
     required_ops = QPN2_REQUIRED_OPS
@@ -146,6 +156,22 @@ class Qpn2NvFp4LinearKernel(TurboMindNvFp4LinearKernel):
             )
         return cls.check_ops(ns)
 
+    @classmethod
+    def plan(cls, layer: Nvfp4Layer, setup: Nvfp4Setup, ns: NativeNamespace) -> KernelPlan:
+        plan = plan_qpn2(layer, setup.qpn2, ns)
+        return KernelPlan(
+            LAYOUT_QPN2,
+            layout_flags(
+                shared_weight=plan.shared_weight,
+                prefill_enabled=plan.prefill_enabled,
+                compact_scales=plan.compact_scales,
+                batch_prescale=plan.batch_prescale,
+            ),
+            prepare=lambda tensors: prepare_qpn2(layer, tensors, ns, plan),
+            refused=plan.refusals,
+            state={"plan": plan},
+        )
+
 
 class Qpn4NvFp4LinearKernel(TurboMindNvFp4LinearKernel):
     required_ops = QPN4_REQUIRED_OPS
@@ -157,6 +183,15 @@ class Qpn4NvFp4LinearKernel(TurboMindNvFp4LinearKernel):
         if not ok:
             return (ok, reason)
         return cls.check_ops(ns)
+
+    @classmethod
+    def plan(cls, layer: Nvfp4Layer, setup: Nvfp4Setup, ns: NativeNamespace) -> KernelPlan:
+        options = setup.qpn4
+        return KernelPlan(
+            LAYOUT_QPN4,
+            layout_flags(gated=options.gated),
+            prepare=lambda tensors: prepare_qpn4(layer, tensors, ns, options),
+        )
 
 
 NVFP4_SM70_KERNELS = (Qpn4NvFp4LinearKernel, Qpn2NvFp4LinearKernel, TurboMindNvFp4LinearKernel)
@@ -426,6 +461,32 @@ def prepare_qpn2(
 @dataclass(frozen=True)
 class Qpn4Options:
     gated: bool = False  # fused gate/up with SiLU (dense_gated_silu on a qualified gate_up)
+
+
+@dataclass(frozen=True)
+class Nvfp4Setup:
+    """What the policy decided for one layer, for whichever kernel the selector chose."""
+
+    qpn2: Qpn2Options = Qpn2Options()
+    qpn4: Qpn4Options = Qpn4Options()
+
+
+def layout_flags(
+    *,
+    shared_weight: bool = False,
+    prefill_enabled: bool = False,
+    compact_scales: bool = False,
+    batch_prescale: bool = False,
+    gated: bool = False,
+) -> Mapping[str, Any]:
+    """The decision's flags: every NVFP4 layout reports the same five."""
+    return {
+        "shared_weight": shared_weight,
+        "prefill_enabled": prefill_enabled,
+        "compact_scales": compact_scales,
+        "batch_prescale": batch_prescale,
+        "gated": gated,
+    }
 
 
 def prepare_qpn4(
