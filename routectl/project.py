@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from routectl.errors import InputError
-from routectl.fields import Field, RetiredVariable
-from routectl.jsonread import QUOTE_CHARS, read_bytes, shorten
-from routectl.loaders import LayerLoader
-from routectl.ops import OpSpec
-from routectl.policy import ResolvedPolicy, resolve_fields
+from routectl.io.jsonread import QUOTE_CHARS, read_bytes, shorten
+from routectl.namespaces.ops import OpSpec
+from routectl.policy.fields import Field, RetiredVariable
+from routectl.policy.loaders import LayerLoader
+from routectl.policy.resolve import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
 from routectl.suggest import did_you_mean
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 
 if TYPE_CHECKING:
-    # pydantic (with routectl.configmodel) and tomllib are imported where they are used: they
+    # pydantic (with routectl.policy.configmodel) and tomllib are imported where they are used: they
     # are most of `import routectl`, and the engine resolves a typed config only when given one.
     from pydantic import BaseModel
 
@@ -59,7 +59,7 @@ class Project:
     # family enabled there whose hashing rule holds for this engine and policy.
     active_sections: Callable[[int, EngineConfig, ResolvedPolicy], list[str]]
     selectors: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    # Family name -> what `routectl.engine` loads and the startup report replays with.
+    # Family name -> what `routectl.engine.startup` loads and the startup report replays with.
     loaders: Mapping[str, LayerLoader] = field(default_factory=dict)
     unknown_prefix: str | None = None
     # Known variables without a field (obsolete, removed): they warn, never count as unknown.
@@ -73,7 +73,7 @@ class Project:
     snapshot_dir: Path | None = None
 
     def load_config(self, value: Any = None) -> BaseModel:
-        from routectl.configmodel import load_config
+        from routectl.policy.configmodel import load_config
 
         return load_config(self.config_model, value)
 
@@ -90,7 +90,7 @@ class Project:
         if config is None:
             typed: dict[str, Any] = {}  # a default config sets no field
         else:
-            from routectl.configmodel import typed_values
+            from routectl.policy.configmodel import typed_values
 
             model = config if isinstance(config, self.config_model) else self.load_config(config)
             typed = typed_values(model, self.fields)

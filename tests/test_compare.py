@@ -10,7 +10,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from routectl.compare import (
+from routectl.errors import InputError
+from routectl.review.compare import (
     CheckOutcome,
     FieldChange,
     attribute,
@@ -19,10 +20,9 @@ from routectl.compare import (
     parse_expected,
     split_id,
 )
-from routectl.errors import InputError
-from routectl.expected import judge_category
-from routectl.groups import group_changes
-from routectl.report import (
+from routectl.review.expected import judge_category
+from routectl.review.groups import group_changes
+from routectl.review.report import (
     build_report,
     escape_data,
     render_github,
@@ -30,7 +30,7 @@ from routectl.report import (
     render_text,
     use_color,
 )
-from routectl.snapshot import build_snapshot, schema_violation
+from routectl.review.snapshot import build_snapshot, schema_violation
 
 CATEGORIES = ("cat-a", "cat-b")
 
@@ -148,7 +148,7 @@ def whole_row_changes(old: dict, new: dict) -> list[FieldChange]:
     handed DeepDiff only the differing parts)."""
     from deepdiff import DeepDiff
 
-    from routectl.snapshot import format_path
+    from routectl.review.snapshot import format_path
 
     found = []
     tree = DeepDiff(old, new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from routectl.errors import InputError
-from routectl.rows import ROW_ID
-from routectl.snapshot import (
+from routectl.review.snapshot import (
     SCHEMA_NAMES,
     SOURCE_SCHEMA_DIR,
     Snapshot,
@@ -34,6 +33,7 @@ from routectl.snapshot import (
     write_snapshot,
     write_text_atomic,
 )
+from routectl.rows import ROW_ID
 from tests.fixtures.toy import invoke, load, make_project, ok, row, save, tree_bytes
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from routectl.native_ns import NativeNamespace, require_ops
+from routectl.namespaces.native_ns import NativeNamespace, require_ops
 from routectl.reasons import OK, Check, reject
 
 FP16 = "float16"

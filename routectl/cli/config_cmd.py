@@ -11,8 +11,8 @@ import click
 
 from routectl.cli import cli, project_option, state, warn
 from routectl.errors import InputError
-from routectl.jsonread import shorten
-from routectl.policy import ResolvedPolicy
+from routectl.io.jsonread import shorten
+from routectl.policy.resolve import ResolvedPolicy
 from routectl.project import Project
 from routectl.workload import (
     KV_DTYPES,

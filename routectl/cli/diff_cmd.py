@@ -16,8 +16,6 @@ from pathlib import Path
 
 import click
 
-from routectl.baseline import BaselineFailed, BaselineFile, baseline_at_ref, open_baseline
-from routectl.check import CheckResult, SnapshotSource, fresh_snapshots, run_check
 from routectl.cli import CliState, cli, job_count, jobs_option, project_option, state
 from routectl.cli.snapshot_cmd import (
     CATEGORY_HELP,
@@ -29,10 +27,12 @@ from routectl.cli.snapshot_cmd import (
     warn_todo_reasons,
 )
 from routectl.errors import InputError
-from routectl.expected import document_reasons, load_expected_changes
 from routectl.project import Project
+from routectl.review.baseline import BaselineFailed, BaselineFile, baseline_at_ref, open_baseline
+from routectl.review.check import CheckResult, SnapshotSource, fresh_snapshots, run_check
+from routectl.review.expected import document_reasons, load_expected_changes
+from routectl.review.snapshot import Snapshot, read_json
 from routectl.rows import RowSpec
-from routectl.snapshot import Snapshot, read_json
 
 
 @dataclass(frozen=True)

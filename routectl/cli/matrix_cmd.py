@@ -11,18 +11,18 @@ from typing import Any
 
 import click
 
-from routectl.check import CheckResult, fresh_snapshots, select_categories
 from routectl.cli import cli, job_count, jobs_option, project_option, state
 from routectl.cli.diff_cmd import against_baseline
 from routectl.cli.snapshot_cmd import CATEGORY_HELP, note
-from routectl.matrix import Matrix, build_matrix, layout
-from routectl.matrix_html import ChangeGroup, render_html
-from routectl.matrix_text import render_matrix_text
-from routectl.patterns import describe
+from routectl.io.terminal import Painter
 from routectl.project import Project
-from routectl.report import COLOR_CHOICES, group_title, show_field, use_color
-from routectl.snapshot import Snapshot, write_text
-from routectl.terminal import Painter
+from routectl.review.check import CheckResult, fresh_snapshots, select_categories
+from routectl.review.matrix import Matrix, build_matrix, layout
+from routectl.review.matrix_html import ChangeGroup, render_html
+from routectl.review.matrix_text import render_matrix_text
+from routectl.review.patterns import describe
+from routectl.review.report import COLOR_CHOICES, group_title, show_field, use_color
+from routectl.review.snapshot import Snapshot, write_text
 
 
 def baseline_options(function: Any) -> Any:

@@ -16,14 +16,6 @@ from typing import Any, cast
 
 import click
 
-from routectl.check import (
-    CheckResult,
-    DirectorySource,
-    expected_document,
-    fresh_snapshots,
-    run_check,
-    select_categories,
-)
 from routectl.cli import (
     CheckFailed,
     OutputPath,
@@ -37,21 +29,29 @@ from routectl.cli import (
     warn,
 )
 from routectl.cli.config_cmd import policy_document
-from routectl.compare import split_id
 from routectl.errors import InputError
-from routectl.expected import (
+from routectl.io.jsonread import shorten
+from routectl.policy.resolve import ResolvedPolicy
+from routectl.project import Project
+from routectl.replay.harness import find_row, replay_row
+from routectl.review.check import (
+    CheckResult,
+    DirectorySource,
+    expected_document,
+    fresh_snapshots,
+    run_check,
+    select_categories,
+)
+from routectl.review.compare import split_id
+from routectl.review.expected import (
     TODO_REASON,
     ExpectedChanges,
     is_todo,
     load_expected_changes,
     stated_document,
 )
-from routectl.jsonread import shorten
-from routectl.markdown import render_markdown
-from routectl.policy import ResolvedPolicy
-from routectl.project import Project
-from routectl.replay import find_row, replay_row
-from routectl.report import (
+from routectl.review.markdown import render_markdown
+from routectl.review.report import (
     COLOR_CHOICES,
     FORMATS,
     MAX_FIELD_CHANGES,
@@ -61,8 +61,7 @@ from routectl.report import (
     render_json,
     use_color,
 )
-from routectl.rows import RowSpec
-from routectl.snapshot import (
+from routectl.review.snapshot import (
     NEW_SUFFIX,
     SCHEMA_VERSION,
     dump_json,
@@ -73,6 +72,7 @@ from routectl.snapshot import (
     write_snapshot,
     write_text,
 )
+from routectl.rows import RowSpec
 from routectl.suggest import closest
 
 CATEGORY_HELP = "Category name (repeatable; default: every category)."

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from routectl.errors import InputError
-from routectl.jsonread import shorten
+from routectl.io.jsonread import shorten
 
 
 class Kind(StrEnum):

@@ -57,7 +57,7 @@ def early_start() -> None:
     """Called by `routectl/__init__.py` when the program starts (`is_cli_start`), before any
     other import; stops at the `startup` checkpoint when a test asks for it."""
     exit_on_interrupt()
-    from routectl import checkpoints
+    from routectl.runtime import checkpoints
 
     directory = checkpoints.directory_from_environ(os.environ)
     if directory is not None:

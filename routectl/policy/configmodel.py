@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic import Field as PydanticField
 
 from routectl.errors import InputError
-from routectl.fields import Field
-from routectl.jsonread import QUOTE_CHARS, parse_json, read_bytes, shorten
+from routectl.io.jsonread import QUOTE_CHARS, parse_json, read_bytes, shorten
+from routectl.policy.fields import Field
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 

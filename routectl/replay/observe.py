@@ -3,8 +3,9 @@
 `OpObserver` is a torch dispatch mode: it sees every call that reaches torch's dispatcher in
 namespace `namespace` (e.g. `routectl::awq_sm70_prepare`), whoever issued it, so it is
 independent of routectl's recording double. Each call's arguments are bound by the op's
-catalogue schema and its plan derived by the catalogue's rules (`routectl.ops.derive_plan`);
-consecutive per-expert calls are aggregated by the recorder's own rule (`routectl.ops.CallLog`).
+catalogue schema and its plan derived by the catalogue's rules
+(`routectl.namespaces.ops.derive_plan`); consecutive per-expert calls are aggregated by the
+recorder's own rule (`routectl.namespaces.ops.CallLog`).
 Ops outside the catalogue, and calls that never reach the dispatcher (a declared-only op of a
 composite namespace, a plain torch function), are not seen.
 
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from routectl.ops import CallLog, bind_arguments, derive_plan
+from routectl.namespaces.ops import CallLog, bind_arguments, derive_plan
 from routectl.project import Catalogue
 
 

@@ -1,6 +1,6 @@
 """Rendering a check outcome: text for people (one block per change group), JSON (schema'd,
 stable) for machines, GitHub workflow commands for CI annotations (one per group); Markdown
-summaries live in `routectl.markdown`. Renderers return text; the CLI prints it."""
+summaries live in `routectl.review.markdown`. Renderers return text; the CLI prints it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from routectl.compare import CategoryVerdict, CheckOutcome, FieldChange
-from routectl.groups import ChangeGroup, SignatureField, general_path
-from routectl.patterns import describe
-from routectl.snapshot import SCHEMA_VERSION, SnapshotError, dump_json, schema_violation
+from routectl.review.compare import CategoryVerdict, CheckOutcome, FieldChange
+from routectl.review.groups import ChangeGroup, SignatureField, general_path
+from routectl.review.patterns import describe
+from routectl.review.snapshot import SCHEMA_VERSION, SnapshotError, dump_json, schema_violation
 
 MAX_FIELD_CHANGES = 20  # default --max-fields: per change group, in text
 MAX_ROWS = 50  # default --max-rows: ids shown per group no patterns describe, in text
@@ -345,7 +345,7 @@ def render(
     if fmt == "github":
         return render_github(outcome, command=command)
     if fmt == "markdown":
-        from routectl.markdown import render_markdown
+        from routectl.review.markdown import render_markdown
 
         return render_markdown(outcome, command=command)
     if fmt == "text":

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from routectl.selection import Selection
+from routectl.policy.selection import Selection
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any, cast
 
 from routectl.errors import InputError
-from routectl.fields import Computed, Field, Kind, RetiredVariable
+from routectl.policy.fields import Computed, Field, Kind, RetiredVariable
 
 POLICY_FORMAT = 1
 

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 import jsonschema_rs
 import orjson
 
-from routectl import checkpoints, jsonwrite
 from routectl.errors import InputError, RoutectlError
-from routectl.jsonread import read_json_file, shorten
+from routectl.io import jsonwrite
+from routectl.io.jsonread import read_json_file, shorten
 from routectl.rows import ROW_ID
+from routectl.runtime import checkpoints
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -36,7 +37,7 @@ CATEGORY_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_-]*)$(?!\n)")  # full-match: se
 SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
 # The schemas of routectl's own file formats, package data beside this code (in a wheel, a
 # checkout or a baseline worktree alike): used when the project's snapshot folder has none.
-SOURCE_SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+SOURCE_SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 NEW_SUFFIX = ".new"
 
 Row = dict[str, Any]
@@ -186,13 +187,13 @@ def format_path(parts: Iterable[Any]) -> str:
 
 
 def dump_json(data: Any) -> str:
-    """The text of every file routectl writes (`routectl.jsonwrite`): 2-space indent, sorted
+    """The text of every file routectl writes (`routectl.io.jsonwrite`): 2-space indent, sorted
     keys, trailing newline, NaN refused."""
     return jsonwrite.dumps(data)
 
 
 def read_json(path: Path, what: str) -> Any:
-    """Parse a JSON file through the one bounded reader (`routectl.jsonread`); every
+    """Parse a JSON file through the one bounded reader (`routectl.io.jsonread`); every
     failure is one InputError line naming the file."""
     return read_json_file(path, what)
 

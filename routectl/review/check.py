@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from routectl.compare import (
+from routectl.project import Project
+from routectl.replay.harness import RowText, replay_texts
+from routectl.review.compare import (
     CheckOutcome,
     Comparison,
     Differ,
@@ -20,16 +22,14 @@ from routectl.compare import (
     compare_rows,
     field_changes,
 )
-from routectl.expected import (
+from routectl.review.expected import (
     ExpectedChanges,
     judge_category,
     resolve_stated,
     unmatched_fields,
 )
-from routectl.groups import group_changes
-from routectl.project import Project
-from routectl.replay import RowText, replay_texts
-from routectl.snapshot import (
+from routectl.review.groups import group_changes
+from routectl.review.snapshot import (
     Row,
     Snapshot,
     SnapshotError,

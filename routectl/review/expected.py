@@ -2,8 +2,8 @@
 the verdict rules, and writing the actual changes back in either form.
 
 A stated entry `{"rows": PATTERN, "fields": {PATH: [OLD, NEW]}, "reason"}` expects exactly the
-rows its patterns match (`routectl.patterns`), and, with `fields`, exactly those field changes
-in them. The rules (a row is judged with every entry that matches it):
+rows its patterns match (`routectl.review.patterns`), and, with `fields`, exactly those field
+changes in them. The rules (a row is judged with every entry that matches it):
 
 - a changed row matched by an entry without `fields` is expected;
 - a changed row matched only by entries with `fields` is expected when each of its field
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from routectl.compare import (
+from routectl.errors import InputError
+from routectl.review.compare import (
     CategoryVerdict,
     Comparison,
     ExpectedEntry,
@@ -33,10 +34,9 @@ from routectl.compare import (
     parse_expected,
     split_id,
 )
-from routectl.errors import InputError
-from routectl.groups import ChangeGroup, canonical
-from routectl.patterns import compile_glob, is_glob
-from routectl.snapshot import qualified, read_json, schema_violation
+from routectl.review.groups import ChangeGroup, canonical
+from routectl.review.patterns import compile_glob, is_glob
+from routectl.review.snapshot import qualified, read_json, schema_violation
 
 EXPECTED_VERSION = 2
 # A reason written by --write-expected for the reviewer to replace; CI warns while it stays.

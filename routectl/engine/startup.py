@@ -23,12 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from routectl.engine.startup_report import StartupReport, build_report
 from routectl.errors import InputError, SelectionError
-from routectl.loaded import Decision, Fallback, PreparedLayer
-from routectl.native_ns import NativeNamespace
-from routectl.policy import PolicyDeprecationWarning, ResolvedPolicy, variable_notices
+from routectl.namespaces.native_ns import NativeNamespace
+from routectl.policy.loaded import Decision, Fallback, PreparedLayer
+from routectl.policy.resolve import PolicyDeprecationWarning, ResolvedPolicy, variable_notices
 from routectl.project import Project
-from routectl.startup_report import StartupReport, build_report
 from routectl.workload import EngineConfig, Hardware
 
 LOGGER_NAME = "routectl"

@@ -2,7 +2,7 @@
 layer's weights through the injected namespace) and how to replay that layer on meta tensors
 (checkpoint tensors and the arguments of one apply call of M tokens).
 
-The project names one `LayerLoader` per family (`Project.loaders`); `routectl.engine` loads
+The project names one `LayerLoader` per family (`Project.loaders`); `routectl.engine.startup` loads
 through it and the startup report replays through it, so both run the family's own code.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from routectl.errors import InputError
-from routectl.loaded import PreparedLayer
+from routectl.policy.loaded import PreparedLayer
 
 # (layer, policy, hardware, engine, namespace, *, tensors=None[, workspace=None]) -> loaded.
 LoadFn = Callable[..., PreparedLayer]

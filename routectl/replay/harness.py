@@ -10,16 +10,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from routectl import checkpoints
 from routectl.errors import InputError, SelectionError
-from routectl.jsonread import shorten
-from routectl.loaded import PreparedLayer
-from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
-from routectl.policy import ResolvedPolicy
+from routectl.io.jsonread import shorten
+from routectl.namespaces.ops import CallLog, OpSpec, bind_arguments, derive_plan
+from routectl.policy.loaded import PreparedLayer
+from routectl.policy.resolve import ResolvedPolicy
 from routectl.project import Catalogue, Project
 from routectl.rows import RowSpec
+from routectl.runtime import checkpoints
+from routectl.runtime.workers import run_shared
 from routectl.suggest import did_you_mean
-from routectl.workers import run_shared
 from routectl.workload import Hardware
 
 FULL_BUILD_ABI_REVISION = 1
@@ -54,7 +54,7 @@ def _type_decided(kind: type, tensor: type) -> bool:
 class RecordingNamespace:
     """Native double that checks every call against the catalogue, produces meta outputs and
     records `{"op", "plan"}`. Consecutive per-expert calls with equal plans become one record
-    with `experts: E` (`routectl.ops.CallLog`, the rule observers of real runs share)."""
+    with `experts: E` (`routectl.namespaces.ops.CallLog`, the rule observers of real runs share)."""
 
     def __init__(
         self,
@@ -240,7 +240,7 @@ def replay_texts(
     meanwhile: Callable[[], M] = _nothing,
 ) -> tuple[dict[str, list[RowText]], M]:
     """Every row of every category replayed (no cache), shared by up to `jobs` processes
-    (`routectl.workers`), as (id, canonical text) sorted by id; and what `meanwhile()`
+    (`routectl.runtime.workers`), as (id, canonical text) sorted by id; and what `meanwhile()`
     returned. The output does not depend on `jobs`."""
     tasks = [(category, spec) for category in categories for spec in category.rows()]
     if tasks:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from routectl.matrix import CHANGE_MARKS, CellRow, Label, Matrix, Transition, value_text
+from routectl.review.matrix import CHANGE_MARKS, CellRow, Label, Matrix, Transition, value_text
 
 
 @dataclass(frozen=True)

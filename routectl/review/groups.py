@@ -4,7 +4,7 @@ A changed row's signature is the set of its field changes with list indexes gene
 `[*]` (path, kind, old value, new value); rows with the same signature form one group, which a
 reviewer reads once. Added rows group by what they route to (kernel, or status or error code),
 removed rows likewise. Each group carries its rows as sorted bare ids and their description as
-row-id patterns (`routectl.patterns.describe`).
+row-id patterns (`routectl.review.patterns.describe`).
 
 The library API (`group_changes`, `ChangeGroup`, `SignatureField`) is what renderers and
 other views (e.g. a route matrix) build on.
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from routectl.compare import Comparison, FieldChange
-from routectl.patterns import Description, describe
-from routectl.snapshot import Row, qualified
+from routectl.review.compare import Comparison, FieldChange
+from routectl.review.patterns import Description, describe
+from routectl.review.snapshot import Row, qualified
 
 LIST_INDEX = re.compile(r"\[[0-9]+\]")
 GROUP_KINDS = ("changed", "added", "removed")

@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from routectl import checkpoints
+from routectl.runtime import checkpoints
 
 T = TypeVar("T")
 M = TypeVar("M")

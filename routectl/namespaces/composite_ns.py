@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from routectl.native_ns import NativeNamespace, run_repeated
+from routectl.namespaces.native_ns import NativeNamespace, run_repeated
 
 
 class NoImplementationError(RuntimeError):

@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from routectl import checkpoints
 from routectl.errors import InputError, RoutectlError
-from routectl.jsonread import shorten
-from routectl.snapshot import (
+from routectl.io.jsonread import shorten
+from routectl.review.snapshot import (
     CATEGORY_NAME,
     SCHEMA_VERSION,
     Snapshot,
@@ -41,6 +40,7 @@ from routectl.snapshot import (
     read_json,
     retained_files,
 )
+from routectl.runtime import checkpoints
 
 # The stable interface every routectl version keeps (DESIGN "Snapshot files").
 SNAPSHOT_ARGS = ("-m", "routectl", "snapshot", "--all", "--output-dir")
@@ -67,7 +67,7 @@ WAIT_POLL_S = 0.1
 DEBUG_HINT = " (run with --debug for the traceback)"
 # The engine package this code runs from: the baseline subprocess falls back to it when the
 # ref's tree holds no `routectl/` of its own (a project that depends on routectl).
-ENGINE_PATH = Path(__file__).resolve().parent.parent
+ENGINE_PATH = Path(__file__).resolve().parents[2]
 
 Document = dict[str, Any]
 Migration = Callable[[Document], Document]

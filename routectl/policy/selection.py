@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from routectl.native_ns import NativeNamespace
+from routectl.namespaces.native_ns import NativeNamespace
 from routectl.reasons import Check, Reason, Verdict
 
 # Rejections at these stages mean "the policy wanted it, the build or the hardware could not":

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from routectl.matrix import CHANGE_MARKS, Label, Matrix, Transition, value_text
-from routectl.terminal import ERROR_COLOR, MUTED_COLOR, PALETTE, Painter
+from routectl.io.terminal import ERROR_COLOR, MUTED_COLOR, PALETTE, Painter
+from routectl.review.matrix import CHANGE_MARKS, Label, Matrix, Transition, value_text
 
 WIDTH = 100
 MAX_TRANSITION_IDS = 4

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from routectl.compare import CheckOutcome
-from routectl.groups import ChangeGroup
-from routectl.report import (
+from routectl.review.compare import CheckOutcome
+from routectl.review.groups import ChangeGroup
+from routectl.review.report import (
     group_rows_text,
     group_title,
     group_verdict,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from routectl.errors import InputError
-from routectl.jsonread import QUOTE_CHARS, shorten
-from routectl.ops import parse_schema
+from routectl.io.jsonread import QUOTE_CHARS, shorten
+from routectl.namespaces.ops import parse_schema
 from routectl.project import Catalogue
 
 

@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from routectl.errors import InputError, SelectionError
-from routectl.loaded import PreparedLayer
-from routectl.loaders import LayerLoader
-from routectl.native_ns import NativeNamespace
-from routectl.policy import ResolvedPolicy
+from routectl.namespaces.native_ns import NativeNamespace
+from routectl.policy.loaded import PreparedLayer
+from routectl.policy.loaders import LayerLoader
+from routectl.policy.resolve import ResolvedPolicy
 from routectl.project import Catalogue, Project
 from routectl.reasons import Verdict
 from routectl.workload import EngineConfig, Hardware
 
 if TYPE_CHECKING:
-    from routectl.replay import RecordingNamespace
+    from routectl.replay.harness import RecordingNamespace
 
 REPORT_FORMAT = 1
 SCHEMA_NAME = "startup-report"
@@ -68,7 +68,7 @@ TOKEN_CLASSES: tuple[TokenClass, ...] = (
 
 
 class LoadedLayer(Protocol):
-    """What the report reads of one engine layer (`routectl.engine.EngineLayer` is one)."""
+    """What the report reads of one engine layer (`routectl.engine.startup.EngineLayer` is one)."""
 
     @property
     def name(self) -> str: ...
@@ -94,7 +94,7 @@ class LoadedLayer(Protocol):
 
 def mirror_namespace(catalogue: Catalogue, ns: NativeNamespace) -> RecordingNamespace:
     """A recording double with exactly the catalogue ops `ns` has and its ABI revisions."""
-    from routectl.replay import RecordingNamespace
+    from routectl.replay.harness import RecordingNamespace
 
     missing = [op for op in catalogue.ops if not ns.has_op(op)]
     abi: dict[str, int] = {}
@@ -262,7 +262,7 @@ def build_report(
 
 def validate_report(document: Mapping[str, Any], project: Project | None = None) -> None:
     """Raise InputError unless `document` validates against the startup-report schema."""
-    from routectl.snapshot import load_schema
+    from routectl.review.snapshot import load_schema
 
     schema = load_schema(SCHEMA_NAME, project.snapshot_dir if project else None)
     try:

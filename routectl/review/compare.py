@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from routectl.errors import InputError
-from routectl.jsonread import shorten
+from routectl.io.jsonread import shorten
+from routectl.review.snapshot import Row, format_path, qualified, read_json, schema_violation
 from routectl.rows import ROW_ID
-from routectl.snapshot import Row, format_path, qualified, read_json, schema_violation
 from routectl.suggest import did_you_mean
 
 CHANGE_KINDS = ("changed", "added", "removed")
@@ -322,7 +322,7 @@ class CategoryVerdict:
     matched by a stated entry whose fields do not cover all their changes
     (`unexpected_fields`: those changes). `reasons` gives an expected row the reasons of
     the entries that expect it; `groups` are the category's change groups
-    (`routectl.groups.ChangeGroup`)."""
+    (`routectl.review.groups.ChangeGroup`)."""
 
     name: str
     rows: int  # fresh rows
