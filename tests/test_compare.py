@@ -11,6 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from routectl.errors import InputError
+from routectl.io.schemas import schema_violation
 from routectl.review.compare import (
     CheckOutcome,
     FieldChange,
@@ -30,7 +31,7 @@ from routectl.review.report import (
     render_text,
     use_color,
 )
-from routectl.review.snapshot import build_snapshot, schema_violation
+from routectl.review.snapshot import build_snapshot
 
 CATEGORIES = ("cat-a", "cat-b")
 
@@ -148,7 +149,7 @@ def whole_row_changes(old: dict, new: dict) -> list[FieldChange]:
     handed DeepDiff only the differing parts)."""
     from deepdiff import DeepDiff
 
-    from routectl.review.snapshot import format_path
+    from routectl.io.schemas import format_path
 
     found = []
     tree = DeepDiff(old, new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 
 from policies import PROJECT
 from routectl.engine.startup import start
-from routectl.review.snapshot import schema
+from routectl.io.schemas import schema
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 from tests.fixtures.toy import invoke, ok
 from tests.test_dflash2_policy import ALLOW_CANDIDATE_ORDER, DENSE_ORDER, TABLE

@@ -24,13 +24,13 @@ from policies.variables import FIELDS, UNKNOWN_PREFIX, field
 from routectl.engine.startup import LOGGER_NAME, NotDispatchedError, start
 from routectl.engine.startup_report import TOKEN_CLASSES, validate_report
 from routectl.errors import InputError, SelectionError
+from routectl.io.schemas import schema
 from routectl.namespaces.composite_ns import CompositeNamespace, NoImplementationError
 from routectl.namespaces.native_ns import InMemoryNamespace, TorchOpsNamespace
 from routectl.namespaces.ops import bind_arguments, derive_plan
 from routectl.policy.fields import Kind
 from routectl.replay.harness import RecordingNamespace
 from routectl.replay.observe import OpObserver
-from routectl.review.snapshot import schema
 from routectl.workload import EngineConfig, Hardware
 
 HW = Hardware(70)

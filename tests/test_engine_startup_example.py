@@ -14,7 +14,7 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 
 from policies.variables import VARIABLE_PREFIX
-from routectl.review.snapshot import schema
+from routectl.io.schemas import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "engine_startup.py"

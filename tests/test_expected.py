@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from routectl.errors import InputError
+from routectl.io.schemas import schema_violation
 from routectl.review.compare import MissingItem, compare_rows
 from routectl.review.expected import (
     judge_category,
@@ -18,7 +19,6 @@ from routectl.review.expected import (
     unmatched_fields,
 )
 from routectl.review.groups import group_changes
-from routectl.review.snapshot import schema_violation
 
 CATS = ("cat-a", "cat-b")
 A1, A2, A3 = (

@@ -25,10 +25,10 @@ from native.moe_stages import LegacySingleToken, QpnM1
 from native.reference.moe_checkpoint import random_moe_checkpoint
 from routectl.engine.startup import EngineLayer, start
 from routectl.engine.startup_report import StartupReport
+from routectl.io.schemas import schema
 from routectl.namespaces.composite_ns import NoImplementationError
 from routectl.namespaces.ops import bind_arguments, derive_plan
 from routectl.replay.observe import CallRecord, OpObserver, replay_record
-from routectl.review.snapshot import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "engine_startup.py"

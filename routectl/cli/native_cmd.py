@@ -9,10 +9,10 @@ import click
 
 from routectl.cli import CheckFailed, SuggestingGroup, cli, project_option, state
 from routectl.io.jsonread import shorten
+from routectl.io.schemas import schema_violation
 from routectl.namespaces.native_ns import TorchOpsNamespace
 from routectl.project import import_module
 from routectl.replay.probe import probe, render_text
-from routectl.review.snapshot import schema_violation
 
 PROBE_FORMAT = 1
 

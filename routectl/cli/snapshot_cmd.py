@@ -31,6 +31,7 @@ from routectl.cli import (
 from routectl.cli.config_cmd import policy_document
 from routectl.errors import InputError
 from routectl.io.jsonread import shorten
+from routectl.io.schemas import SCHEMA_VERSION, schema_violation
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.project import Project
 from routectl.replay.harness import find_row, replay_row
@@ -63,10 +64,8 @@ from routectl.review.report import (
 )
 from routectl.review.snapshot import (
     NEW_SUFFIX,
-    SCHEMA_VERSION,
     dump_json,
     plain_rows,
-    schema_violation,
     stale_new_files,
     write_json,
     write_snapshot,

@@ -262,7 +262,7 @@ def build_report(
 
 def validate_report(document: Mapping[str, Any], project: Project | None = None) -> None:
     """Raise InputError unless `document` validates against the startup-report schema."""
-    from routectl.review.snapshot import load_schema
+    from routectl.io.schemas import load_schema
 
     schema = load_schema(SCHEMA_NAME, project.snapshot_dir if project else None)
     try:

@@ -32,9 +32,9 @@ from typing import Any
 
 from routectl.errors import InputError, RoutectlError
 from routectl.io.jsonread import shorten
+from routectl.io.schemas import SCHEMA_VERSION
 from routectl.review.snapshot import (
     CATEGORY_NAME,
-    SCHEMA_VERSION,
     Snapshot,
     parse_snapshot,
     read_json,

@@ -15,7 +15,8 @@ from typing import Any
 
 from routectl.errors import InputError
 from routectl.io.jsonread import shorten
-from routectl.review.snapshot import Row, format_path, qualified, read_json, schema_violation
+from routectl.io.schemas import format_path, schema_violation
+from routectl.review.snapshot import Row, qualified, read_json
 from routectl.rows import ROW_ID
 from routectl.suggest import did_you_mean
 

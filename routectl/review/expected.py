@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.io.schemas import schema_violation
 from routectl.review.compare import (
     CategoryVerdict,
     Comparison,
@@ -36,7 +37,7 @@ from routectl.review.compare import (
 )
 from routectl.review.groups import ChangeGroup, canonical
 from routectl.review.patterns import compile_glob, is_glob
-from routectl.review.snapshot import qualified, read_json, schema_violation
+from routectl.review.snapshot import qualified, read_json
 
 EXPECTED_VERSION = 2
 # A reason written by --write-expected for the reviewer to replace; CI warns while it stays.

@@ -11,10 +11,11 @@ from typing import Any
 
 import click
 
+from routectl.io.schemas import SCHEMA_VERSION, schema_violation
 from routectl.review.compare import CategoryVerdict, CheckOutcome, FieldChange
 from routectl.review.groups import ChangeGroup, SignatureField, general_path
 from routectl.review.patterns import describe
-from routectl.review.snapshot import SCHEMA_VERSION, SnapshotError, dump_json, schema_violation
+from routectl.review.snapshot import SnapshotError, dump_json
 
 MAX_FIELD_CHANGES = 20  # default --max-fields: per change group, in text
 MAX_ROWS = 50  # default --max-rows: ids shown per group no patterns describe, in text
