@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from routectl.errors import InputError
 from routectl.io.schemas import schema_violation
+from routectl.io.terminal import use_color
 from routectl.review.compare import (
     CheckOutcome,
     FieldChange,
@@ -29,7 +30,6 @@ from routectl.review.report import (
     render_github,
     render_json,
     render_text,
-    use_color,
 )
 from routectl.review.snapshot import build_snapshot
 

@@ -12,39 +12,16 @@ from typing import Any
 import click
 
 from routectl.cli import cli, job_count, jobs_option, project_option, state
-from routectl.cli.diff_cmd import against_baseline
-from routectl.cli.snapshot_cmd import CATEGORY_HELP, note
-from routectl.io.terminal import Painter
+from routectl.cli.shared import CATEGORY_HELP, against_baseline, baseline_options, note
+from routectl.io.terminal import COLOR_CHOICES, Painter, use_color
 from routectl.project import Project
 from routectl.review.check import CheckResult, fresh_snapshots, select_categories
 from routectl.review.matrix import Matrix, build_matrix, layout
 from routectl.review.matrix_html import ChangeGroup, render_html
 from routectl.review.matrix_text import render_matrix_text
 from routectl.review.patterns import describe
-from routectl.review.report import COLOR_CHOICES, group_title, show_field, use_color
+from routectl.review.report import group_title, show_field
 from routectl.review.snapshot import Snapshot, write_text
-
-
-def baseline_options(function: Any) -> Any:
-    options = [
-        click.option(
-            "--baseline-ref",
-            "ref",
-            metavar="REF",
-            default=None,
-            help="Mark what changed against the rows git ref REF's code computes.",
-        ),
-        click.option(
-            "--baseline",
-            "baseline_path",
-            type=click.Path(path_type=Path),
-            default=None,
-            help="Mark what changed against pre-built snapshots.",
-        ),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
 
 
 def matrices(

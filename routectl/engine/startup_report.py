@@ -27,8 +27,9 @@ from routectl.namespaces.native_ns import NativeNamespace
 from routectl.policy.loaded import PreparedLayer
 from routectl.policy.loaders import LayerLoader
 from routectl.policy.resolve import ResolvedPolicy
+from routectl.policy.text import ignored_text, value_lines
 from routectl.project import Catalogue, Project
-from routectl.reasons import Verdict
+from routectl.reasons import Verdict, reason_text, refusal_text
 from routectl.workload import EngineConfig, Hardware
 
 if TYPE_CHECKING:
@@ -315,10 +316,12 @@ def _layer_text(layer: Mapping[str, Any]) -> list[str]:
         f"{layer['kernel'] or 'not served by this family'}"
     ]
     if layer["status"]:
-        lines.append(f"  status {layer['status']['code']}: {layer['status']['message']}")
+        status = layer["status"]
+        lines.append(f"  status {reason_text(status['code'], status['message'])}")
     for v in layer["candidates"]:
         if not v["ok"]:
-            lines.append(f"  rejected {v['name']} [{v['stage']}] {v['code']}: {v['message']}")
+            refusal = refusal_text(v["name"], v["code"], v["message"])
+            lines.append(f"  rejected {refusal} (stage {v['stage']})")
     for f in layer["fallbacks"]:
         lines.append(
             f"  fallback {f['field']}: {_value(f['requested'])} -> "
@@ -343,10 +346,10 @@ def _layer_text(layer: Mapping[str, Any]) -> list[str]:
             ops = ", ".join(_call(c) for c in sample["ops"]) or "no native call"
             route = f"{stages} -> {ops}" if stages else ops
             if sample["error"]:
-                route = f"error {sample['error']['code']}: {sample['error']['message']}"
+                route = f"error {reason_text(sample['error']['code'], sample['error']['message'])}"
             lines.append(f"{head} at {sample['m']}: {route}")
             for v in sample["rejected"]:
-                lines.append(f"      rejected {v['name']} {v['code']}: {v['message']}")
+                lines.append(f"      rejected {refusal_text(v['name'], v['code'], v['message'])}")
     lines.append(f"  replay matches load: {'yes' if layer['replay_matches_load'] else 'NO'}")
     return lines
 
@@ -360,12 +363,13 @@ def render_text(document: Mapping[str, Any]) -> str:
         f"engine: {engine}",
         f"policy {policy['hash']}:",
     ]
-    for item in policy["values"]:
-        lines.append(f"  {item['key']} = {_value(item['value'])} ({item['source']})")
+    lines.extend(
+        value_lines({item["key"]: item for item in policy["values"]}),
+    )
     for message in policy["warnings"]:
         lines.append(f"  warning: {message}")
     for item in policy["ignored"]:
-        lines.append(f"  ignored {item['variable']}: {item['key']} is explicit")
+        lines.append(f"  {ignored_text(item['variable'], item['key'])}")
     classes = "; ".join(
         f"{c['name']} at {', '.join(map(str, c['samples'])) or 'none'}"
         for c in document["token_classes"]

@@ -7,16 +7,13 @@ worktree first on PYTHONPATH, the worktree's project root as working directory (
 `[tool.routectl]` applies) and none of the policy's variables in its environment. The ref's
 retained `snapshots/*.json` are never read. Everything temporary lives in one folder made by
 `tempfile.mkdtemp`, so concurrent diffs in one repository never share a path; cleanup runs in
-`finally`, also on Ctrl-C and on a failed baseline.
-
-Reading a baseline file migrates an older `schema_version` through MIGRATIONS, or refuses it
-naming its version and what to do.
+`finally`, also on Ctrl-C and on a failed baseline. Git itself is `routectl.review.git`; the
+baseline's files are read as `routectl.review.sources.SnapshotFiles` (migrated when older).
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -24,22 +21,21 @@ import sys
 import tempfile
 import threading
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from routectl.errors import InputError, RoutectlError
-from routectl.io.jsonread import shorten
-from routectl.io.schemas import SCHEMA_VERSION
-from routectl.review.snapshot import (
-    CATEGORY_NAME,
-    Snapshot,
-    parse_snapshot,
-    read_json,
-    retained_files,
+from routectl.errors import InputError
+from routectl.review.git import (
+    MAX_TAIL_CHARS,
+    add_worktree,
+    file_at,
+    remove_worktree,
+    repository_root,
+    resolve_commit,
 )
+from routectl.review.sources import SnapshotFiles
 from routectl.runtime import checkpoints
 
 # The stable interface every routectl version keeps (DESIGN "Snapshot files").
@@ -47,33 +43,12 @@ SNAPSHOT_ARGS = ("-m", "routectl", "snapshot", "--all", "--output-dir")
 # Every routectl version accepts `--debug` before the command name.
 DEBUG_ARGS = ("-m", "routectl", "--debug", "snapshot", "--all", "--output-dir")
 TEMP_PREFIX = "routectl-baseline-"
-# Set inside git hooks (GIT_INDEX_FILE during a commit, GIT_DIR in some hooks): they would
-# point our git calls at another index or repository. Every call names its repository (-C).
-GIT_LOCATION_VARIABLES = frozenset(
-    {
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_NAMESPACE",
-        "GIT_PREFIX",
-    }
-)
 IMPORT_FAILURES = ("ModuleNotFoundError", "ImportError")
-MAX_TAIL_CHARS = 300
 WAIT_POLL_S = 0.1
 DEBUG_HINT = " (run with --debug for the traceback)"
 # The engine package this code runs from: the baseline subprocess falls back to it when the
 # ref's tree holds no `routectl/` of its own (a project that depends on routectl).
 ENGINE_PATH = Path(__file__).resolve().parents[2]
-
-Document = dict[str, Any]
-Migration = Callable[[Document], Document]
-# schema_version N -> a function turning a version-N snapshot document into version N + 1.
-# Version 1 is the first: there is nothing to migrate yet.
-MIGRATIONS: Mapping[int, Migration] = {}
 
 
 class BaselineFailed(InputError):
@@ -84,204 +59,17 @@ class BaselineFailed(InputError):
         self.output = output
 
 
-# --- reading baseline files ----------------------------------------------------------------
-
-
-def migrate_document(
-    data: Any, *, source: str, advice: str, migrations: Mapping[int, Migration] = MIGRATIONS
-) -> Any:
-    """Bring an older snapshot document to SCHEMA_VERSION one step at a time, or refuse it.
-    Current, newer (refused by parse_snapshot: upgrade routectl) and malformed documents
-    (phrased by the schema) pass through unchanged."""
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if not isinstance(version, int) or isinstance(version, bool) or version >= SCHEMA_VERSION:
-        return data
-    start = version
-    while version < SCHEMA_VERSION:
-        step = migrations.get(version)
-        if step is None:
-            raise InputError(
-                f"{source} has schema_version {start}, older than "
-                f"{SCHEMA_VERSION}, and this routectl has no migration from "
-                f"version {version}: {advice}"
-            )
-        data = step(data)
-        reached = data.get("schema_version") if isinstance(data, dict) else None
-        if reached != version + 1:
-            raise RoutectlError(
-                f"the migration from schema_version {version} produced "
-                f"version {reached!r}, not {version + 1}"
-            )
-        version = reached
-    return data
-
-
-def read_baseline_snapshot(
-    path: Path,
-    *,
-    advice: str,
-    snapshot_dir: Path | None = None,
-    category: str | None = None,
-    migrations: Mapping[int, Migration] = MIGRATIONS,
-) -> Snapshot:
-    """A baseline snapshot file, migrated to the current schema and validated."""
-    data = read_json(path, "baseline snapshot")
-    data = migrate_document(data, source=str(path), advice=advice, migrations=migrations)
-    return parse_snapshot(data, source=str(path), snapshot_dir=snapshot_dir, category=category)
-
-
-class BaselineDirectory:
-    """A SnapshotSource over a folder of `<category>.json` baseline files (the output of
-    `routectl snapshot --all --output-dir DIR`), read with migration."""
-
-    def __init__(self, directory: Path, *, advice: str, snapshot_dir: Path | None = None) -> None:
-        self.directory = directory
-        self._advice = advice
-        self._schemas = snapshot_dir
-        self._files = retained_files(directory)
-        for name, path in self._files.items():
-            if not CATEGORY_NAME.match(name):
-                raise InputError(
-                    f"baseline {path} is not a <category>.json snapshot "
-                    f"(category names match {CATEGORY_NAME.pattern})"
-                )
-
-    def names(self) -> Sequence[str]:
-        return sorted(self._files)
-
-    def load(self, name: str) -> Snapshot | None:
-        path = self._files.get(name)
-        if path is None:
-            return None
-        return read_baseline_snapshot(
-            path, advice=self._advice, snapshot_dir=self._schemas, category=name
-        )
-
-
-class BaselineFile:
-    """A SnapshotSource holding the one category of a single snapshot file (any file name)."""
-
-    def __init__(self, path: Path, *, advice: str, snapshot_dir: Path | None = None) -> None:
-        self.path = path
-        self.snapshot = read_baseline_snapshot(path, advice=advice, snapshot_dir=snapshot_dir)
-
-    @property
-    def category(self) -> str:
-        return self.snapshot.category
-
-    def names(self) -> Sequence[str]:
-        return [self.snapshot.category]
-
-    def load(self, name: str) -> Snapshot | None:
-        return self.snapshot if name == self.snapshot.category else None
-
-
-CACHED_ADVICE = (
-    "rebuild the cached baseline with this routectl (routectl snapshot --all "
-    "--output-dir DIR at the baseline commit), or use --baseline-ref"
-)
-
-
-def open_baseline(
-    path: Path, *, snapshot_dir: Path | None = None
-) -> BaselineDirectory | BaselineFile:
-    """A pre-built baseline: one snapshot file, or a folder of `<category>.json` files."""
-    if path.is_dir():
-        source = BaselineDirectory(path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir)
-        if not source.names():
-            raise InputError(
-                f"baseline folder {path} holds no <category>.json snapshot "
-                f"(write one with routectl snapshot --all --output-dir DIR)"
-            )
-        return source
-    if not path.exists():
-        raise InputError(f"baseline {path} does not exist")
-    return BaselineFile(path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir)
-
-
-# --- git -----------------------------------------------------------------------------------
-
-
-def git_environ(environ: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k not in GIT_LOCATION_VARIABLES}
-
-
-def _git(
-    repo: Path, args: Sequence[str], environ: Mapping[str, str]
-) -> subprocess.CompletedProcess[str]:
-    executable = shutil.which("git", path=environ.get("PATH", os.defpath))
-    if executable is None:
-        raise InputError(
-            "git is not on PATH: routectl diff --baseline-ref needs git "
-            "(--baseline PATH takes pre-built snapshots instead)"
-        )
-    return subprocess.run(
-        [executable, "-C", str(repo), *args],
-        env=git_environ(environ),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def _git_error(message: str, done: subprocess.CompletedProcess[str]) -> InputError:
-    """Ours and git's first stderr line, as one line (the error line stays one line)."""
-    detail = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "")
-    if len(detail) > MAX_TAIL_CHARS:
-        detail = detail[:MAX_TAIL_CHARS] + "..."
-    return InputError(f"{message} (git: {detail})" if detail else message)
-
-
-def repository_root(start: Path, environ: Mapping[str, str]) -> Path:
-    done = _git(start, ["rev-parse", "--show-toplevel"], environ)
-    if done.returncode != 0 or not done.stdout.strip():
-        raise _git_error(
-            f"not inside a git repository: {start} (--baseline-ref needs the "
-            f"project's git history; --baseline PATH takes pre-built snapshots)",
-            done,
-        )
-    return Path(done.stdout.strip()).resolve()
-
-
-def fetch_hint(ref: str) -> str:
-    """How a shallow clone gets `ref`: the command to paste, the ref shell-quoted."""
-    remote, slash, branch = ref.partition("/")
-    wanted = branch if slash and remote == "origin" and branch else ref
-    fetch = f"git fetch origin {shlex.quote(wanted)}"
-    return (
-        f"a shallow clone (CI checkouts are) needs the ref fetched: {fetch}, or full "
-        f"history (git fetch --unshallow; actions/checkout with fetch-depth: 0)"
-    )
-
-
-def resolve_commit(repo: Path, ref: str, environ: Mapping[str, str]) -> str:
-    """The commit `ref` names; an unknown ref is an InputError, with the hint to fetch it
-    when the clone is shallow (a full clone has nothing more to fetch for it)."""
-    done = _git(
-        repo, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], environ
-    )
-    commit = done.stdout.strip()
-    if done.returncode == 0 and commit:
-        return commit
-    shallow = _git(repo, ["rev-parse", "--is-shallow-repository"], environ)
-    hint = (
-        f" (this clone is shallow): {fetch_hint(ref)}" if (shallow.stdout.strip() == "true") else ""
-    )
-    raise _git_error(f"unknown git ref {shorten(ref)} in {repo}{hint}", done)
-
-
 def check_project_at(
     repo: Path, commit: str, ref: str, project_path: Path, environ: Mapping[str, str]
 ) -> None:
     """REF must hold a `pyproject.toml` with `[tool.routectl]` at the project's path."""
     relative = (project_path / "pyproject.toml").as_posix()
-    done = _git(repo, ["cat-file", "blob", f"{commit}:{relative}"], environ)
+    text = file_at(repo, commit, relative, environ)
     # A missing file is the answer, not a git failure: git's "does not exist" adds nothing.
-    if done.returncode != 0:
+    if text is None:
         raise InputError(f"{ref} has no routectl project: {relative} does not exist there")
     try:
-        table = tomllib.loads(done.stdout).get("tool", {}).get("routectl")
+        table = tomllib.loads(text).get("tool", {}).get("routectl")
     except tomllib.TOMLDecodeError as exc:
         raise InputError(
             f"{ref} has no routectl project: its {relative} is not valid TOML ({exc})"
@@ -408,23 +196,7 @@ class RefBaseline:
     def start(self) -> None:
         # Set before the call: an interrupt inside `worktree add` may leave a half-made one.
         self._worktree_added = True
-        # No hooks: a throwaway tree is no checkout the user's post-checkout hook asked for.
-        done = _git(
-            self.repository,
-            [
-                "-c",
-                f"core.hooksPath={os.devnull}",
-                "worktree",
-                "add",
-                "--detach",
-                "--quiet",
-                str(self.worktree),
-                self.commit,
-            ],
-            self.environ,
-        )
-        if done.returncode != 0:
-            raise _git_error(f"cannot check out {self.ref} into a temporary worktree", done)
+        add_worktree(self.repository, self.worktree, self.commit, self.environ, what=self.ref)
         engine = None if (self.worktree / "routectl" / "__init__.py").is_file() else ENGINE_PATH
         env = baseline_environ(
             self.environ,
@@ -456,28 +228,18 @@ class RefBaseline:
             raise BaselineFailed(_failure_message(self.ref, self.commit, code, output), output)
         return self.output_dir
 
-    def source(self, *, snapshot_dir: Path | None = None) -> BaselineDirectory:
+    def source(self, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
         advice = (
             f"{self.ref}'s routectl writes an old format; compare against a newer "
             f"ref, or build its snapshots with this routectl and pass them with "
             f"--baseline DIR"
         )
-        return BaselineDirectory(self.wait(), advice=advice, snapshot_dir=snapshot_dir)
+        return SnapshotFiles.baseline_folder(self.wait(), advice=advice, snapshot_dir=snapshot_dir)
 
     def _remove_worktree(self) -> None:
         if not self._worktree_added:
             return
-        # Twice forced: also a worktree left locked by an interrupted `worktree add`.
-        done = _git(
-            self.repository,
-            ["worktree", "remove", "--force", "--force", str(self.worktree)],
-            self.environ,
-        )
-        if done.returncode != 0:
-            # Never registered, or half made: remove the files, then let git drop the entry
-            # (prune only runs here, so a concurrent diff's fresh entry is never raced).
-            shutil.rmtree(self.worktree, ignore_errors=True)
-            _git(self.repository, ["worktree", "prune"], self.environ)
+        remove_worktree(self.repository, self.worktree, self.environ)
         self._worktree_added = False
 
     def close(self) -> None:

@@ -1,15 +1,15 @@
 """The check pipeline as a library: fresh rows against a baseline, judged against the
 expected changes. `routectl check` passes the retained folder as the baseline; a baseline
-built at another git ref is just another source of snapshot files.
+built at another git ref is just another source of snapshot files (`routectl.review.sources`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from routectl.project import Project
 from routectl.replay.harness import RowText, replay_texts
@@ -25,6 +25,7 @@ from routectl.review.compare import (
 from routectl.review.expected import (
     ExpectedChanges,
     judge_category,
+    load_expected_changes,
     resolve_stated,
     unmatched_fields,
 )
@@ -35,46 +36,10 @@ from routectl.review.snapshot import (
     SnapshotError,
     build_snapshot,
     check_category_names,
-    read_snapshot,
-    retained_files,
     validate_rows,
 )
-
-
-class SnapshotSource(Protocol):
-    """Where baseline rows come from."""
-
-    def names(self) -> Sequence[str]:
-        """Every category this source holds a snapshot of (for stale detection)."""
-        ...
-
-    def load(self, name: str) -> Snapshot | None:
-        """The snapshot of category `name`, None when the source has none. A malformed
-        snapshot is an InputError."""
-        ...
-
-
-class DirectorySource:
-    """A folder of `<category>.json` files: the retained `snapshots/`, or a baseline folder
-    written by `routectl snapshot --all --output-dir DIR`."""
-
-    def __init__(self, directory: Path, *, snapshot_dir: Path | None = None) -> None:
-        self.directory = directory
-        self._schemas = snapshot_dir  # whose schema/ validates the files
-        self._files = retained_files(directory)
-
-    def names(self) -> Sequence[str]:
-        return sorted(self._files)
-
-    def path(self, name: str) -> Path:
-        return self.directory / f"{name}.json"
-
-    def load(self, name: str) -> Snapshot | None:
-        path = self._files.get(name)
-        if path is None:
-            return None
-        return read_snapshot(path, snapshot_dir=self._schemas, category=name)
-
+from routectl.review.sources import SnapshotSource
+from routectl.rows import RowSpec
 
 Known = Mapping[str, tuple[str, Row]]  # row id -> (canonical text, the row)
 
@@ -261,3 +226,50 @@ def expected_document(result: CheckResult) -> list[dict[str, str]]:
             out.append({"id": qid, "reason": reason})
     out.sort(key=lambda e: e["id"])
     return out
+
+
+# --- judging against another baseline ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemovedCategory:
+    """A category only the baseline has: it replays no rows, so each baseline row is
+    reported removed (and may be listed as an expected change)."""
+
+    name: str
+    basis: str = "a category present only in the baseline"
+
+    def rows(self) -> Sequence[RowSpec]:
+        return ()
+
+
+def judge_against(
+    project: Project,
+    names: Sequence[str],
+    baseline: SnapshotSource,
+    *,
+    expected_file: Path | None = None,
+    fresh: Mapping[str, Snapshot] | None = None,
+    jobs: int = 1,
+) -> CheckResult:
+    """run_check against `baseline`, its categories the project lists no more judged as
+    removed ones (`baseline_only` names them). `fresh` holds candidate snapshots already
+    replayed (others replay here)."""
+    listed = {c.name for c in project.categories}
+    removed = tuple(RemovedCategory(n) for n in baseline.names() if n not in listed)
+    judged = replace(project, categories=(*project.categories, *removed))
+    # Read once the baseline is known: an expected id may name a removed category's row.
+    expected = (
+        ()
+        if expected_file is None
+        else load_expected_changes(
+            expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir
+        )
+    )
+    return run_check(judged, names, baseline=baseline, expected=expected, ready=fresh, jobs=jobs)
+
+
+def baseline_only(project: Project, result: CheckResult) -> list[str]:
+    """The judged categories only the baseline has (their rows are reported removed)."""
+    listed = {c.name for c in project.categories}
+    return [name for name in result.outcome.categories if name not in listed]

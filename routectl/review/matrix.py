@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.reasons import reason_text, refusal_text
 
 DIMENSIONS = ("model", "kv", "tp", "spec", "c", "q")
 DIMENSION_ALIASES = {"concurrency": "c", "budget": "q", "tokens": "q", "tensor_parallel": "tp"}
@@ -284,7 +285,7 @@ def _refusals(verdicts: Iterable[Mapping[str, Any]], stop: str | None = None) ->
         if stop is not None and verdict.get("name") == stop:
             break
         if not verdict.get("ok"):
-            found.append(f"{verdict['name']} [{verdict['code']}] {verdict['message']}")
+            found.append(refusal_text(verdict["name"], verdict["code"], verdict["message"]))
     return found
 
 
@@ -293,7 +294,7 @@ def deciding_reason(route: Route) -> str:
     of the chosen kernel, nearest first (or that the first candidate was admitted); for a
     status row its refusals, else its message."""
     if "error" in route:
-        return f"[{route['error'].get('code')}] {route['error'].get('message', '')}"
+        return reason_text(route["error"].get("code"), route["error"].get("message", ""))
     layers = route.get("layers")
     if isinstance(layers, Mapping) and layers:
         reasons = dict.fromkeys(deciding_reason(layer) for layer in layers.values())

@@ -5,13 +5,14 @@ summaries live in `routectl.review.markdown`. Renderers return text; the CLI pri
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import click
-
 from routectl.io.schemas import SCHEMA_VERSION, schema_violation
+from routectl.io.terminal import ERROR_COLOR, OK_COLOR, Painter
 from routectl.review.compare import CategoryVerdict, CheckOutcome, FieldChange
 from routectl.review.groups import ChangeGroup, SignatureField, general_path
 from routectl.review.patterns import describe
@@ -21,18 +22,6 @@ MAX_FIELD_CHANGES = 20  # default --max-fields: per change group, in text
 MAX_ROWS = 50  # default --max-rows: ids shown per group no patterns describe, in text
 MAX_ANNOTATIONS = 10  # GitHub shows 10 annotations of a kind per step
 MAX_VALUE_CHARS = 120
-COLOR_CHOICES = ("auto", "always", "never")
-FORMATS = ("text", "json", "github", "markdown")
-
-
-def use_color(choice: str, environ: Mapping[str, str], isatty: bool) -> bool:
-    """`always`/`never` win over everything; `auto` = a terminal and NO_COLOR empty or
-    unset."""
-    if choice == "always":
-        return True
-    if choice == "never":
-        return False
-    return isatty and not environ.get("NO_COLOR")
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -93,12 +82,9 @@ def show_change(change: FieldChange) -> str:
     return f"{path}: {show_value(change.old)} -> {show_value(change.new)}"
 
 
-class _Style:
-    def __init__(self, color: bool) -> None:
-        self.color = color
-
-    def __call__(self, text: str, **style: Any) -> str:
-        return click.style(text, **style) if self.color else text
+def _alarm(s: Painter, text: str) -> str:
+    """A word that fails the run: bold red."""
+    return s(text, color=ERROR_COLOR, bold=True)
 
 
 def _counted(n: int, word: str, plural: str | None = None) -> str:
@@ -150,15 +136,15 @@ def row_lines(ids: Sequence[str], patterns: Sequence[str] | None, max_rows: int)
 
 
 def _group_text(
-    verdict: CategoryVerdict, group: ChangeGroup, s: _Style, max_fields: int, max_rows: int
+    verdict: CategoryVerdict, group: ChangeGroup, s: Painter, max_fields: int, max_rows: int
 ) -> list[str]:
     mark = group_verdict(verdict, group)
-    styled = s(mark, fg="red", bold=True) if "unexpected" in mark else s(mark, fg="green")
+    styled = _alarm(s, mark) if "unexpected" in mark else s(mark, color=OK_COLOR)
     lines = [f"  {group_title(group)} ({styled})"]
     unstated = unstated_paths(verdict, group)
     fields = group.fields if not max_fields else group.fields[:max_fields]
     for f in fields:
-        flag = f" {s('<- not stated', fg='red')}" if f.path in unstated else ""
+        flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
         lines.append(f"    {show_field(f)}{flag}")
     if len(group.fields) > len(fields):
         lines.append(f"    ... {_counted(len(group.fields) - len(fields), 'more field change')}")
@@ -166,37 +152,37 @@ def _group_text(
     return lines
 
 
-def _missing_text(verdict: CategoryVerdict, s: _Style, max_rows: int) -> list[str]:
+def _missing_text(verdict: CategoryVerdict, s: Painter, max_rows: int) -> list[str]:
     lines = []
     listed = [i for i in verdict.missing if i not in verdict.unknown]
     if listed:
         found = describe(listed).patterns
         patterns = None if found is None else [verdict.q(p) for p in found]
         lines.append(
-            f"  {s('missing', fg='red', bold=True)} "
+            f"  {_alarm(s, 'missing')} "
             f"{_counted(len(listed), 'row')} (expected to move, did not change)"
         )
         lines.extend(
             f"    {line}" for line in row_lines([verdict.q(i) for i in listed], patterns, max_rows)
         )
     for row_id in verdict.unknown:
-        lines.append(f"  {s('missing', fg='red', bold=True)} {verdict.q(row_id)} (unknown id)")
+        lines.append(f"  {_alarm(s, 'missing')} {verdict.q(row_id)} (unknown id)")
     return lines
 
 
-def category_line(verdict: CategoryVerdict, s: _Style) -> str:
+def category_line(verdict: CategoryVerdict, s: Painter) -> str:
     c = verdict.comparison
     parts = [f"{len(c.changed)} changed", f"{len(c.added)} added", f"{len(c.removed)} removed"]
     expected = len(c.moved) - len(verdict.unexpected)
     if expected:
         parts.append(f"{expected} expected")
-    status = s("ok", fg="green") if verdict.ok else s("FAILED", fg="red", bold=True)
+    status = s("ok", color=OK_COLOR) if verdict.ok else _alarm(s, "FAILED")
     summary = ", ".join(parts) if (c.moved or verdict.missing) else "no changes"
     return f"{s(verdict.name, bold=True)}: {status}: {_counted(verdict.rows, 'row')}, {summary}"
 
 
 def _category_text(
-    verdict: CategoryVerdict, s: _Style, max_fields: int, max_rows: int
+    verdict: CategoryVerdict, s: Painter, max_fields: int, max_rows: int
 ) -> list[str]:
     lines = [category_line(verdict, s)]
     if not verdict.comparison.baseline_present:
@@ -238,7 +224,7 @@ def render_text(
     """Per category its verdict line and (unless `quiet`) its change groups and missing
     items; then the run's problems and its final line. `max_fields` caps the fields shown
     per group, `max_rows` the ids of a group no patterns describe (0 = no cap)."""
-    s = _Style(color)
+    s = Painter(color)
     lines: list[str] = []
     for verdict in outcome.categories.values():
         lines.extend(
@@ -249,19 +235,14 @@ def render_text(
     if not quiet:
         for name in outcome.stale:
             lines.append(
-                f"{s('stale', fg='red', bold=True)} {name}: a baseline snapshot of a "
+                f"{_alarm(s, 'stale')} {name}: a baseline snapshot of a "
                 f"category that is no longer listed"
             )
         for listed in outcome.unattributed:
-            lines.append(
-                f"{s('missing', fg='red', bold=True)} {listed} (unknown id: no "
-                f"category has this row)"
-            )
-        lines.extend(
-            f"{s('missing', fg='red', bold=True)} {item.text()}" for item in outcome.missing_stated
-        )
+            lines.append(f"{_alarm(s, 'missing')} {listed} (unknown id: no category has this row)")
+        lines.extend(f"{_alarm(s, 'missing')} {item.text()}" for item in outcome.missing_stated)
     last = summary_line(outcome)
-    lines.append(s(last, fg="green" if outcome.ok else "red", bold=not outcome.ok))
+    lines.append(s(last, color=OK_COLOR if outcome.ok else ERROR_COLOR, bold=not outcome.ok))
     return "\n".join(lines) + "\n"
 
 
@@ -329,28 +310,64 @@ def render_github(
     return "\n".join(lines) + "\n"
 
 
-def render(
-    outcome: CheckOutcome,
-    fmt: str,
-    *,
-    command: str = "check",
-    color: bool = False,
-    quiet: bool = False,
-    max_rows: int = MAX_ROWS,
-    max_fields: int = MAX_FIELD_CHANGES,
-    snapshot_dir: Path | None = None,
-) -> str:
-    """The outcome in one of FORMATS (json is validated against report.schema.json)."""
-    if fmt == "json":
-        return render_json(build_report(outcome), snapshot_dir)
-    if fmt == "github":
-        return render_github(outcome, command=command)
-    if fmt == "markdown":
-        from routectl.review.markdown import render_markdown
+class Format(StrEnum):
+    """The output formats of a verdict (`--format`): each has one renderer in RENDERERS."""
 
-        return render_markdown(outcome, command=command)
-    if fmt == "text":
-        return render_text(
-            outcome, color=color, quiet=quiet, max_rows=max_rows, max_fields=max_fields
-        )
-    raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+    TEXT = "text"
+    JSON = "json"
+    GITHUB = "github"
+    MARKDOWN = "markdown"
+
+
+FORMATS = tuple(f.value for f in Format)
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What a renderer may read besides the outcome; each format reads what it needs."""
+
+    command: str = "check"
+    color: bool = False
+    quiet: bool = False
+    max_rows: int = MAX_ROWS
+    max_fields: int = MAX_FIELD_CHANGES
+    snapshot_dir: Path | None = None
+
+
+def _text(outcome: CheckOutcome, o: RenderOptions) -> str:
+    return render_text(
+        outcome, color=o.color, quiet=o.quiet, max_rows=o.max_rows, max_fields=o.max_fields
+    )
+
+
+def _json(outcome: CheckOutcome, o: RenderOptions) -> str:
+    return render_json(build_report(outcome), o.snapshot_dir)
+
+
+def _github(outcome: CheckOutcome, o: RenderOptions) -> str:
+    return render_github(outcome, command=o.command)
+
+
+def _markdown(outcome: CheckOutcome, o: RenderOptions) -> str:
+    # Imported here: the Markdown renderer builds on this module's phrases.
+    from routectl.review.markdown import render_markdown
+
+    return render_markdown(outcome, command=o.command)
+
+
+# One entry per format: a new format is a new entry.
+RENDERERS: dict[Format, Callable[[CheckOutcome, RenderOptions], str]] = {
+    Format.TEXT: _text,
+    Format.JSON: _json,
+    Format.GITHUB: _github,
+    Format.MARKDOWN: _markdown,
+}
+
+
+def render(outcome: CheckOutcome, fmt: str, options: RenderOptions | None = None) -> str:
+    """The outcome in format `fmt` (json is validated against report.schema.json)."""
+    try:
+        renderer = RENDERERS[Format(fmt)]
+    except ValueError:
+        raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})") from None
+    return renderer(outcome, options or RenderOptions())
