@@ -7,7 +7,7 @@ leaves every file as it was.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import click
 
@@ -35,38 +35,18 @@ from routectl.cli.shared import (
     warn_todo_reasons,
 )
 from routectl.errors import InputError
-from routectl.io.schemas import SCHEMA_VERSION
-from routectl.project import Project
 from routectl.review.check import (
-    CheckResult,
     fresh_snapshots,
     run_check,
     select_categories,
 )
 from routectl.review.explain import explain, explain_text
-from routectl.review.snapshot import NEW_SUFFIX, dump_json, stale_new_files, write_snapshot
+from routectl.review.listing import category_summary, list_json, list_text
+from routectl.review.retained import settle_new_files, update_retained
+from routectl.review.snapshot import dump_json, write_snapshot
 from routectl.review.sources import SnapshotFiles
 
 # --- list ----------------------------------------------------------------------------------
-
-PROBE_PREFIX = "edge:"
-
-
-def category_summary(category: Any, *, with_rows: bool) -> dict[str, Any]:
-    """One category for `list --format json`: what it covers and how many rows it has."""
-    ids = sorted(spec.id for spec in category.rows())
-    probes = [i.removeprefix(PROBE_PREFIX) for i in ids if i.startswith(PROBE_PREFIX)]
-    summary: dict[str, Any] = {
-        "name": category.name,
-        # A category may leave its description out; the list then shows none.
-        "description": getattr(category, "description", None),
-        "rows": len(ids),
-        "matrix_rows": len(ids) - len(probes),
-        "probes": probes,
-    }
-    if with_rows:
-        summary["ids"] = ids
-    return summary
 
 
 @cli.command("list")
@@ -95,16 +75,7 @@ def list_command(
     project = state(ctx).project(project_dir)
     selected = select_categories(project, categories)
     summaries = [category_summary(c, with_rows=show_rows) for c in selected]
-    if fmt == "json":
-        click.echo(dump_json({"schema_version": SCHEMA_VERSION, "categories": summaries}), nl=False)
-        return
-    width = max((len(s["name"]) for s in summaries), default=0)
-    for s in summaries:
-        counts = f"{s['rows']:,} rows ({s['matrix_rows']:,} + {len(s['probes'])} probes)"
-        description = f"  {s['description']}" if s["description"] else ""
-        click.echo(f"{s['name']:<{width}}  {counts}{description}")
-        for row_id in s.get("ids", ()):
-            click.echo(f"  {s['name']}:{row_id}")
+    click.echo(list_json(summaries) if fmt == "json" else list_text(summaries), nl=False)
 
 
 # --- snapshot ------------------------------------------------------------------------------
@@ -174,45 +145,6 @@ def snapshot_command(
 # --- check ---------------------------------------------------------------------------------
 
 
-def _new_path(directory: Path, name: str) -> Path:
-    return directory / f"{name}.json{NEW_SUFFIX}"
-
-
-def _update_retained(result: CheckResult, project: Project, directory: Path) -> None:
-    written = 0
-    for name, snap in result.fresh.items():
-        if not result.comparison(name).identical:
-            write_snapshot(directory / f"{name}.json", snap, snapshot_dir=project.snapshot_dir)
-            note(f"updated {directory / f'{name}.json'} ({len(snap.rows)} rows)")
-            written += 1
-    if result.outcome.complete:
-        for name in result.outcome.stale:
-            path = directory / f"{name}.json"
-            path.unlink(missing_ok=True)
-            note(f"removed stale {path}")
-    if not written and not result.outcome.stale:
-        note("retained snapshots already match")
-
-
-def _settle_new_files(
-    result: CheckResult, project: Project, directory: Path, *, failed: bool
-) -> None:
-    """A failing check leaves `<category>.json.new` for each category whose rows differ; any
-    other `.json.new` of a judged category (of every category, in a complete run) goes."""
-    keep: set[str] = set()
-    if failed:
-        for name, snap in result.fresh.items():
-            if not result.comparison(name).identical:
-                path = _new_path(directory, name)
-                write_snapshot(path, snap, snapshot_dir=project.snapshot_dir)
-                note(f"wrote {path}")
-                keep.add(name)
-    scope = None if result.outcome.complete else list(result.fresh)
-    for path in stale_new_files(directory, scope):
-        if path.name.removesuffix(".json" + NEW_SUFFIX) not in keep:
-            path.unlink(missing_ok=True)
-
-
 @cli.command("check")
 @click.option(
     "-c",
@@ -265,10 +197,14 @@ def check_command(
 
     emit_verdict(result, project, environ=environ, options=verdict)
     if update and (result.ok or accept_all):
-        _update_retained(result, project, directory)
-        _settle_new_files(result, project, directory, failed=False)
+        for line in update_retained(result, directory, snapshot_dir=project.snapshot_dir):
+            note(line)
+        settle_new_files(result, directory, snapshot_dir=project.snapshot_dir, failed=False)
         return
-    _settle_new_files(result, project, directory, failed=not result.ok)
+    for line in settle_new_files(
+        result, directory, snapshot_dir=project.snapshot_dir, failed=not result.ok
+    ):
+        note(line)
     if update:
         warn(
             "retained snapshots not updated: the differences are not exactly the expected "

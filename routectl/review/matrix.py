@@ -24,6 +24,7 @@ from typing import Any
 
 from routectl.errors import InputError
 from routectl.reasons import reason_text, refusal_text
+from routectl.review.patterns import describe
 
 DIMENSIONS = ("model", "kv", "tp", "spec", "c", "q")
 DIMENSION_ALIASES = {"concurrency": "c", "budget": "q", "tokens": "q", "tensor_parallel": "tp"}
@@ -447,3 +448,48 @@ def _transitions(cells: Iterable[CellRow]) -> tuple[Transition, ...]:
             ),
         )
     )
+
+
+def build_matrices(
+    categories: Sequence[Any],
+    fresh: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None,
+    *,
+    field_path: str | None,
+    rows_dims: Sequence[str],
+    cols_dims: Sequence[str],
+) -> list[Matrix]:
+    """Each category's fresh rows laid out, marked against its baseline snapshot when a
+    baseline is given (a category the baseline lacks: every row new)."""
+    built = []
+    for category in categories:
+        old: Sequence[Mapping[str, Any]] | None = None
+        if baseline is not None:
+            snap = baseline.get(category.name)
+            old = snap.rows if snap is not None else ()
+        built.append(
+            build_matrix(
+                category.name,
+                fresh[category.name].rows,
+                order=[spec.id for spec in category.rows()],
+                field_path=field_path,
+                rows_dims=rows_dims,
+                cols_dims=cols_dims,
+                baseline=old,
+                hook=getattr(category, "matrix_label", None),
+                reason_hook=getattr(category, "matrix_reason", None),
+            )
+        )
+    return built
+
+
+def transition_patterns(built: Sequence[Matrix]) -> dict[tuple[str, ...], list[str]]:
+    """Each label transition's rows as the review's row patterns, where they describe them
+    exactly."""
+    found: dict[tuple[str, ...], list[str]] = {}
+    for matrix in built:
+        for t in matrix.transitions:
+            patterns = describe(t.ids).patterns
+            if patterns is not None:
+                found[t.ids] = list(patterns)
+    return found

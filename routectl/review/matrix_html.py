@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from routectl.review.compare import CheckOutcome
 from routectl.review.matrix import CHANGE_MARKS, CellRow, Label, Matrix, Transition, value_text
+from routectl.review.report import group_title, show_field
 
 
 @dataclass(frozen=True)
@@ -381,4 +383,37 @@ def render_html(
         "calls.</p></div></aside></div>\n"
         f'<script type="application/json" id="routectl-data">{script_json({"rows": page.rows})}'
         f"</script>\n<script>{SCRIPT}</script>\n</body></html>\n"
+    )
+
+
+def review_groups(outcome: CheckOutcome) -> list[ChangeGroup]:
+    """The change groups as `check` prints them: title, signature and row patterns."""
+    groups = []
+    for name, verdict in outcome.categories.items():
+        for group in verdict.groups:
+            fields = "; ".join(show_field(f) for f in group.fields)
+            title = f"{name}: {group_title(group)}" + (f": {fields}" if fields else "")
+            groups.append(ChangeGroup(title, tuple(group.patterns or ()), group.qualified_ids))
+    return groups
+
+
+def render_report_page(
+    project_name: str,
+    built: Sequence[Matrix],
+    *,
+    basis: Mapping[str, str],
+    against: str | None,
+    outcome: CheckOutcome | None,
+) -> str:
+    """`routectl report --html`: the matrices of a project as one page, with the review's
+    change groups when judged `against` a baseline."""
+    count = f"{len(built)} categor{'y' if len(built) == 1 else 'ies'}"
+    rows = sum(len(m.grid) + len(m.probes) for m in built)
+    changes = f"; changes against {against}" if against is not None else ""
+    return render_html(
+        built,
+        title=f"routectl route report: {project_name}",
+        subtitle=f"{count}, {rows} rows, replayed on CPU with native doubles{changes}",
+        basis=dict(basis),
+        groups=None if outcome is None else review_groups(outcome),
     )
