@@ -18,6 +18,7 @@ from routectl.namespaces.ops import OpSpec
 from routectl.policy.fields import Field, RetiredVariable
 from routectl.policy.loaders import LayerLoader
 from routectl.policy.resolve import ResolvedPolicy, resolve_fields
+from routectl.policy.text import PolicyView
 from routectl.reasons import Check
 from routectl.suggest import did_you_mean
 from routectl.workload import EngineConfig, Hardware, ModelFacts
@@ -103,6 +104,19 @@ class Project:
             emit_warnings=emit_warnings,
             retired=self.retired,
         )
+
+    def policy_view(
+        self, config: Any, environ: Mapping[str, str], hardware: Hardware, workload: EngineConfig
+    ) -> PolicyView:
+        """The policy resolved for `hardware` and `workload`, with the model-qualification
+        verdicts and the hash over the active sections (`routectl config`)."""
+        policy = self.resolve(config, environ, hardware, workload)
+        active = self.active_sections(hardware.capability, workload, policy)
+        verdicts = tuple(
+            (name, ok, reason) for name, (ok, reason) in self.qualification(hardware, workload)
+        )
+        digest = policy.compute_hash(active)
+        return PolicyView(hardware.capability, workload, policy, verdicts, tuple(active), digest)
 
     def category(self, name: str) -> Any:
         for c in self.categories:

@@ -11,7 +11,6 @@ import click
 from routectl.cli import cli, project_option, state, warn
 from routectl.errors import InputError
 from routectl.io.jsonread import shorten
-from routectl.policy.text import config_document, config_text
 from routectl.project import Project
 from routectl.workload import (
     KV_DTYPES,
@@ -232,17 +231,10 @@ def config_command(
     workload = build_workload(
         tp, pp, spec, spec_tokens, selector_top_k, max_num_seqs, budget, kv, model
     )
-    hardware = Hardware(capability)
-    policy = project.resolve(kernel_config, st.environ, hardware, workload)
-    for message in policy.warnings:
+    view = project.policy_view(kernel_config, st.environ, Hardware(capability), workload)
+    for message in view.policy.warnings:
         warn(message)
-    active = project.active_sections(capability, workload, policy)
-    digest = policy.compute_hash(active)
-    verdicts = [
-        (name, ok, reason) for name, (ok, reason) in project.qualification(hardware, workload)
-    ]
     if fmt == "json":
-        document = config_document(capability, workload, policy, verdicts, active, digest)
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
+        click.echo(json.dumps(view.document(), indent=2, sort_keys=True))
         return
-    click.echo(config_text(policy, verdicts, active, digest), nl=False)
+    click.echo(view.text(), nl=False)

@@ -5,7 +5,8 @@ ignored variable (`ignored_text`), and the tables and document of `routectl conf
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from routectl.policy.resolve import ResolvedPolicy
@@ -90,39 +91,41 @@ def qualification_text(name: str, ok: bool, reason: Reason | None) -> str:
     return f"{name}: no {reason_text(reason.code, reason.message)}"
 
 
-def config_document(
-    capability: int,
-    workload: EngineConfig,
-    policy: ResolvedPolicy,
-    verdicts: Iterable[Qualification],
-    active: Sequence[str],
-    digest: str,
-) -> dict[str, Any]:
-    """`routectl config --format json`."""
-    return {
-        "capability": capability,
-        "workload": workload.to_json(),
-        "policy": policy_document(policy),
-        "qualification": [
-            {
-                "name": n,
-                "ok": ok,
-                "code": r.code if r else None,
-                "message": r.message if r else None,
-            }
-            for n, ok, r in verdicts
-        ],
-        "active_sections": list(active),
-        "hash": digest,
-    }
+@dataclass(frozen=True)
+class PolicyView:
+    """What `routectl config` shows: a resolved policy for one capability and workload, the
+    model-qualification verdicts and the hash over the active sections."""
 
+    capability: int
+    workload: EngineConfig
+    policy: ResolvedPolicy
+    verdicts: tuple[Qualification, ...]
+    active: tuple[str, ...]
+    digest: str
 
-def config_text(
-    policy: ResolvedPolicy, verdicts: Iterable[Qualification], active: Sequence[str], digest: str
-) -> str:
-    """`routectl config`'s text: the policy tables, the qualification verdicts, the hash."""
-    lines = render_policy_text(policy)
-    lines.append("qualification:")
-    lines.extend(f"  {qualification_text(*verdict)}" for verdict in verdicts)
-    lines.append(f"hash ({', '.join(active) or 'no active sections'}): {digest}")
-    return "\n".join(lines) + "\n"
+    def document(self) -> dict[str, Any]:
+        """`routectl config --format json`."""
+        return {
+            "capability": self.capability,
+            "workload": self.workload.to_json(),
+            "policy": policy_document(self.policy),
+            "qualification": [
+                {
+                    "name": n,
+                    "ok": ok,
+                    "code": r.code if r else None,
+                    "message": r.message if r else None,
+                }
+                for n, ok, r in self.verdicts
+            ],
+            "active_sections": list(self.active),
+            "hash": self.digest,
+        }
+
+    def text(self) -> str:
+        """The policy tables, the qualification verdicts, the hash."""
+        lines = render_policy_text(self.policy)
+        lines.append("qualification:")
+        lines.extend(f"  {qualification_text(*verdict)}" for verdict in self.verdicts)
+        lines.append(f"hash ({', '.join(self.active) or 'no active sections'}): {self.digest}")
+        return "\n".join(lines) + "\n"
