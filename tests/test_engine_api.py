@@ -183,7 +183,7 @@ def test_selection_errors_are_logged_and_raised(caplog):
     with pytest.raises(SelectionError) as error:
         session.load_layer(FAMILY, MOE, None, _recording(QPN_M1_OP))
     assert [r.getMessage() for r in caplog.records] == [
-        f"model.layers.0.mlp.experts [{FAMILY}]: {error.value.code}: {error.value.message}"
+        f"model.layers.0.mlp.experts [{FAMILY}]: [{error.value.code}] {error.value.message}"
     ]
     assert session.layers == ()
 

@@ -29,6 +29,7 @@ from routectl.namespaces.native_ns import NativeNamespace
 from routectl.policy.loaded import Decision, Fallback, PreparedLayer
 from routectl.policy.resolve import PolicyDeprecationWarning, ResolvedPolicy, variable_notices
 from routectl.project import Project
+from routectl.reasons import reason_text
 from routectl.workload import EngineConfig, Hardware
 
 LOGGER_NAME = "routectl"
@@ -149,7 +150,7 @@ class EngineSession:
                 layer, self._policy, self._hardware, self._workload, namespace, **kwargs
             )
         except SelectionError as exc:
-            log.error("%s [%s]: %s: %s", label, family, exc.code, exc.message)
+            log.error("%s [%s]: %s", label, family, reason_text(exc.code, exc.message))
             raise
         loaded = EngineLayer(label, family, layer, prepared, namespace, workspace)
         self._layers.append(loaded)
