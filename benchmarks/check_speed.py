@@ -125,8 +125,8 @@ def synthetic_rows(count: int) -> list[dict]:
 def compare_and_group(old: list[dict], new: list[dict]) -> Any:
     """The comparison as `routectl check` makes it: by id, then the change groups with their
     row patterns."""
-    from routectl.compare import compare_rows
-    from routectl.groups import group_changes
+    from routectl.review.compare import compare_rows
+    from routectl.review.groups import group_changes
 
     result = compare_rows(old, new)
     for group in group_changes("synthetic", result, {}, {}):
@@ -166,8 +166,8 @@ STEPS = (
 def synthetic(count: int) -> dict[str, float]:
     """Each step's seconds (as STEPS lists them), the changed rows found, and the mean time
     of one changed row's field diff in compare."""
-    from routectl.compare import field_changes
-    from routectl.snapshot import (
+    from routectl.review.compare import field_changes
+    from routectl.review.snapshot import (
         build_snapshot,
         parse_snapshot,
         plain_rows,

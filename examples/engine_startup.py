@@ -41,13 +41,13 @@ from typing import Any
 import torch
 
 from routectl import EngineConfig, Hardware, load_project
-from routectl.composite_ns import CompositeNamespace
-from routectl.engine import EngineLayer, start
-from routectl.native_ns import TorchOpsNamespace
-from routectl.observe import CallRecord, OpObserver, replay_record, with_m
+from routectl.engine.startup import EngineLayer, start
+from routectl.engine.startup_report import StartupReport, validate_report
+from routectl.namespaces.composite_ns import CompositeNamespace
+from routectl.namespaces.native_ns import TorchOpsNamespace
 from routectl.project import Catalogue, Project
-from routectl.replay import FULL_BUILD_ABI_REVISION
-from routectl.startup_report import StartupReport, validate_report
+from routectl.replay.harness import FULL_BUILD_ABI_REVISION
+from routectl.replay.observe import CallRecord, OpObserver, replay_record, with_m
 
 # The project's own native/ and policies/ come from the root its [tool.routectl] table names,
 # as the CLI and an engine find them: loading the project puts that root first on sys.path.

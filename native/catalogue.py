@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from native import ops_fp8, ops_linear, ops_moe
-from routectl.ops import OpSpec
+from routectl.namespaces.ops import OpSpec
 from routectl.project import Catalogue
 
 _FAMILIES: tuple[ModuleType, ...] = (ops_linear, ops_fp8, ops_moe)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from native import ops_moe as ops
 from native.awq_schemas import GROUP_SIZE, HIDDEN, NUM_EXPERTS, QPN_M1_OP, TOP_K, W2_K, W13_N
 from native.moe_layer import AwqMoeLayer
-from routectl.native_ns import NativeNamespace, require_ops
+from routectl.namespaces.native_ns import NativeNamespace, require_ops
 from routectl.reasons import OK, Check, reject
 
 # The Qwen3.8 contract is a TP4 rank's geometry (awq_schemas holds the per-rank values).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from native.kernels import fp8_sm70 as fp
-from routectl.ops import OpSpec, PlanKey
+from routectl.namespaces.ops import OpSpec, PlanKey
 
 
 def _empty(shape: tuple[int, ...], dtype: str, like: Any) -> Any:

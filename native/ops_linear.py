@@ -22,7 +22,7 @@ from native.kernels import awq_dense as awq
 from native.kernels import nvfp4_sm70 as nv
 from native.kernels import turing as tu
 from native.kernels.common import SILU_AND_MUL_OP
-from routectl.ops import OpSpec, PlanKey
+from routectl.namespaces.ops import OpSpec, PlanKey
 
 
 def _torch() -> Any:

@@ -12,8 +12,8 @@ metadata}`:
 - `routed_slots` = M * top_k rows the op works on; `group`, `k`, `n` the prepared bank's
   group size and one expert's (K, N); `chunk_tokens` the chunked W2 size; `metadata` the
   layout of the metadata bank the op reads ("4-byte" or "3-byte", from its element type).
-Omission rule (declared here, applied by `routectl.ops.derive_plan`): a key is declared for
-an op only when the op's schema carries its source argument, and every key but `m` is
+Omission rule (declared here, applied by `routectl.namespaces.ops.derive_plan`): a key is
+declared for an op only when the op's schema carries its source argument, and every key but `m` is
 declared `optional`, so a key is omitted from a record when its argument does not apply to
 the op or is passed as None. `_spec` checks at import that every source names an argument.
 
@@ -34,7 +34,7 @@ from native.awq_layout import (
     qpn_m1_arguments,
 )
 from native.awq_schemas import PREPARE_COMPACT_OP, PREPARE_OP, QPN_M1_OP, QPN_M1_SCHEMA
-from routectl.ops import OpSpec, PlanKey
+from routectl.namespaces.ops import OpSpec, PlanKey
 
 SINGLE_TOKEN_OP = "awq_moe_single_token_sm70_out"
 SINGLE_TOKEN_DENSE_W13_OP = "awq_moe_single_token_dense_w13_sm70_out"

@@ -60,7 +60,7 @@ PROJECT = Project(
         "sm70-awq-moe": select_awq_moe,
         "sm70-fp8-linear": load_fp8_sm70,
     },
-    # Family name -> loader and meta replay, for `routectl.engine` and its startup report.
+    # Family name -> loader and meta replay, for `routectl.engine.startup` and its startup report.
     loaders=ENGINE_LOADERS,
 )
 

@@ -38,11 +38,11 @@ from policies.awq_moe_admission import (
 )
 from policies.awq_moe_routes import LoadedRoute, RouteChoice, select_route
 from routectl.errors import SelectionError
-from routectl.loaded import Decision, Fallback, PreparedLayer, tensor_bytes
-from routectl.native_ns import NativeNamespace, missing_ops
-from routectl.policy import ResolvedPolicy
+from routectl.namespaces.native_ns import NativeNamespace, missing_ops
+from routectl.policy.loaded import Decision, Fallback, PreparedLayer, tensor_bytes
+from routectl.policy.resolve import ResolvedPolicy
+from routectl.policy.selection import Evaluation, Selection, select
 from routectl.reasons import Check, Reason, missing_ops_reason, reject
-from routectl.selection import Evaluation, Selection, select
 from routectl.workload import EngineConfig, Hardware
 
 FAMILY = "sm70-awq-moe"

@@ -17,7 +17,7 @@ from native.awq_schemas import PREPARE_COMPACT_OP, TOP_K
 from native.ops_moe import CHUNKED_W2_OP
 from policies.variables import field, use_turbomind
 from routectl.errors import SelectionError
-from routectl.policy import ResolvedPolicy
+from routectl.policy.resolve import ResolvedPolicy
 from routectl.reasons import OK, Check, reject
 
 SECTION = "sm70_awq_moe"

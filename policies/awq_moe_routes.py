@@ -4,7 +4,7 @@ stages and every verdict, slot by slot, in the contract's order.
 Slots: `lane` (zero output, QPN M1, legacy single token, decomposed single token, routed);
 for the decomposed lane `w13`, `w2`, `reduce`; for the routed lane `permute`, `w13`, `w2`,
 `reduce`. Each slot evaluates every candidate in order, chooses the first that can run and
-keeps the later ones' verdicts marked not needed (`routectl.selection.select`). Verdict names
+keeps the later ones' verdicts marked not needed (`routectl.policy.selection.select`). Verdict names
 are `<slot>.<stage label>`.
 """
 
@@ -26,9 +26,9 @@ from policies.awq_moe_admission import (
     within_cap,
 )
 from routectl.errors import SelectionError
-from routectl.native_ns import NativeNamespace
+from routectl.namespaces.native_ns import NativeNamespace
+from routectl.policy.selection import Evaluation, Gate, Selection, run_gates, select
 from routectl.reasons import OK, Check, Reason, Verdict, reject
-from routectl.selection import Evaluation, Gate, Selection, run_gates, select
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """KernelConfig: the user's intent, generated from the field table (every field optional)."""
 
 from policies.variables import FIELDS
-from routectl.configmodel import build_config_model
+from routectl.policy.configmodel import build_config_model
 
 KernelConfig = build_config_model(FIELDS, "KernelConfig")

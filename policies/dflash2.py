@@ -19,7 +19,7 @@ from native.kernels.gdn_sm70 import (
     can_implement_combined_split,
 )
 from policies.variables import FIELDS
-from routectl.policy import ResolvedPolicy
+from routectl.policy.resolve import ResolvedPolicy
 from routectl.reasons import OK, Check, reject
 from routectl.workload import EngineConfig, Hardware
 

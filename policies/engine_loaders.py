@@ -1,5 +1,5 @@
-"""What `routectl.engine` loads each kernel family with, and how the startup report replays a
-loaded layer on meta tensors (the categories' own inputs and stage summaries)."""
+"""What `routectl.engine.startup` loads each kernel family with, and how the startup report
+replays a loaded layer on meta tensors (the categories' own inputs and stage summaries)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
-from routectl.loaded import PreparedLayer
-from routectl.loaders import LayerLoader
+from routectl.policy.loaded import PreparedLayer
+from routectl.policy.loaders import LayerLoader
 
 
 def _linear_meta_tensors(layer: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from routectl.policy import ResolvedPolicy
+from routectl.policy.resolve import ResolvedPolicy
 from routectl.workload import EngineConfig
 
 DFLASH2_SECTION = "sm70_dflash2"

@@ -24,11 +24,11 @@ from policies.linear_common import (
 )
 from policies.qualification import awq_exact_dense_role_qualified
 from routectl.errors import SelectionError
-from routectl.loaded import PreparedLayer
-from routectl.native_ns import NativeNamespace
-from routectl.policy import ResolvedPolicy
+from routectl.namespaces.native_ns import NativeNamespace
+from routectl.policy.loaded import PreparedLayer
+from routectl.policy.resolve import ResolvedPolicy
+from routectl.policy.selection import Selection, select
 from routectl.reasons import OK, Check, reject
-from routectl.selection import Selection, select
 from routectl.workload import EngineConfig, Hardware
 
 FAMILY = "SM70 AWQ dense"

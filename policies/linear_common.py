@@ -11,11 +11,10 @@ from typing import Any
 from native.kernels.common import Prepared, PreparingKernel
 from policies.variables import field, use_turbomind
 from routectl.errors import SelectionError
-from routectl.loaded import Decision, Fallback, PreparedLayer
-from routectl.native_ns import NativeNamespace
-from routectl.policy import ResolvedPolicy
-from routectl.reasons import OK, Check, Reason
-from routectl.selection import (
+from routectl.namespaces.native_ns import NativeNamespace
+from routectl.policy.loaded import Decision, Fallback, PreparedLayer
+from routectl.policy.resolve import ResolvedPolicy
+from routectl.policy.selection import (
     FALLBACK_STAGES,
     Evaluation,
     Gate,
@@ -23,6 +22,7 @@ from routectl.selection import (
     evaluate_kernel,
     run_gates,
 )
+from routectl.reasons import OK, Check, Reason
 
 DISABLED_VARIABLE = field("disabled_kernels").variable or ""
 TURBOMIND_BACKENDS = ("auto", "turbomind")

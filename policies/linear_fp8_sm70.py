@@ -21,11 +21,11 @@ from policies.linear_common import KernelLoader, candidate, unselected
 from policies.qualification import fp8_pp2_tp4_contract
 from policies.variables import FIELDS, field, use_turbomind
 from routectl.errors import SelectionError
-from routectl.loaded import PreparedLayer
-from routectl.native_ns import NativeNamespace
-from routectl.policy import ResolvedPolicy
+from routectl.namespaces.native_ns import NativeNamespace
+from routectl.policy.loaded import PreparedLayer
+from routectl.policy.resolve import ResolvedPolicy
+from routectl.policy.selection import Evaluation, Selection, select
 from routectl.reasons import OK, Check, Reason
-from routectl.selection import Evaluation, Selection, select
 from routectl.workload import EngineConfig, Hardware
 
 SECTION = "sm70_fp8"

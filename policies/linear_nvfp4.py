@@ -25,11 +25,11 @@ from policies.qualification import (
     qpn4_layer_qualified,
     qpn4_workload_qualified,
 )
-from routectl.loaded import PreparedLayer
-from routectl.native_ns import NativeNamespace
-from routectl.policy import ResolvedPolicy
+from routectl.namespaces.native_ns import NativeNamespace
+from routectl.policy.loaded import PreparedLayer
+from routectl.policy.resolve import ResolvedPolicy
+from routectl.policy.selection import Selection, select
 from routectl.reasons import OK, Check, Reason, reject
-from routectl.selection import Selection, select
 from routectl.workload import EngineConfig, Hardware
 
 FAMILY = "SM70 NVFP4 weight-only"

@@ -23,11 +23,11 @@ from policies.linear_common import (
     nvfp4_turbomind,
     unselected,
 )
-from routectl.loaded import Decision, PreparedLayer
-from routectl.native_ns import NativeNamespace
-from routectl.policy import ResolvedPolicy
+from routectl.namespaces.native_ns import NativeNamespace
+from routectl.policy.loaded import Decision, PreparedLayer
+from routectl.policy.resolve import ResolvedPolicy
+from routectl.policy.selection import Selection, select
 from routectl.reasons import Verdict
-from routectl.selection import Selection, select
 from routectl.workload import EngineConfig, Hardware
 
 FAMILY = "Turing QPN"

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from routectl.errors import InputError
-from routectl.fields import (
+from routectl.policy.fields import (
     INT,
     INT_BOOL,
     LAYER_LIST,

@@ -7,7 +7,7 @@ Public names (each receives the project object; none of them imports torch):
   for one layer (chosen kernel, every verdict, fallbacks, layout) without preparing it.
 - `start(project, kernel_config, hardware, workload, *, environ=None)`: the engine's startup
   session (resolve once, load and dispatch layers, the startup report); see
-  `routectl.engine`.
+  `routectl.engine.startup`.
 - `Hardware`, `EngineConfig` (with optional `ModelFacts`), `InMemoryNamespace`,
   `TorchOpsNamespace`, `ResolvedPolicy`, `Decision`, `InputError`, `SelectionError`.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from routectl import interrupt as _interrupt
+from routectl.runtime import interrupt as _interrupt
 
 # The program's first code, before the imports below (pydantic, click, ...): Ctrl-C from here
 # on is one line and exit 130. Only when this process is the routectl program.
@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from routectl.errors import InputError, SelectionError
-from routectl.loaded import Decision
-from routectl.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
-from routectl.policy import ResolvedPolicy
+from routectl.policy.loaded import Decision
+from routectl.namespaces.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
+from routectl.policy.resolve import ResolvedPolicy
 from routectl.project import Project, load_project
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
     # The engine's session (and its startup report) is imported on first use: a CLI command
     # that never starts an engine does not pay for it.
     if name in ("start", "EngineSession"):
-        from routectl import engine
+        from routectl.engine import startup as engine
 
         return getattr(engine, name)
     raise AttributeError(f"module 'routectl' has no attribute {name!r}")

@@ -13,17 +13,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from routectl.errors import InputError
-from routectl.fields import Field, RetiredVariable
-from routectl.jsonread import QUOTE_CHARS, read_bytes, shorten
-from routectl.loaders import LayerLoader
-from routectl.ops import OpSpec
-from routectl.policy import ResolvedPolicy, resolve_fields
+from routectl.io.jsonread import QUOTE_CHARS, read_bytes, shorten
+from routectl.namespaces.ops import OpSpec
+from routectl.policy.fields import Field, RetiredVariable
+from routectl.policy.loaders import LayerLoader
+from routectl.policy.resolve import ResolvedPolicy, resolve_fields
+from routectl.policy.text import PolicyView
 from routectl.reasons import Check
 from routectl.suggest import did_you_mean
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 
 if TYPE_CHECKING:
-    # pydantic (with routectl.configmodel) and tomllib are imported where they are used: they
+    # pydantic (with routectl.policy.configmodel) and tomllib are imported where they are used: they
     # are most of `import routectl`, and the engine resolves a typed config only when given one.
     from pydantic import BaseModel
 
@@ -59,7 +60,7 @@ class Project:
     # family enabled there whose hashing rule holds for this engine and policy.
     active_sections: Callable[[int, EngineConfig, ResolvedPolicy], list[str]]
     selectors: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    # Family name -> what `routectl.engine` loads and the startup report replays with.
+    # Family name -> what `routectl.engine.startup` loads and the startup report replays with.
     loaders: Mapping[str, LayerLoader] = field(default_factory=dict)
     unknown_prefix: str | None = None
     # Known variables without a field (obsolete, removed): they warn, never count as unknown.
@@ -73,7 +74,7 @@ class Project:
     snapshot_dir: Path | None = None
 
     def load_config(self, value: Any = None) -> BaseModel:
-        from routectl.configmodel import load_config
+        from routectl.policy.configmodel import load_config
 
         return load_config(self.config_model, value)
 
@@ -90,7 +91,7 @@ class Project:
         if config is None:
             typed: dict[str, Any] = {}  # a default config sets no field
         else:
-            from routectl.configmodel import typed_values
+            from routectl.policy.configmodel import typed_values
 
             model = config if isinstance(config, self.config_model) else self.load_config(config)
             typed = typed_values(model, self.fields)
@@ -103,6 +104,19 @@ class Project:
             emit_warnings=emit_warnings,
             retired=self.retired,
         )
+
+    def policy_view(
+        self, config: Any, environ: Mapping[str, str], hardware: Hardware, workload: EngineConfig
+    ) -> PolicyView:
+        """The policy resolved for `hardware` and `workload`, with the model-qualification
+        verdicts and the hash over the active sections (`routectl config`)."""
+        policy = self.resolve(config, environ, hardware, workload)
+        active = self.active_sections(hardware.capability, workload, policy)
+        verdicts = tuple(
+            (name, ok, reason) for name, (ok, reason) in self.qualification(hardware, workload)
+        )
+        digest = policy.compute_hash(active)
+        return PolicyView(hardware.capability, workload, policy, verdicts, tuple(active), digest)
 
     def category(self, name: str) -> Any:
         for c in self.categories:

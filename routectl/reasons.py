@@ -51,3 +51,19 @@ def missing_ops_reason(label: str, missing: list[str] | tuple[str, ...]) -> Reas
     names = ", ".join(missing)
     prefix = f"missing native {label} operators" if label else "missing native operators"
     return Reason("missing_native_ops", f"{prefix}: [{names}]")
+
+
+# --- text forms ----------------------------------------------------------------------------
+# The one way every human-readable output (explain, config, the startup report, the matrix
+# views) spells a reason and a refused candidate. A row's own data (error messages, which
+# may quote refusals) is not text output: snapshots keep its bytes.
+
+
+def reason_text(code: str | None, message: str | None) -> str:
+    """A reason: `[code] message`."""
+    return f"[{code}] {message}"
+
+
+def refusal_text(name: str, code: str | None, message: str | None) -> str:
+    """A refused candidate: `name [code] message`."""
+    return f"{name} {reason_text(code, message)}"

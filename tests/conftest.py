@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from routectl.policy import reset_deprecation_warnings
+from routectl.policy.resolve import reset_deprecation_warnings
 
 
 @pytest.fixture(autouse=True)

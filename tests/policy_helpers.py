@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from policies import PROJECT
-from routectl.fields import Field
+from routectl.policy.fields import Field
 from routectl.workload import EngineConfig, Hardware
 
 QUALIFIED = EngineConfig(

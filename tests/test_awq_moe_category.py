@@ -1,4 +1,4 @@
-"""Category sm70-awq-moe replayed whole through `routectl.replay.replay_category`: row set,
+"""Category sm70-awq-moe replayed whole through `routectl.replay.harness.replay_category`: row set,
 golden routes of CONTRACTS 5.2/5.3, bytes and model totals, determinism."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from policies.categories.awq_moe import (
     model_totals,
 )
 from policies.variables import FIELDS
-from routectl.replay import find_row, replay_category
+from routectl.replay.harness import find_row, replay_category
 from routectl.rows import ROW_ID
 
 DEFAULT = "qwen38_awq_moe/fp8_e4m3/tp4/none/c8/q8192"

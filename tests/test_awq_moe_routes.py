@@ -25,8 +25,8 @@ from policies.awq_moe_admission import CallFacts, TensorFacts
 from policies.awq_moe_routes import LoadedRoute, select_route
 from policies.variables import field
 from routectl.errors import SelectionError
-from routectl.native_ns import InMemoryNamespace
-from routectl.replay import RecordingNamespace
+from routectl.namespaces.native_ns import InMemoryNamespace
+from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
 
 QWEN38 = {"experts": 512, "top_k": 10, "hidden": 2560, "intermediate": 640, "group": 32}

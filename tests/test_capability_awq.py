@@ -12,8 +12,8 @@ from native.catalogue import CATALOGUE
 from native.kernels import awq_dense as awq
 from native.kernels.common import ActivationDtypeError
 from native.layers import AwqLayer
-from routectl.native_ns import InMemoryNamespace
-from routectl.replay import RecordingNamespace
+from routectl.namespaces.native_ns import InMemoryNamespace
+from routectl.replay.harness import RecordingNamespace
 
 TM, TRITON = awq.TurboMindAwqLinearKernel, awq.TritonAwqLinearKernel
 FULL = InMemoryNamespace(CATALOGUE.ops)

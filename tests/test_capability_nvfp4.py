@@ -13,9 +13,9 @@ from native.kernels import LINEAR_KERNELS
 from native.kernels import nvfp4_sm70 as nv
 from native.kernels.common import ActivationDtypeError
 from native.layers import Nvfp4Layer
-from routectl.native_ns import InMemoryNamespace
-from routectl.replay import RecordingNamespace
-from routectl.selection import evaluate_kernel
+from routectl.namespaces.native_ns import InMemoryNamespace
+from routectl.policy.selection import evaluate_kernel
+from routectl.replay.harness import RecordingNamespace
 from tests.contract_literals import QPN2_TUNING
 
 QKVZ = "model.layers.0.linear_attn.in_proj_qkvz"

@@ -12,9 +12,9 @@ from native.catalogue import CATALOGUE
 from native.kernels import turing as tu
 from native.kernels.common import ActivationDtypeError
 from native.layers import Fp8Layer, Nvfp4Layer
-from routectl.native_ns import InMemoryNamespace
-from routectl.replay import RecordingNamespace
-from routectl.selection import evaluate_kernel
+from routectl.namespaces.native_ns import InMemoryNamespace
+from routectl.policy.selection import evaluate_kernel
+from routectl.replay.harness import RecordingNamespace
 
 QPN2, QPN8 = tu.TuringQpn2NvFp4LinearKernel, tu.TuringQpn8Fp8LinearKernel
 FULL = InMemoryNamespace(CATALOGUE.ops)

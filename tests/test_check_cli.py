@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from routectl.snapshot import schema_violation
+from routectl.io.schemas import schema_violation
 from tests.fixtures.toy import invoke, load, make_project, ok, row, save, tree_bytes
 
 ROW_A = "toy_model/float16/tp1/none/c1/q64"

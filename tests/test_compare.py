@@ -10,7 +10,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from routectl.compare import (
+from routectl.errors import InputError
+from routectl.io.schemas import schema_violation
+from routectl.io.terminal import use_color
+from routectl.review.compare import (
     CheckOutcome,
     FieldChange,
     attribute,
@@ -19,18 +22,16 @@ from routectl.compare import (
     parse_expected,
     split_id,
 )
-from routectl.errors import InputError
-from routectl.expected import judge_category
-from routectl.groups import group_changes
-from routectl.report import (
+from routectl.review.expected import judge_category
+from routectl.review.groups import group_changes
+from routectl.review.report import (
     build_report,
     escape_data,
     render_github,
     render_json,
     render_text,
-    use_color,
 )
-from routectl.snapshot import build_snapshot, schema_violation
+from routectl.review.snapshot import build_snapshot
 
 CATEGORIES = ("cat-a", "cat-b")
 
@@ -148,7 +149,7 @@ def whole_row_changes(old: dict, new: dict) -> list[FieldChange]:
     handed DeepDiff only the differing parts)."""
     from deepdiff import DeepDiff
 
-    from routectl.snapshot import format_path
+    from routectl.io.schemas import format_path
 
     found = []
     tree = DeepDiff(old, new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")

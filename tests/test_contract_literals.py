@@ -21,9 +21,9 @@ from policies.awq_moe_admission import CallFacts, TensorFacts, active_exact_w2_c
 from policies.awq_moe_routes import LoadedRoute, select_route
 from policies.variables import FIELDS, RETIRED
 from routectl.errors import InputError
-from routectl.native_ns import InMemoryNamespace
-from routectl.policy import PolicyDeprecationWarning, ResolvedPolicy
-from routectl.replay import RecordingNamespace
+from routectl.namespaces.native_ns import InMemoryNamespace
+from routectl.policy.resolve import PolicyDeprecationWarning, ResolvedPolicy
+from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
 from tests import contract_literals as C
 
@@ -146,7 +146,7 @@ def test_deprecated_variables_warn_once_per_process() -> None:
 
 
 def test_resolving_without_emitting_keeps_the_warning_for_the_engine() -> None:
-    from routectl.policy import resolve_fields
+    from routectl.policy.resolve import resolve_fields
 
     name = "VLLM_SM70_NVFP4_QPN2_SHARED_SCALES"
     with warnings.catch_warnings(record=True) as caught:
@@ -158,7 +158,7 @@ def test_resolving_without_emitting_keeps_the_warning_for_the_engine() -> None:
 
 
 def test_resolve_fields_warns_by_default() -> None:
-    from routectl.policy import resolve_fields
+    from routectl.policy.resolve import resolve_fields
 
     name = "VLLM_SM70_AWQ_MLP_ENGINE"
     with warnings.catch_warnings(record=True) as caught:
@@ -206,7 +206,7 @@ def test_explicit_over_variable_over_default() -> None:
     alias = resolve({name: "9"})
     assert (alias.value(key), alias.source(key), alias.ignored) == (9, f"alias:{name}", ())
     assert alias.is_explicit(key)
-    from routectl.policy import reset_deprecation_warnings
+    from routectl.policy.resolve import reset_deprecation_warnings
 
     reset_deprecation_warnings()  # the alias resolution above used up the once-per-process
     with warnings.catch_warnings(record=True) as caught:

@@ -11,7 +11,7 @@ import json
 
 from deepdiff import DeepDiff
 
-from routectl.compare import FieldChange, field_changes
+from routectl.review.compare import FieldChange, field_changes
 
 
 def verdict(name: str, ok: bool, not_needed: bool = False) -> dict:

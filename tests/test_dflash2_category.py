@@ -12,8 +12,8 @@ from policies import PROJECT
 from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.dflash2 import gdn_admissions
 from routectl.reasons import OK, Check, reject
-from routectl.replay import replay_category, resolve_row
-from routectl.snapshot import validate_rows
+from routectl.replay.harness import replay_category, resolve_row
+from routectl.review.snapshot import validate_rows
 from routectl.workload import EngineConfig, Hardware
 from tests.test_dflash2_policy import ALLOW_CANDIDATE_ORDER, DENSE_ORDER, TABLE
 

@@ -12,8 +12,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from policies import PROJECT
-from routectl.engine import start
-from routectl.snapshot import schema
+from routectl.engine.startup import start
+from routectl.io.schemas import schema
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 from tests.fixtures.toy import invoke, ok
 from tests.test_dflash2_policy import ALLOW_CANDIDATE_ORDER, DENSE_ORDER, TABLE

@@ -16,8 +16,8 @@ from policies.families import active_sections
 from policies.qualification import dflash2_verifier_qualified
 from policies.variables import FIELDS, RETIRED
 from routectl.errors import InputError
-from routectl.fields import INT_BOOL, Field, Kind
-from routectl.policy import PolicyDeprecationWarning, resolve_fields
+from routectl.policy.fields import INT_BOOL, Field, Kind
+from routectl.policy.resolve import PolicyDeprecationWarning, resolve_fields
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 
 # CONTRACTS-dflash2 1.3, in table order.
@@ -446,7 +446,7 @@ def test_retired_names_are_known_but_typos_are_still_reported():
 
 def test_a_computed_default_reads_an_earlier_fields_value_and_source():
     # What the FP8 verifier bridge needs: a later field sees target_fp8_qpn8 resolved.
-    from routectl.fields import Computed
+    from routectl.policy.fields import Computed
 
     def bridged(ctx):
         explicit = ctx["sources"]["sm70_dflash2.target_fp8_qpn8"] != "default"

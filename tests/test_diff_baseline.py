@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from routectl.baseline import ENGINE_PATH, TEMP_PREFIX, read_baseline_snapshot
 from routectl.errors import InputError, RoutectlError
-from routectl.snapshot import schema_violation
+from routectl.io.schemas import schema_violation
+from routectl.review.baseline import ENGINE_PATH, TEMP_PREFIX
+from routectl.review.sources import read_baseline_snapshot
 from tests.fixtures.toy import TEMPLATE, invoke, load, make_project, ok, save, tree_bytes
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The engine-facing API (`routectl.engine`): environ handling, resolve-once, logging, layer
+"""The engine-facing API (`routectl.engine.startup`): environ handling, resolve-once, logging, layer
 loading through the project's loaders, the composite namespace and the startup report.
 
 MoE layers here load on meta tensors through a recording namespace (cheap); the real 512-
@@ -21,16 +21,16 @@ from native.kernels.awq_dense import AWQ_GEMM_OP
 from native.layers import AwqLayer, BlockFp8Layer, Fp8Layer, Nvfp4Layer
 from policies import PROJECT
 from policies.variables import FIELDS, UNKNOWN_PREFIX, field
-from routectl.composite_ns import CompositeNamespace, NoImplementationError
-from routectl.engine import LOGGER_NAME, NotDispatchedError, start
+from routectl.engine.startup import LOGGER_NAME, NotDispatchedError, start
+from routectl.engine.startup_report import TOKEN_CLASSES, validate_report
 from routectl.errors import InputError, SelectionError
-from routectl.fields import Kind
-from routectl.native_ns import InMemoryNamespace, TorchOpsNamespace
-from routectl.observe import OpObserver
-from routectl.ops import bind_arguments, derive_plan
-from routectl.replay import RecordingNamespace
-from routectl.snapshot import schema
-from routectl.startup_report import TOKEN_CLASSES, validate_report
+from routectl.io.schemas import schema
+from routectl.namespaces.composite_ns import CompositeNamespace, NoImplementationError
+from routectl.namespaces.native_ns import InMemoryNamespace, TorchOpsNamespace
+from routectl.namespaces.ops import bind_arguments, derive_plan
+from routectl.policy.fields import Kind
+from routectl.replay.harness import RecordingNamespace
+from routectl.replay.observe import OpObserver
 from routectl.workload import EngineConfig, Hardware
 
 HW = Hardware(70)
@@ -183,7 +183,7 @@ def test_selection_errors_are_logged_and_raised(caplog):
     with pytest.raises(SelectionError) as error:
         session.load_layer(FAMILY, MOE, None, _recording(QPN_M1_OP))
     assert [r.getMessage() for r in caplog.records] == [
-        f"model.layers.0.mlp.experts [{FAMILY}]: {error.value.code}: {error.value.message}"
+        f"model.layers.0.mlp.experts [{FAMILY}]: [{error.value.code}] {error.value.message}"
     ]
     assert session.layers == ()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 
 from policies.variables import VARIABLE_PREFIX
-from routectl.snapshot import schema
+from routectl.io.schemas import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "engine_startup.py"
@@ -66,7 +66,7 @@ def test_example_fails_unless_every_check_passes():
     import torch
 
     from native.reference.oracle import BoundCheck
-    from routectl.observe import CallRecord
+    from routectl.replay.observe import CallRecord
 
     spec = importlib.util.spec_from_file_location("engine_startup_example_status", EXAMPLE)
     assert spec is not None and spec.loader is not None

@@ -8,17 +8,17 @@ from dataclasses import replace
 
 import pytest
 
-from routectl.compare import MissingItem, compare_rows
 from routectl.errors import InputError
-from routectl.expected import (
+from routectl.io.schemas import schema_violation
+from routectl.review.compare import MissingItem, compare_rows
+from routectl.review.expected import (
     judge_category,
     parse_document,
     resolve_stated,
     stated_document,
     unmatched_fields,
 )
-from routectl.groups import group_changes
-from routectl.snapshot import schema_violation
+from routectl.review.groups import group_changes
 
 CATS = ("cat-a", "cat-b")
 A1, A2, A3 = (

@@ -6,8 +6,8 @@ import pytest
 
 from policies.variables import QUANT_BACKENDS, W2_CHUNK_TOKENS, field
 from routectl.errors import InputError
-from routectl.fields import INT_BOOL, Field, Kind
-from routectl.policy import merge_sources, parse_variables, validate_typed
+from routectl.policy.fields import INT_BOOL, Field, Kind
+from routectl.policy.resolve import merge_sources, parse_variables, validate_typed
 from tests.policy_helpers import resolve
 
 MODE = dict(section="toy", name="mode", type=str, default="a", variable="TOY_MODE")

@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 
 from policies import PROJECT
-from routectl.replay import find_row, replay_row
+from routectl.replay.harness import find_row, replay_row
 
 CATEGORY = "sm70-fp8-linear"
 TOKENS = (1, 4, 8, 16, 4096, 8192)

@@ -16,9 +16,9 @@ from policies.categories.matrix import engine as matrix_engine
 from policies.linear_fp8_sm70 import checkpoint_admission, explicit_enables, load_fp8_sm70
 from policies.variables import FIELDS
 from routectl.errors import InputError, SelectionError
-from routectl.fields import Kind
-from routectl.policy import PolicyDeprecationWarning
-from routectl.replay import RecordingNamespace
+from routectl.policy.fields import Kind
+from routectl.policy.resolve import PolicyDeprecationWarning
+from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
 
 HW = Hardware(70)

@@ -7,9 +7,9 @@ import copy
 import random
 from itertools import product
 
-from routectl.compare import compare_rows
-from routectl.groups import group_changes
-from routectl.patterns import MAX_PATTERNS, describe, matching
+from routectl.review.compare import compare_rows
+from routectl.review.groups import group_changes
+from routectl.review.patterns import MAX_PATTERNS, describe, matching
 
 KVS = ("float16", "fp8_e4m3", "fp8_e5m2")
 

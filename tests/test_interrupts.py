@@ -1,6 +1,6 @@
 """Ctrl-C and kills at known moments, in real processes.
 
-Signals are timed by checkpoints (`routectl.checkpoints`): the run, started with
+Signals are timed by checkpoints (`routectl.runtime.checkpoints`): the run, started with
 ROUTECTL_TEST_CHECKPOINTS=DIR, creates DIR/<point> on reaching a point and waits there until
 the file is removed; the test waits for the file, signals, and removes it. No sleeps decide
 when a signal lands. The process runs in its own session and SIGINT goes to its whole process

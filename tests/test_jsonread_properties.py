@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from routectl.compare import ExpectedEntry, parse_expected
 from routectl.errors import InputError
-from routectl.jsonread import nesting_depth_exceeds, parse_json
+from routectl.io.jsonread import nesting_depth_exceeds, parse_json
+from routectl.review.compare import ExpectedEntry, parse_expected
 
 CATEGORIES = ("toy-a", "toy-b")
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

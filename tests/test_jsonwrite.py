@@ -1,4 +1,4 @@
-"""The one serialiser (`routectl.jsonwrite`) writes byte for byte what `json.dumps` wrote:
+"""The one serialiser (`routectl.io.jsonwrite`) writes byte for byte what `json.dumps` wrote:
 on every retained snapshot, on the values where orjson differs, and on generated documents."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from routectl import jsonwrite
-from routectl.snapshot import dump_json, write_json
+from routectl.io import jsonwrite
+from routectl.review.snapshot import dump_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 RETAINED = sorted((ROOT / "snapshots").glob("*.json"))
@@ -162,7 +162,7 @@ def test_generated_documents_match_json_dumps(value):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.dictionaries(st.text(max_size=4), JSON_VALUES, max_size=4), max_size=4))
 def test_plain_rows_equal_the_json_round_trip_in_types_and_key_order(rows):
-    from routectl.snapshot import plain_rows
+    from routectl.review.snapshot import plain_rows
 
     try:
         expected = json.loads(json.dumps(rows, allow_nan=False, sort_keys=True))
@@ -175,13 +175,13 @@ def test_plain_rows_equal_the_json_round_trip_in_types_and_key_order(rows):
 
 @pytest.mark.parametrize("value", [math.nan, Colour.RED, uuid.UUID(int=1)])
 def test_plain_rows_refuse_what_json_refuses(value):
-    from routectl.snapshot import SnapshotError, plain_rows
+    from routectl.review.snapshot import SnapshotError, plain_rows
 
     with pytest.raises(SnapshotError, match="row 'r' is not JSON"):
         plain_rows([{"id": "r", "v": value}])
 
 
 def test_plain_rows_keep_integers_beyond_64_bits_and_turn_tuples_into_lists():
-    from routectl.snapshot import plain_rows
+    from routectl.review.snapshot import plain_rows
 
     assert plain_rows([{"id": "r", "v": (2**70, (1,))}]) == [{"id": "r", "v": [2**70, [1]]}]

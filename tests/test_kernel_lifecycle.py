@@ -15,9 +15,9 @@ from native.kernels import nvfp4_sm70 as nv
 from native.layers import AwqLayer, Nvfp4Layer
 from policies import linear_awq, linear_fp8_sm70, linear_nvfp4
 from policies.linear_common import KernelLoader
-from routectl.native_ns import InMemoryNamespace
-from routectl.replay import RecordingNamespace
-from routectl.selection import Selection
+from routectl.namespaces.native_ns import InMemoryNamespace
+from routectl.policy.selection import Selection
+from routectl.replay.harness import RecordingNamespace
 from tests.policy_helpers import resolve
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from routectl.errors import InputError
-from routectl.matrix import Label, build_matrix, deciding_reason, layout, parse_dimensions
-from routectl.matrix_html import render_html, script_json
-from routectl.matrix_text import render_matrix_text
-from routectl.terminal import Painter
+from routectl.io.terminal import Painter
+from routectl.review.matrix import Label, build_matrix, deciding_reason, layout, parse_dimensions
+from routectl.review.matrix_html import render_html, script_json
+from routectl.review.matrix_text import render_matrix_text
 from tests.fixtures.toy import invoke, ok
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import torch
 
 from native.kernels.nvfp4_sm70 import Qpn2NvFp4LinearKernel
 from native.layers import Nvfp4Layer
-from routectl.native_ns import InMemoryNamespace, TorchOpsNamespace, missing_ops
+from routectl.namespaces.native_ns import InMemoryNamespace, TorchOpsNamespace, missing_ops
 
 NS = "routectl_test_ns"
 GETTER = "nvfp4_qpn2_compact_scales_version_sm70"
@@ -67,7 +67,7 @@ def test_call_repeated_runs_an_executing_namespace_each_time():
 def test_a_recorder_records_repeats_under_the_aggregation_rule():
     from native.catalogue import CATALOGUE
     from native.moe_layer import AwqMoeLayer, meta_checkpoint
-    from routectl.replay import RecordingNamespace
+    from routectl.replay.harness import RecordingNamespace
 
     layer = AwqMoeLayer.for_rank(
         {"experts": 8, "top_k": 2, "hidden": 64, "intermediate": 64, "group": 32}, 1
@@ -94,7 +94,7 @@ def test_a_recorder_refuses_a_wrong_call_after_a_right_one_of_the_same_op():
     a refusal is never kept: the same wrong call is refused, with the same message, again."""
     from native.catalogue import CATALOGUE
     from native.moe_layer import AwqMoeLayer, meta_checkpoint
-    from routectl.replay import RecordingNamespace, ReplayError
+    from routectl.replay.harness import RecordingNamespace, ReplayError
 
     layer = AwqMoeLayer.for_rank(
         {"experts": 8, "top_k": 2, "hidden": 64, "intermediate": 64, "group": 32}, 1

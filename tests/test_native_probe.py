@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from routectl.snapshot import schema_violation
+from routectl.io.schemas import schema_violation
 from tests.fixtures.toy import invoke, ok
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import pytest
 
 from policies.variables import FIELDS, UNKNOWN_PREFIX
 from routectl.errors import InputError
-from routectl.fields import Kind
-from routectl.policy import PolicyDeprecationWarning
+from routectl.policy.fields import Kind
+from routectl.policy.resolve import PolicyDeprecationWarning
 from tests.contract_literals import DEPRECATED_VARIABLES, DEPRECATION_MESSAGES
 from tests.policy_helpers import QUALIFIED, UNQUALIFIED, resolve, sample, typed_config
 

@@ -23,12 +23,12 @@ from jsonschema import Draft202012Validator
 from native.moe_layer import AwqMoeLayer
 from native.moe_stages import LegacySingleToken, QpnM1
 from native.reference.moe_checkpoint import random_moe_checkpoint
-from routectl.composite_ns import NoImplementationError
-from routectl.engine import EngineLayer, start
-from routectl.observe import CallRecord, OpObserver, replay_record
-from routectl.ops import bind_arguments, derive_plan
-from routectl.snapshot import schema
-from routectl.startup_report import StartupReport
+from routectl.engine.startup import EngineLayer, start
+from routectl.engine.startup_report import StartupReport
+from routectl.io.schemas import schema
+from routectl.namespaces.composite_ns import NoImplementationError
+from routectl.namespaces.ops import bind_arguments, derive_plan
+from routectl.replay.observe import CallRecord, OpObserver, replay_record
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "engine_startup.py"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from routectl.snapshot import schema_violation
+from routectl.io.schemas import schema_violation
 from tests.fixtures.toy import invoke, load, make_project, ok, row, save
 
 Q64 = [

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from policies import PROJECT
-from routectl.replay import find_row, replay_row
+from routectl.replay.harness import find_row, replay_row
+from routectl.review.snapshot import read_snapshot
 from routectl.rows import ROW_ID
-from routectl.snapshot import read_snapshot
 from tests.fixtures.toy import invoke, ok
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,8 +25,8 @@ from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
 from policies.variables import field
 from routectl.errors import InputError, SelectionError
-from routectl.policy import PolicyDeprecationWarning
-from routectl.replay import RecordingNamespace
+from routectl.policy.resolve import PolicyDeprecationWarning
+from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
 from tests.contract_literals import AWQ_DENSE_ORDER, NVFP4_SM70_ORDER
 
@@ -674,7 +674,7 @@ def test_selecting_every_family_never_imports_torch():
         from policies.linear_nvfp4 import load_nvfp4_sm70
         from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
         from native.catalogue import CATALOGUE
-        from routectl.native_ns import InMemoryNamespace
+        from routectl.namespaces.native_ns import InMemoryNamespace
         from routectl.workload import EngineConfig, Hardware
         engine = EngineConfig(tp=4, spec_method="dflash", spec_tokens=7, selector_top_k=16,
                               max_num_seqs=4)

@@ -17,23 +17,25 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from routectl.errors import InputError
-from routectl.rows import ROW_ID
-from routectl.snapshot import (
+from routectl.io.schemas import (
     SCHEMA_NAMES,
     SOURCE_SCHEMA_DIR,
+    load_schema,
+    schema,
+    schema_path,
+    schema_violation,
+)
+from routectl.review.snapshot import (
     Snapshot,
     SnapshotError,
     build_snapshot,
     dump_json,
-    load_schema,
     parse_snapshot,
     read_snapshot,
-    schema,
-    schema_path,
-    schema_violation,
     write_snapshot,
     write_text_atomic,
 )
+from routectl.rows import ROW_ID
 from tests.fixtures.toy import invoke, load, make_project, ok, row, save, tree_bytes
 
 REPO = Path(__file__).resolve().parents[1]

@@ -65,8 +65,8 @@ def test_only_entry_points_read_os_environ():
     # start-up checkpoint reads the test variable there).
     allowed = {
         ROOT / "routectl" / "cli" / "__init__.py",
-        ROOT / "routectl" / "engine.py",
-        ROOT / "routectl" / "interrupt.py",
+        ROOT / "routectl" / "engine" / "startup.py",
+        ROOT / "routectl" / "runtime" / "interrupt.py",
     }
     offenders = [
         str(p.relative_to(ROOT))

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from routectl.errors import InputError
-from routectl.workers import WorkerFailed, run_shared, usable_jobs
+from routectl.runtime.workers import WorkerFailed, run_shared, usable_jobs
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only"
@@ -123,7 +123,7 @@ def test_ctrl_c_here_stops_the_workers():
 
 def test_the_cli_default_is_one_process_per_cpu_at_most_eight():
     from routectl.cli import MAX_AUTO_JOBS, job_count
-    from routectl.workers import available_cpus
+    from routectl.runtime.workers import available_cpus
 
     assert job_count(0) == min(available_cpus(), MAX_AUTO_JOBS) >= 1
     assert job_count(3) == 3 and job_count(1) == 1

@@ -22,7 +22,7 @@ from native.kernels.common import (
     tokens,
 )
 from native.layers import AWQ_PACK, AwqLayer
-from routectl.native_ns import NativeNamespace
+from routectl.namespaces.native_ns import NativeNamespace
 from routectl.reasons import OK, Check, Reason, missing_ops_reason, reject
 
 AWQ_GEMM_OP = "awq_gemm_sm70_out"

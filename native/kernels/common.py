@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from routectl.loaded import Fallback
-from routectl.native_ns import NativeNamespace, require_ops
+from routectl.namespaces.native_ns import NativeNamespace, require_ops
+from routectl.policy.loaded import Fallback
 from routectl.reasons import OK, Check, Reason, reject
 
 FP16 = "float16"

@@ -30,8 +30,8 @@ from native.kernels.common import (
 )
 from native.kernels.turing import QPN8_DISPATCH_OP, QPN8_PREFILL_OP, QPN8_PREPARE_OP
 from native.layers import FP8_BLOCK, BlockFp8Layer
-from routectl.loaded import Fallback
-from routectl.native_ns import NativeNamespace, missing_ops
+from routectl.namespaces.native_ns import NativeNamespace, missing_ops
+from routectl.policy.loaded import Fallback
 from routectl.reasons import OK, Check, Reason, reject
 
 # --- native entries ------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from native.kernels.common import (
     tokens,
 )
 from native.layers import Nvfp4Layer
-from routectl.native_ns import NativeNamespace, missing_ops
+from routectl.namespaces.native_ns import NativeNamespace, missing_ops
 from routectl.reasons import OK, Check, Reason, missing_ops_reason, reject
 
 # TurboMind's own preparation (repack + FP16 or compact E4M3 scales). Not a capability

@@ -32,7 +32,7 @@ from native.kernels.nvfp4_sm70 import (
     qpn2_tuning,
 )
 from native.layers import NVFP4_GROUP, Fp8Layer, Nvfp4Layer
-from routectl.native_ns import NativeNamespace
+from routectl.namespaces.native_ns import NativeNamespace
 from routectl.reasons import OK, Check, reject
 
 QPN8_PREPARE_OP = "fp8_qpn8_prepare_sm70"

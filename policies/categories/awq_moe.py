@@ -28,7 +28,7 @@ from policies.categories.matrix import (
 )
 from policies.families import sections_of
 from policies.variables import field
-from routectl.replay import ReplayContext, route_from_prepared
+from routectl.replay.harness import ReplayContext, route_from_prepared
 from routectl.rows import Probe, RowSpec
 
 NAME = "sm70-awq-moe"

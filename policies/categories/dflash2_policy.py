@@ -17,9 +17,9 @@ from policies.categories.matrix import ModelScope, matrix_rows, row_id, with_pro
 from policies.dflash2 import FIELD_NAMES, SECTION, gdn_admissions
 from policies.qualification import dflash2_verifier_qualified
 from policies.variables import FIELDS, RETIRED, field
-from routectl.policy import variable_notices
+from routectl.policy.resolve import variable_notices
 from routectl.reasons import Check
-from routectl.replay import ReplayContext
+from routectl.replay.harness import ReplayContext
 from routectl.rows import Probe, RowSpec
 
 NAME = "sm70-dflash2-policy"

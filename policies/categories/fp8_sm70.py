@@ -23,7 +23,7 @@ from policies.families import sections_of
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin, load_fp8_sm70
 from policies.variables import field
 from routectl.errors import SelectionError
-from routectl.replay import ReplayContext, error_route, route_from_prepared
+from routectl.replay.harness import ReplayContext, error_route, route_from_prepared
 from routectl.rows import Probe, RowSpec
 
 NAME = "sm70-fp8-linear"

@@ -10,8 +10,8 @@ from typing import Any
 
 from native.layers import AwqLayer, Fp8Layer, Nvfp4Layer
 from policies.categories.matrix import ModelScope, matrix_rows, with_probes
-from routectl.loaded import PreparedLayer
-from routectl.replay import ReplayContext, replay_calls, route_from_prepared
+from routectl.policy.loaded import PreparedLayer
+from routectl.replay.harness import ReplayContext, replay_calls, route_from_prepared
 from routectl.rows import Probe, RowSpec
 
 LAYER_PREFIX = "model.layers.0."

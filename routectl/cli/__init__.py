@@ -18,11 +18,12 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
-from routectl import __version__, checkpoints, interrupt
+from routectl import __version__
 from routectl.errors import InputError, RoutectlError
-from routectl.interrupt import EXIT_INTERRUPTED
-from routectl.jsonread import limits_from_environ, using_limits
+from routectl.io.jsonread import limits_from_environ, using_limits
 from routectl.project import Project, load_project
+from routectl.runtime import checkpoints, interrupt
+from routectl.runtime.interrupt import EXIT_INTERRUPTED
 from routectl.suggest import did_you_mean
 
 
@@ -68,7 +69,7 @@ jobs_option = click.option(
 
 
 def job_count(jobs: int) -> int:
-    from routectl.workers import available_cpus
+    from routectl.runtime.workers import available_cpus
 
     return jobs or min(available_cpus(), MAX_AUTO_JOBS)
 

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import click
 
 from routectl.cli import cli, project_option, state, warn
 from routectl.errors import InputError
-from routectl.jsonread import shorten
-from routectl.policy import ResolvedPolicy
+from routectl.io.jsonread import shorten
 from routectl.project import Project
 from routectl.workload import (
     KV_DTYPES,
@@ -198,57 +196,6 @@ def build_workload(
     )
 
 
-def shows_key(key: str, sections: Sequence[str] | None) -> bool:
-    """Whether a policy key is among `sections` (section names or `section.field` entries;
-    None: every key). Engine-wide keys (no section) matter to every family."""
-    section, dot, _ = key.partition(".")
-    return sections is None or not dot or section in sections or key in sections
-
-
-def policy_document(
-    policy: ResolvedPolicy, sections: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """The one JSON shape of a resolved policy (`config` and `explain`): flat dotted keys, as
-    `ResolvedPolicy.value(key)` takes them, each with its value and source."""
-    data = policy.to_json()
-    return {
-        "values": {
-            k: {"value": v, "source": data["sources"][k]}
-            for k, v in data["values"].items()
-            if shows_key(k, sections)
-        },
-        "sections": None if sections is None else list(sections),
-        "warnings": list(policy.warnings),
-        "ignored": [{"variable": v, "field": k} for v, k in policy.ignored],
-    }
-
-
-def policy_table(
-    policy: ResolvedPolicy, sections: Sequence[str] | None = None
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """{section (or "engine"): {field: {"value", "source"}}}: the text display's grouping."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for key, item in policy_document(policy, sections)["values"].items():
-        section, dot, name = key.partition(".")
-        if not dot:
-            section, name = "engine", key
-        out.setdefault(section, {})[name] = item
-    return out
-
-
-def render_policy_text(policy: ResolvedPolicy, sections: Sequence[str] | None = None) -> list[str]:
-    lines: list[str] = []
-    for section, values in policy_table(policy, sections).items():
-        lines.append(f"[{section}]")
-        width = max(len(n) for n in values)
-        for name, item in values.items():
-            lines.append(f"  {name:<{width}} = {json.dumps(item['value'])}  ({item['source']})")
-    if policy.ignored:
-        lines.append("ignored variables (an explicit field wins):")
-        lines.extend(f"  {var} -> {key}" for var, key in policy.ignored)
-    return lines
-
-
 @cli.command("config")
 @workload_options
 @click.option(
@@ -284,43 +231,10 @@ def config_command(
     workload = build_workload(
         tp, pp, spec, spec_tokens, selector_top_k, max_num_seqs, budget, kv, model
     )
-    hardware = Hardware(capability)
-    policy = project.resolve(kernel_config, st.environ, hardware, workload)
-    for message in policy.warnings:
+    view = project.policy_view(kernel_config, st.environ, Hardware(capability), workload)
+    for message in view.policy.warnings:
         warn(message)
-    active = project.active_sections(capability, workload, policy)
-    digest = policy.compute_hash(active)
-    verdicts = [
-        (name, ok, reason) for name, (ok, reason) in project.qualification(hardware, workload)
-    ]
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "capability": capability,
-                    "workload": workload.to_json(),
-                    "policy": policy_document(policy),
-                    "qualification": [
-                        {
-                            "name": n,
-                            "ok": ok,
-                            "code": r.code if r else None,
-                            "message": r.message if r else None,
-                        }
-                        for n, ok, r in verdicts
-                    ],
-                    "active_sections": active,
-                    "hash": digest,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
+        click.echo(json.dumps(view.document(), indent=2, sort_keys=True))
         return
-    for line in render_policy_text(policy):
-        click.echo(line)
-    click.echo("qualification:")
-    for name, ok, reason in verdicts:
-        detail = f" ({reason.message})" if reason else ""
-        click.echo(f"  {name}: {'yes' if ok else 'no'}{detail}")
-    click.echo(f"hash ({', '.join(active) or 'no active sections'}): {digest}")
+    click.echo(view.text(), nl=False)

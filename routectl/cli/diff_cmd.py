@@ -10,146 +10,22 @@ are added; only in the baseline, its rows are removed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
 
-from routectl.baseline import BaselineFailed, BaselineFile, baseline_at_ref, open_baseline
-from routectl.check import CheckResult, SnapshotSource, fresh_snapshots, run_check
-from routectl.cli import CliState, cli, job_count, jobs_option, project_option, state
-from routectl.cli.snapshot_cmd import (
+from routectl.cli import cli, job_count, jobs_option, project_option, state
+from routectl.cli.shared import (
     CATEGORY_HELP,
     VerdictOptions,
+    against_baseline,
     emit_verdict,
     finish,
-    note,
     verdict_options,
     warn_todo_reasons,
 )
-from routectl.errors import InputError
-from routectl.expected import document_reasons, load_expected_changes
-from routectl.project import Project
-from routectl.rows import RowSpec
-from routectl.snapshot import Snapshot, read_json
-
-
-@dataclass(frozen=True)
-class RemovedCategory:
-    """A category only the baseline has: it replays no rows, so each baseline row is
-    reported removed (and may be listed as an expected change)."""
-
-    name: str
-    basis: str = "a category present only in the baseline"
-
-    def rows(self) -> Sequence[RowSpec]:
-        return ()
-
-
-def judge_against(
-    project: Project,
-    names: Sequence[str],
-    baseline: SnapshotSource,
-    *,
-    expected_file: Path | None = None,
-    fresh: Mapping[str, Snapshot] | None = None,
-    jobs: int = 1,
-) -> CheckResult:
-    """run_check against `baseline`, its categories the project lists no more judged as
-    removed ones. `fresh` holds candidate snapshots already replayed (others replay here)."""
-    listed = {c.name for c in project.categories}
-    removed = tuple(RemovedCategory(n) for n in baseline.names() if n not in listed)
-    judged = replace(project, categories=(*project.categories, *removed))
-    # Read once the baseline is known: an expected id may name a removed category's row.
-    expected = (
-        ()
-        if expected_file is None
-        else load_expected_changes(
-            expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir
-        )
-    )
-    result = run_check(judged, names, baseline=baseline, expected=expected, ready=fresh, jobs=jobs)
-    for category in removed:
-        if category.name in result.outcome.categories:
-            note(f"category {category.name} is only in the baseline: its rows are reported removed")
-    return result
-
-
-def _against_ref(
-    project: Project,
-    ref: str,
-    names: Sequence[str],
-    *,
-    environ: Mapping[str, str],
-    expected_file: Path | None,
-    debug: bool,
-    jobs: int,
-) -> CheckResult:
-    if project.root is None:
-        raise InputError(f"project {project.name} has no root folder")
-    prefixes = (project.variable_prefix,) if project.variable_prefix else ()
-    with baseline_at_ref(
-        project.root, ref, environ=environ, strip_prefixes=prefixes, debug=debug
-    ) as build:
-        # The candidate replays here while the baseline runs in its own process.
-        fresh = fresh_snapshots(
-            project, [c for c in project.categories if not names or c.name in names], jobs=jobs
-        )
-        try:
-            source = build.source(snapshot_dir=project.snapshot_dir)
-        except BaselineFailed as exc:
-            if debug:  # prefixed: its `error:` lines are the old program's, not ours
-                for line in exc.output.splitlines():
-                    click.echo(f"baseline> {line}", err=True)
-            raise
-        result = judge_against(project, names, source, expected_file=expected_file, fresh=fresh)
-    note(f"baseline: {ref} = {build.commit[:12]}, computed by that commit's own code")
-    return result
-
-
-def _against_files(
-    project: Project, path: Path, names: Sequence[str], *, expected_file: Path | None, jobs: int
-) -> CheckResult:
-    source = open_baseline(path, snapshot_dir=project.snapshot_dir)
-    if isinstance(source, BaselineFile):
-        # One file is one category: the run judges that category only.
-        others = sorted(set(names) - {source.category})
-        if others:
-            raise click.UsageError(
-                f"--baseline {path} holds only category {source.category}; "
-                f"-c also names {', '.join(others)}"
-            )
-        names = (source.category,)
-    return judge_against(project, names, source, expected_file=expected_file, jobs=jobs)
-
-
-def against_baseline(
-    cli_state: CliState,
-    project: Project,
-    ref: str | None,
-    baseline_path: Path | None,
-    categories: Sequence[str],
-    *,
-    expected_file: Path | None,
-    jobs: int,
-) -> CheckResult:
-    """The working tree's rows judged against REF's own rows or pre-built snapshots (the
-    caller gives exactly one); `diff` and the route matrix views share it."""
-    if ref is not None:
-        return _against_ref(
-            project,
-            ref,
-            categories,
-            environ=cli_state.environ,
-            expected_file=expected_file,
-            debug=cli_state.debug,
-            jobs=jobs,
-        )
-    assert baseline_path is not None
-    return _against_files(
-        project, baseline_path, categories, expected_file=expected_file, jobs=jobs
-    )
+from routectl.review.expected import document_reasons
+from routectl.review.snapshot import read_json
 
 
 @cli.command("diff")

@@ -5,46 +5,20 @@ takes it) with the changed cells marked."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
-from routectl.check import CheckResult, fresh_snapshots, select_categories
 from routectl.cli import cli, job_count, jobs_option, project_option, state
-from routectl.cli.diff_cmd import against_baseline
-from routectl.cli.snapshot_cmd import CATEGORY_HELP, note
-from routectl.matrix import Matrix, build_matrix, layout
-from routectl.matrix_html import ChangeGroup, render_html
-from routectl.matrix_text import render_matrix_text
-from routectl.patterns import describe
+from routectl.cli.shared import CATEGORY_HELP, against_baseline, baseline_options, note
+from routectl.io.terminal import COLOR_CHOICES, Painter, use_color
 from routectl.project import Project
-from routectl.report import COLOR_CHOICES, group_title, show_field, use_color
-from routectl.snapshot import Snapshot, write_text
-from routectl.terminal import Painter
-
-
-def baseline_options(function: Any) -> Any:
-    options = [
-        click.option(
-            "--baseline-ref",
-            "ref",
-            metavar="REF",
-            default=None,
-            help="Mark what changed against the rows git ref REF's code computes.",
-        ),
-        click.option(
-            "--baseline",
-            "baseline_path",
-            type=click.Path(path_type=Path),
-            default=None,
-            help="Mark what changed against pre-built snapshots.",
-        ),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+from routectl.review.check import CheckResult, fresh_snapshots, select_categories
+from routectl.review.matrix import Matrix, build_matrices, layout, transition_patterns
+from routectl.review.matrix_html import render_report_page
+from routectl.review.matrix_text import render_matrix_text
+from routectl.review.snapshot import write_text
 
 
 def matrices(
@@ -65,66 +39,31 @@ def matrices(
         raise click.UsageError("give at most one of --baseline-ref REF and --baseline PATH")
     rows_dims, cols_dims = layout(rows_text, cols_text)
     selected = select_categories(project, categories)
-    baseline: Mapping[str, Snapshot | None] | None = None
-    result: CheckResult | None = None
-    if ref is not None or baseline_path is not None:
-        result = against_baseline(
-            state(ctx),
-            project,
-            ref,
-            baseline_path,
-            categories,
-            expected_file=None,
-            jobs=job_count(jobs),
-        )
-        fresh: Mapping[str, Snapshot] = result.fresh
-        baseline = result.baseline
-        selected = [c for c in selected if c.name in fresh]
-    else:
+    if ref is None and baseline_path is None:
         fresh = fresh_snapshots(project, selected, jobs=job_count(jobs))
-    built = []
-    for category in selected:
-        old: Sequence[Mapping[str, Any]] | None = None
-        if baseline is not None:
-            snap = baseline.get(category.name)
-            old = snap.rows if snap is not None else ()
-        built.append(
-            build_matrix(
-                category.name,
-                fresh[category.name].rows,
-                order=[spec.id for spec in category.rows()],
-                field_path=field_path,
-                rows_dims=rows_dims,
-                cols_dims=cols_dims,
-                baseline=old,
-                hook=getattr(category, "matrix_label", None),
-                reason_hook=getattr(category, "matrix_reason", None),
-            )
+        built = build_matrices(
+            selected, fresh, None, field_path=field_path, rows_dims=rows_dims, cols_dims=cols_dims
         )
+        return built, None
+    result = against_baseline(
+        state(ctx),
+        project,
+        ref,
+        baseline_path,
+        categories,
+        expected_file=None,
+        jobs=job_count(jobs),
+    )
+    selected = [c for c in selected if c.name in result.fresh]
+    built = build_matrices(
+        selected,
+        result.fresh,
+        result.baseline,
+        field_path=field_path,
+        rows_dims=rows_dims,
+        cols_dims=cols_dims,
+    )
     return built, result
-
-
-def transition_patterns(built: Sequence[Matrix]) -> dict[tuple[str, ...], list[str]]:
-    """Each label transition's rows as the review's row patterns, where they describe them
-    exactly."""
-    found: dict[tuple[str, ...], list[str]] = {}
-    for matrix in built:
-        for t in matrix.transitions:
-            patterns = describe(t.ids).patterns
-            if patterns is not None:
-                found[t.ids] = list(patterns)
-    return found
-
-
-def review_groups(result: CheckResult) -> list[ChangeGroup]:
-    """The change groups as `check` prints them: title, signature and row patterns."""
-    groups = []
-    for name, verdict in result.outcome.categories.items():
-        for group in verdict.groups:
-            fields = "; ".join(show_field(f) for f in group.fields)
-            title = f"{name}: {group_title(group)}" + (f": {fields}" if fields else "")
-            groups.append(ChangeGroup(title, tuple(group.patterns or ()), group.qualified_ids))
-    return groups
 
 
 @cli.command("matrix")
@@ -238,22 +177,13 @@ def report_command(
         rows_text=None,
         cols_text=None,
     )
-    against = (
-        f"; changes against {ref}"
-        if ref is not None
-        else f"; changes against {baseline_path.name}"
-        if baseline_path is not None
-        else ""
-    )
-    basis = {c.name: c.basis for c in project.categories}
-    page = render_html(
+    against = ref if ref is not None else baseline_path.name if baseline_path is not None else None
+    page = render_report_page(
+        project.name,
         built,
-        title=f"routectl route report: {project.name}",
-        subtitle=f"{len(built)} categor{'y' if len(built) == 1 else 'ies'}, "
-        f"{sum(len(m.grid) + len(m.probes) for m in built)} rows, "
-        f"replayed on CPU with native doubles{against}",
-        basis=basis,
-        groups=None if result is None else review_groups(result),
+        basis={c.name: c.basis for c in project.categories},
+        against=against,
+        outcome=None if result is None else result.outcome,
     )
     write_text(html_file, page)
     note(f"wrote {html_file} ({len(built)} categor{'y' if len(built) == 1 else 'ies'})")

@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 
 from routectl.cli import CheckFailed, SuggestingGroup, cli, project_option, state
-from routectl.jsonread import shorten
-from routectl.native_ns import TorchOpsNamespace
-from routectl.probe import probe, render_text
+from routectl.io.jsonread import shorten
+from routectl.io.schemas import schema_violation
+from routectl.namespaces.native_ns import TorchOpsNamespace
 from routectl.project import import_module
-from routectl.snapshot import schema_violation
+from routectl.replay.probe import probe, render_text
 
 PROBE_FORMAT = 1
 

@@ -1,0 +1,377 @@
+"""What the command modules share: the options every judging command takes (`verdict_options`,
+`baseline_options`), emitting a verdict, and judging the working tree against a baseline.
+Command modules import this module and `routectl.cli`, never each other."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import click
+
+from routectl.cli import CheckFailed, CliState, OutputPath, warn
+from routectl.errors import InputError
+from routectl.io.schemas import schema_violation
+from routectl.io.terminal import COLOR_CHOICES, use_color
+from routectl.project import Project
+from routectl.review.baseline import BaselineFailed, baseline_at_ref
+from routectl.review.check import (
+    CheckResult,
+    baseline_only,
+    expected_document,
+    fresh_snapshots,
+    judge_against,
+)
+from routectl.review.expected import (
+    TODO_REASON,
+    ExpectedChanges,
+    is_todo,
+    load_expected_changes,
+    stated_document,
+)
+from routectl.review.markdown import render_markdown
+from routectl.review.report import (
+    FORMATS,
+    MAX_FIELD_CHANGES,
+    MAX_ROWS,
+    RenderOptions,
+    build_report,
+    render,
+    render_json,
+)
+from routectl.review.snapshot import write_json, write_text
+from routectl.review.sources import open_baseline
+
+CATEGORY_HELP = "Category name (repeatable; default: every category)."
+
+
+def is_ci(environ: Mapping[str, str]) -> bool:
+    """CI is set to anything but empty, "0" or "false"."""
+    return environ.get("CI", "") not in ("", "0", "false")
+
+
+def note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def snapshot_dir(project: Project) -> Path:
+    if project.snapshot_dir is None:
+        raise InputError(f"project {project.name} has no snapshot folder")
+    return project.snapshot_dir
+
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    """The options of every command that judges rows against a baseline (check, diff)."""
+
+    expected_changes: Path | None
+    write_expected: Path | None
+    write_expected_ids: Path | None
+    fmt: str
+    report_file: Path | None
+    summary_file: Path | None
+    color: str
+    quiet: bool
+    max_rows: int
+    max_fields: int
+
+
+def verdict_options(function: Any) -> Any:
+    """Add the verdict options; the command receives them as one `VerdictOptions` named
+    `verdict`."""
+    names = [f.name for f in fields(VerdictOptions)]
+    options = [
+        click.option(
+            "--expected-changes",
+            type=click.Path(path_type=Path, dir_okay=False),
+            default=None,
+            help="JSON file of the changes this change is expected to make: row ids, "
+            "or stated entries (row patterns with their field changes).",
+        ),
+        click.option(
+            "--write-expected",
+            type=OutputPath(path_type=Path, dir_okay=False),
+            default=None,
+            help="Write the actual changes as stated entries, one per change group "
+            "(reasons TODO), for review.",
+        ),
+        click.option(
+            "--write-expected-ids",
+            type=click.Path(path_type=Path, dir_okay=False),
+            default=None,
+            help="Write the actual changes as one {id, reason} entry per row.",
+        ),
+        click.option(
+            "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True
+        ),
+        click.option(
+            "--report",
+            "report_file",
+            type=OutputPath(path_type=Path, dir_okay=False),
+            default=None,
+            help="Also write the JSON report to this file.",
+        ),
+        click.option(
+            "--summary",
+            "summary_file",
+            type=click.Path(path_type=Path, dir_okay=False),
+            default=None,
+            help='Append a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY").',
+        ),
+        click.option(
+            "--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True
+        ),
+        click.option(
+            "-q",
+            "--quiet",
+            is_flag=True,
+            help="Text: only each category's verdict line and the final line.",
+        ),
+        click.option(
+            "--max-rows",
+            type=click.IntRange(min=0),
+            default=MAX_ROWS,
+            show_default=True,
+            metavar="N",
+            help="Text: ids shown per change group no row patterns describe (0 = all).",
+        ),
+        click.option(
+            "--max-fields",
+            type=click.IntRange(min=0),
+            default=MAX_FIELD_CHANGES,
+            show_default=True,
+            metavar="N",
+            help="Text: field changes shown per change group (0 = all).",
+        ),
+    ]
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["verdict"] = VerdictOptions(**{n: kwargs.pop(n) for n in names})
+        return function(*args, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+def read_expected(project: Project, path: Path | None) -> ExpectedChanges:
+    if path is None:
+        return ExpectedChanges()
+    return load_expected_changes(
+        path, [c.name for c in project.categories], snapshot_dir=project.snapshot_dir
+    )
+
+
+def warn_todo_reasons(
+    reasons: Sequence[str], path: Path | None, environ: Mapping[str, str]
+) -> None:
+    """In CI, a reason --write-expected left for the reviewer is a review not done."""
+    todo = sum(1 for reason in reasons if is_todo(reason))
+    if todo and path is not None and is_ci(environ):
+        warn(
+            f"{path}: {todo} expected change(s) still have a {TODO_REASON} reason: say why "
+            f"each change is intended"
+        )
+
+
+def next_step(command: str, options: VerdictOptions) -> str:
+    """The one line a failing text check ends with: what to run next."""
+    if options.expected_changes is None:
+        if options.write_expected is not None:
+            target = options.write_expected
+            return (
+                f"next: review {target} (one entry per change group), replace each "
+                f"TODO reason, then {command} --expected-changes {target}"
+            )
+        target = Path("route-changes.json")
+        return (
+            f"next: {command} --write-expected {target}, review it and replace each "
+            f"TODO reason, then {command} --expected-changes {target}"
+        )
+    return (
+        f"next: {command} --expected-changes {options.expected_changes} --write-expected "
+        f"{options.expected_changes} restates the actual changes for review; once "
+        f"reviewed, pass it again (and, for check, --update)"
+    )
+
+
+def _write_document(path: Path, document: Any, count: int, project: Project) -> None:
+    problem = schema_violation("expected-changes", document, project.snapshot_dir)
+    if problem is not None:
+        raise InputError(f"refusing to write {path}: {problem}")
+    write_json(path, document)
+    note(f"wrote {count} expected-changes {'entry' if count == 1 else 'entries'} to {path}")
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append, as `$GITHUB_STEP_SUMMARY` expects (each step adds its part)."""
+    try:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise InputError(f"cannot append to {path}: {exc.strerror or exc}") from None
+
+
+def finish(result: CheckResult, options: VerdictOptions, command: str) -> None:
+    """End a run: a failing text check's last stderr line says what to run next."""
+    if result.ok:
+        return
+    if options.fmt == "text":
+        note(next_step(command, options))
+    raise CheckFailed()
+
+
+def emit_verdict(
+    result: CheckResult,
+    project: Project,
+    *,
+    environ: Mapping[str, str],
+    options: VerdictOptions,
+    command: str = "routectl check",
+) -> None:
+    """Write the requested report files, then print the outcome in the chosen format to
+    stdout. `command` is the command line that judged (its first two words name it in
+    annotations and summaries). The caller ends with `finish`."""
+    name = command.split()[1]
+    report = build_report(result.outcome)
+    if options.report_file is not None:
+        write_text(options.report_file, render_json(report, project.snapshot_dir))
+        note(f"wrote report {options.report_file}")
+    if options.write_expected is not None:
+        stated = stated_document(list(result.outcome.categories.values()))
+        _write_document(options.write_expected, stated, len(stated["changes"]), project)
+    if options.write_expected_ids is not None:
+        ids = expected_document(result)
+        _write_document(options.write_expected_ids, ids, len(ids), project)
+    if options.summary_file is not None:
+        append_text(options.summary_file, render_markdown(result.outcome, command=name))
+    fmt = options.fmt
+    color_on = fmt == "text" and use_color(options.color, environ, sys.stdout.isatty())
+    click.echo(
+        render(
+            result.outcome,
+            fmt,
+            RenderOptions(
+                command=name,
+                color=color_on,
+                quiet=options.quiet,
+                max_rows=options.max_rows,
+                max_fields=options.max_fields,
+                snapshot_dir=project.snapshot_dir,
+            ),
+        ),
+        nl=False,
+        color=color_on,
+    )
+
+
+def note_baseline_only(project: Project, result: CheckResult) -> None:
+    for name in baseline_only(project, result):
+        note(f"category {name} is only in the baseline: its rows are reported removed")
+
+
+def _against_ref(
+    project: Project,
+    ref: str,
+    names: Sequence[str],
+    *,
+    environ: Mapping[str, str],
+    expected_file: Path | None,
+    debug: bool,
+    jobs: int,
+) -> CheckResult:
+    if project.root is None:
+        raise InputError(f"project {project.name} has no root folder")
+    prefixes = (project.variable_prefix,) if project.variable_prefix else ()
+    with baseline_at_ref(
+        project.root, ref, environ=environ, strip_prefixes=prefixes, debug=debug
+    ) as build:
+        # The candidate replays here while the baseline runs in its own process.
+        fresh = fresh_snapshots(
+            project, [c for c in project.categories if not names or c.name in names], jobs=jobs
+        )
+        try:
+            source = build.source(snapshot_dir=project.snapshot_dir)
+        except BaselineFailed as exc:
+            if debug:  # prefixed: its `error:` lines are the old program's, not ours
+                for line in exc.output.splitlines():
+                    click.echo(f"baseline> {line}", err=True)
+            raise
+        result = judge_against(project, names, source, expected_file=expected_file, fresh=fresh)
+    note_baseline_only(project, result)
+    note(f"baseline: {ref} = {build.commit[:12]}, computed by that commit's own code")
+    return result
+
+
+def _against_files(
+    project: Project, path: Path, names: Sequence[str], *, expected_file: Path | None, jobs: int
+) -> CheckResult:
+    source = open_baseline(path, snapshot_dir=project.snapshot_dir)
+    if not path.is_dir():
+        # One file is one category: the run judges that category only.
+        (category,) = source.names()
+        others = sorted(set(names) - {category})
+        if others:
+            raise click.UsageError(
+                f"--baseline {path} holds only category {category}; "
+                f"-c also names {', '.join(others)}"
+            )
+        names = (category,)
+    result = judge_against(project, names, source, expected_file=expected_file, jobs=jobs)
+    note_baseline_only(project, result)
+    return result
+
+
+def against_baseline(
+    cli_state: CliState,
+    project: Project,
+    ref: str | None,
+    baseline_path: Path | None,
+    categories: Sequence[str],
+    *,
+    expected_file: Path | None,
+    jobs: int,
+) -> CheckResult:
+    """The working tree's rows judged against REF's own rows or pre-built snapshots (the
+    caller gives exactly one); `diff` and the route matrix views share it."""
+    if ref is not None:
+        return _against_ref(
+            project,
+            ref,
+            categories,
+            environ=cli_state.environ,
+            expected_file=expected_file,
+            debug=cli_state.debug,
+            jobs=jobs,
+        )
+    assert baseline_path is not None
+    return _against_files(
+        project, baseline_path, categories, expected_file=expected_file, jobs=jobs
+    )
+
+
+def baseline_options(function: Any) -> Any:
+    options = [
+        click.option(
+            "--baseline-ref",
+            "ref",
+            metavar="REF",
+            default=None,
+            help="Mark what changed against the rows git ref REF's code computes.",
+        ),
+        click.option(
+            "--baseline",
+            "baseline_path",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="Mark what changed against pre-built snapshots.",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function

@@ -1,0 +1,47 @@
+"""Terminal styling without click: whether colour is on (`--color`, `NO_COLOR`, a terminal)
+and ANSI colour when it is, plain text otherwise.
+
+Whether colour is on is decided once by the caller from `use_color`; the library only
+receives the answer (a `Painter`), so its output is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+COLOR_CHOICES = ("auto", "always", "never")
+# Foreground colours a legend cycles through: distinct on dark and light backgrounds.
+PALETTE = (32, 34, 35, 36, 33, 94, 92, 95, 96, 93)
+OK_COLOR = 32
+ERROR_COLOR = 31
+MUTED_COLOR = 90
+BOLD = 1
+INVERSE = 7
+
+
+def use_color(choice: str, environ: Mapping[str, str], isatty: bool) -> bool:
+    """`always`/`never` win over everything; `auto` = a terminal and NO_COLOR empty or
+    unset."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    return isatty and not environ.get("NO_COLOR")
+
+
+@dataclass(frozen=True)
+class Painter:
+    """`paint(text, color=..., bold=...)`: SGR-wrapped text when `enabled`, else `text`."""
+
+    enabled: bool = False
+
+    def __call__(
+        self, text: str, *, color: int | None = None, bold: bool = False, inverse: bool = False
+    ) -> str:
+        if not self.enabled or not text:
+            return text
+        codes = [c for c in (color, BOLD if bold else None, INVERSE if inverse else None) if c]
+        # One sequence per attribute, in click.style's order (colour, bold, inverse): the
+        # bytes every earlier routectl printed.
+        return "".join(f"\x1b[{c}m" for c in codes) + f"{text}\x1b[0m" if codes else text

@@ -1,0 +1,275 @@
+"""The check pipeline as a library: fresh rows against a baseline, judged against the
+expected changes. `routectl check` passes the retained folder as the baseline; a baseline
+built at another git ref is just another source of snapshot files (`routectl.review.sources`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from routectl.project import Project
+from routectl.replay.harness import RowText, replay_texts
+from routectl.review.compare import (
+    CheckOutcome,
+    Comparison,
+    Differ,
+    ExpectedEntry,
+    attribute,
+    compare_rows,
+    field_changes,
+)
+from routectl.review.expected import (
+    ExpectedChanges,
+    judge_category,
+    load_expected_changes,
+    resolve_stated,
+    unmatched_fields,
+)
+from routectl.review.groups import group_changes
+from routectl.review.snapshot import (
+    Row,
+    Snapshot,
+    SnapshotError,
+    build_snapshot,
+    check_category_names,
+    validate_rows,
+)
+from routectl.review.sources import SnapshotSource
+from routectl.rows import RowSpec
+
+Known = Mapping[str, tuple[str, Row]]  # row id -> (canonical text, the row)
+
+
+def known_rows(snapshot: Snapshot) -> dict[str, tuple[str, Row]]:
+    """A baseline's rows by id with their canonical text, for `snapshot_from_texts`."""
+    return {r["id"]: (json.dumps(r, sort_keys=True), r) for r in snapshot.rows}
+
+
+def snapshot_from_texts(
+    category: Any,
+    rows: Sequence[RowText],
+    *,
+    snapshot_dir: Path | None = None,
+    known: Known | None = None,
+) -> Snapshot:
+    """A snapshot of replayed rows, ids checked. A row whose text equals a known (baseline)
+    row's is that very row object: equal JSON, parsed once, compared by identity. The schema
+    check is left to `run_check`, which validates the rows that moved (a fresh row equal to
+    a validated retained row is valid) and to writing, which validates all."""
+    known = known or {}
+    plain: list[Row] = []
+    for row_id, text in rows:
+        hit = known.get(row_id)
+        plain.append(hit[1] if hit is not None and hit[0] == text else json.loads(text))
+    return build_snapshot(
+        category.name, category.basis, plain, snapshot_dir=snapshot_dir, validate=False, plain=True
+    )
+
+
+def fresh_snapshots(
+    project: Project, categories: Sequence[Any], *, jobs: int = 1
+) -> dict[str, Snapshot]:
+    """Replay every row of `categories` (no cache; up to `jobs` processes)."""
+    texts, _ = replay_texts(project, categories, jobs=jobs)
+    return {
+        c.name: snapshot_from_texts(c, texts[c.name], snapshot_dir=project.snapshot_dir)
+        for c in categories
+    }
+
+
+def select_categories(project: Project, names: Sequence[str]) -> list[Any]:
+    """The categories named (in project order, duplicates dropped); all when `names` is
+    empty. An unknown name is an InputError."""
+    check_category_names([c.name for c in project.categories])
+    if not names:
+        return list(project.categories)
+    wanted = {project.category(n).name for n in names}
+    return [c for c in project.categories if c.name in wanted]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    outcome: CheckOutcome
+    fresh: Mapping[str, Snapshot]
+    baseline: Mapping[str, Snapshot | None]
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+    def comparison(self, name: str) -> Comparison:
+        return self.outcome.categories[name].comparison
+
+
+def run_check(
+    project: Project,
+    names: Sequence[str] = (),
+    *,
+    baseline: SnapshotSource,
+    expected: Sequence[ExpectedEntry] | ExpectedChanges = (),
+    ready: Mapping[str, Snapshot] | None = None,
+    differ: Differ = field_changes,
+    jobs: int = 1,
+) -> CheckResult:
+    """Compare fresh snapshots of the named categories (all when empty: a complete run)
+    with `baseline`, group the changes and judge them against `expected` (id entries, or an
+    `ExpectedChanges` with stated entries too). Up to `jobs` processes replay; the
+    categories in `ready` are fresh snapshots replayed before (not replayed again).
+
+    The baseline is read while workers replay (with one process, before any replay); an
+    input error stops them. Stale baseline categories are judged only in complete runs; a
+    filtered run judges only its categories. Nothing is written here.
+    """
+    selected = select_categories(project, names)
+    complete = not names
+    listed = [c.name for c in project.categories]
+    ready = dict(ready or {})
+
+    def read_baseline() -> tuple[dict[str, Snapshot | None], dict[str, Known]]:
+        snapshots = {c.name: baseline.load(c.name) for c in selected}
+        return snapshots, {
+            name: known_rows(snap)
+            for name, snap in snapshots.items()
+            if snap is not None and name not in ready
+        }
+
+    texts, (loaded, known) = replay_texts(
+        project, [c for c in selected if c.name not in ready], jobs=jobs, meanwhile=read_baseline
+    )
+    snapshots = {
+        c.name: ready[c.name]
+        if c.name in ready
+        else snapshot_from_texts(
+            c, texts[c.name], snapshot_dir=project.snapshot_dir, known=known.get(c.name)
+        )
+        for c in selected
+    }
+    stale = tuple(sorted(set(baseline.names()) - set(listed))) if complete else ()
+    comparisons = {
+        name: compare_rows(
+            retained.rows if (retained := loaded[name]) is not None else None,
+            snapshots[name].rows,
+            differ=differ,
+        )
+        for name in snapshots
+    }
+    for name, snap in snapshots.items():
+        if not snap.validated:
+            moved = set(comparisons[name].added) | set(comparisons[name].changed)
+            problem = validate_rows(
+                name, snap.basis, [r for r in snap.rows if r["id"] in moved], project.snapshot_dir
+            )
+            if problem is not None:
+                raise SnapshotError(f"category {name} produced an invalid snapshot: {problem}")
+
+    declared: dict[str, Collection[str]] = {}
+
+    def known_ids(name: str) -> Collection[str]:
+        if name in comparisons:
+            return comparisons[name].fresh_ids | comparisons[name].baseline_ids
+        if name not in declared:
+            declared[name] = {r.id for r in project.category(name).rows()}
+        return declared[name]
+
+    changes = (
+        expected if isinstance(expected, ExpectedChanges) else ExpectedChanges(tuple(expected))
+    )
+    attribution = attribute(changes.ids, list(snapshots), known_ids, listed)
+    stated = resolve_stated(changes.stated, list(snapshots), known_ids, listed)
+    verdicts = {}
+    covered: set[tuple[int, int]] = set()
+    for name, comparison in comparisons.items():
+        base = loaded[name]
+        groups = group_changes(
+            name,
+            comparison,
+            {r["id"]: r for r in snapshots[name].rows if r["id"] in comparison.added},
+            {}
+            if base is None
+            else {r["id"]: r for r in base.rows if r["id"] in comparison.removed},
+        )
+        verdicts[name], hits = judge_category(
+            name, comparison, attribution.by_category[name], stated.by_category[name], groups
+        )
+        covered |= hits
+    outcome = CheckOutcome(
+        verdicts,
+        stale=stale,
+        unattributed=attribution.unattributed,
+        complete=complete,
+        missing_stated=(*stated.missing, *unmatched_fields(stated.judged, covered)),
+    )
+    return CheckResult(outcome, snapshots, loaded)
+
+
+def expected_document(result: CheckResult) -> list[dict[str, str]]:
+    """The actual change list in the id form, qualified ids sorted; the one reason already
+    given for a row (by an id or a stated entry) is kept, others say what moved."""
+    out: list[dict[str, str]] = []
+    for verdict in result.outcome.categories.values():
+        comparison = verdict.comparison
+        for row_id in sorted(comparison.moved):
+            qid = verdict.q(row_id)
+            given = verdict.reasons.get(row_id, ())
+            if len(given) == 1:  # kept from an id or stated entry
+                reason = given[0]
+            elif row_id in comparison.changed:
+                paths = [c.path for c in comparison.changed[row_id]]
+                more = f" (+{len(paths) - 3} more)" if len(paths) > 3 else ""
+                reason = "changed: " + ", ".join(paths[:3]) + more
+            else:
+                reason = "added" if row_id in comparison.added else "removed"
+            out.append({"id": qid, "reason": reason})
+    out.sort(key=lambda e: e["id"])
+    return out
+
+
+# --- judging against another baseline ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemovedCategory:
+    """A category only the baseline has: it replays no rows, so each baseline row is
+    reported removed (and may be listed as an expected change)."""
+
+    name: str
+    basis: str = "a category present only in the baseline"
+
+    def rows(self) -> Sequence[RowSpec]:
+        return ()
+
+
+def judge_against(
+    project: Project,
+    names: Sequence[str],
+    baseline: SnapshotSource,
+    *,
+    expected_file: Path | None = None,
+    fresh: Mapping[str, Snapshot] | None = None,
+    jobs: int = 1,
+) -> CheckResult:
+    """run_check against `baseline`, its categories the project lists no more judged as
+    removed ones (`baseline_only` names them). `fresh` holds candidate snapshots already
+    replayed (others replay here)."""
+    listed = {c.name for c in project.categories}
+    removed = tuple(RemovedCategory(n) for n in baseline.names() if n not in listed)
+    judged = replace(project, categories=(*project.categories, *removed))
+    # Read once the baseline is known: an expected id may name a removed category's row.
+    expected = (
+        ()
+        if expected_file is None
+        else load_expected_changes(
+            expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir
+        )
+    )
+    return run_check(judged, names, baseline=baseline, expected=expected, ready=fresh, jobs=jobs)
+
+
+def baseline_only(project: Project, result: CheckResult) -> list[str]:
+    """The judged categories only the baseline has (their rows are reported removed)."""
+    listed = {c.name for c in project.categories}
+    return [name for name in result.outcome.categories if name not in listed]

@@ -1,0 +1,191 @@
+"""Change groups: the moved rows of one category, grouped by what moved.
+
+A changed row's signature is the set of its field changes with list indexes generalised to
+`[*]` (path, kind, old value, new value); rows with the same signature form one group, which a
+reviewer reads once. Added rows group by what they route to (kernel, or status or error code),
+removed rows likewise. Each group carries its rows as sorted bare ids and their description as
+row-id patterns (`routectl.review.patterns.describe`).
+
+The library API (`group_changes`, `ChangeGroup`, `SignatureField`) is what renderers and
+other views (e.g. a route matrix) build on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from routectl.review.compare import Comparison, FieldChange
+from routectl.review.patterns import Description, describe
+from routectl.review.snapshot import Row, qualified
+
+LIST_INDEX = re.compile(r"\[[0-9]+\]")
+GROUP_KINDS = ("changed", "added", "removed")
+
+
+def general_path(path: str) -> str:
+    """`route.dispatch[*].plan.m` from `route.dispatch[3].plan.m`."""
+    return LIST_INDEX.sub("[*]", path)
+
+
+def canonical(value: Any) -> str:
+    """A value's JSON text, for identity: 1, 1.0 and true stay apart."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class SignatureField:
+    """One field change of a signature; `places` is how many times it occurs per row
+    (min, max over the group's rows: a path with `[*]` may repeat); `concrete` is the one
+    path it has in every row, when it has one (shown instead of the generalised path)."""
+
+    path: str
+    kind: str
+    old: Any
+    new: Any
+    places: tuple[int, int] = (1, 1)
+    concrete: str | None = None
+
+    @property
+    def shown_path(self) -> str:
+        return self.concrete if self.concrete is not None else self.path
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "old": self.old,
+            "new": self.new,
+            "places": list(self.places),
+        }
+
+
+SignatureKey = tuple[tuple[str, str, str, str], ...]
+
+
+def _key(change: FieldChange) -> tuple[str, str, str, str]:
+    return (general_path(change.path), change.kind, canonical(change.old), canonical(change.new))
+
+
+def signature_key(changes: Sequence[FieldChange]) -> SignatureKey:
+    return tuple(sorted({_key(c) for c in changes}))
+
+
+@dataclass(frozen=True)
+class ChangeGroup:
+    """Rows of one category that moved the same way. `fields` is the signature of a changed
+    group (empty for added and removed groups); `label` what added or removed rows route to."""
+
+    category: str
+    kind: str  # one of GROUP_KINDS
+    row_ids: tuple[str, ...]  # bare ids, sorted
+    fields: tuple[SignatureField, ...] = ()
+    label: str = ""
+
+    @cached_property
+    def description(self) -> Description:
+        return describe(self.row_ids)
+
+    @property
+    def patterns(self) -> tuple[str, ...] | None:
+        """Qualified patterns denoting exactly the rows, or None (then the ids stand)."""
+        found = self.description.patterns
+        return None if found is None else tuple(qualified(self.category, p) for p in found)
+
+    @property
+    def qualified_ids(self) -> tuple[str, ...]:
+        return tuple(qualified(self.category, i) for i in self.row_ids)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "category": self.category,
+            "kind": self.kind,
+            "label": self.label,
+            "signature": [f.to_json() for f in self.fields],
+            "rows": list(self.qualified_ids),
+            "patterns": None if self.patterns is None else list(self.patterns),
+        }
+
+
+def row_label(row: Row | None) -> str:
+    """What a row routes to: its kernel, else its status or error code."""
+    route = (row or {}).get("route")
+    if not isinstance(route, dict):
+        return "no route"
+    if route.get("kernel"):
+        return f"kernel {route['kernel']}"
+    for key in ("status", "error"):
+        item = route.get(key)
+        if isinstance(item, dict) and item.get("code"):
+            return f"{key} {item['code']}"
+    return "no kernel"
+
+
+def _changed_groups(
+    category: str, changed: Mapping[str, Sequence[FieldChange]]
+) -> list[ChangeGroup]:
+    by_key: dict[SignatureKey, list[str]] = defaultdict(list)
+    places: dict[SignatureKey, dict[tuple[str, str, str, str], list[int]]] = {}
+    paths: dict[SignatureKey, dict[tuple[str, str, str, str], set[str]]] = {}
+    for row_id, changes in changed.items():
+        keys = [_key(c) for c in changes]
+        counts = Counter(keys)
+        key = tuple(sorted(counts))
+        by_key[key].append(row_id)
+        slot = places.setdefault(key, defaultdict(list))
+        for item, n in counts.items():
+            slot[item].append(n)
+        seen = paths.setdefault(key, defaultdict(set))
+        for item, change in zip(keys, changes, strict=True):
+            seen[item].add(change.path)
+    groups = []
+    for key, ids in by_key.items():
+        examples: dict[tuple[str, str, str, str], FieldChange] = {}
+        for change in changed[ids[0]]:
+            examples.setdefault(_key(change), change)
+        fields = tuple(
+            SignatureField(
+                k[0],
+                k[1],
+                examples[k].old,
+                examples[k].new,
+                (min(places[key][k]), max(places[key][k])),
+                next(iter(paths[key][k])) if len(paths[key][k]) == 1 else None,
+            )
+            for k in key
+        )
+        groups.append(ChangeGroup(category, "changed", tuple(sorted(ids)), fields))
+    return groups
+
+
+def _labelled_groups(
+    category: str, kind: str, ids: Sequence[str], rows: Mapping[str, Row]
+) -> list[ChangeGroup]:
+    by_label: dict[str, list[str]] = defaultdict(list)
+    for row_id in ids:
+        by_label[row_label(rows.get(row_id))].append(row_id)
+    return [ChangeGroup(category, kind, tuple(sorted(v)), label=k) for k, v in by_label.items()]
+
+
+def _order(group: ChangeGroup) -> tuple[int, int, str]:
+    # Largest first within a kind: the change that moves most rows is read first.
+    return GROUP_KINDS.index(group.kind), -len(group.row_ids), group.row_ids[0]
+
+
+def group_changes(
+    category: str, comparison: Comparison, fresh: Mapping[str, Row], baseline: Mapping[str, Row]
+) -> tuple[ChangeGroup, ...]:
+    """The change groups of one category's comparison, in a fixed order: changed, added,
+    removed; within a kind, more rows first, then by first row id. `fresh` and `baseline`
+    are the rows by id (added rows are labelled from `fresh`, removed from `baseline`)."""
+    groups = [
+        *_changed_groups(category, comparison.changed),
+        *_labelled_groups(category, "added", comparison.added, fresh),
+        *_labelled_groups(category, "removed", comparison.removed, baseline),
+    ]
+    return tuple(sorted(groups, key=_order))

@@ -1,0 +1,57 @@
+"""The retained snapshot folder after a check: `--update` rewrites the files whose rows
+moved and removes stale ones; a failing check leaves `<category>.json.new` beside each
+retained file whose rows differ, and a passing one removes the stale `.json.new` files.
+Each function returns the lines to tell the user, one per file touched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from routectl.review.check import CheckResult
+from routectl.review.snapshot import NEW_SUFFIX, stale_new_files, write_snapshot
+
+
+def new_path(directory: Path, name: str) -> Path:
+    return directory / f"{name}.json{NEW_SUFFIX}"
+
+
+def update_retained(
+    result: CheckResult, directory: Path, *, snapshot_dir: Path | None = None
+) -> list[str]:
+    """Rewrite the retained files whose rows moved; remove stale ones after a complete run."""
+    lines: list[str] = []
+    written = 0
+    for name, snap in result.fresh.items():
+        if not result.comparison(name).identical:
+            write_snapshot(directory / f"{name}.json", snap, snapshot_dir=snapshot_dir)
+            lines.append(f"updated {directory / f'{name}.json'} ({len(snap.rows)} rows)")
+            written += 1
+    if result.outcome.complete:
+        for name in result.outcome.stale:
+            path = directory / f"{name}.json"
+            path.unlink(missing_ok=True)
+            lines.append(f"removed stale {path}")
+    if not written and not result.outcome.stale:
+        lines.append("retained snapshots already match")
+    return lines
+
+
+def settle_new_files(
+    result: CheckResult, directory: Path, *, snapshot_dir: Path | None = None, failed: bool
+) -> list[str]:
+    """A failing check leaves `<category>.json.new` for each category whose rows differ; any
+    other `.json.new` of a judged category (of every category, in a complete run) goes."""
+    lines: list[str] = []
+    keep: set[str] = set()
+    if failed:
+        for name, snap in result.fresh.items():
+            if not result.comparison(name).identical:
+                path = new_path(directory, name)
+                write_snapshot(path, snap, snapshot_dir=snapshot_dir)
+                lines.append(f"wrote {path}")
+                keep.add(name)
+    scope = None if result.outcome.complete else list(result.fresh)
+    for path in stale_new_files(directory, scope):
+        if path.name.removesuffix(".json" + NEW_SUFFIX) not in keep:
+            path.unlink(missing_ok=True)
+    return lines

@@ -1,0 +1,175 @@
+"""Sources of snapshots, all over the one snapshot file format: `SnapshotFiles` holds the
+retained `snapshots/` folder, a baseline folder written by `routectl snapshot --all
+--output-dir DIR`, or one snapshot file of any name (its one category).
+
+Retained files are read as they are (an older `schema_version` asks to regenerate them); a
+baseline's are migrated from an older `schema_version` through MIGRATIONS, or refused naming
+their version and what to do (`advice`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from routectl.errors import InputError, RoutectlError
+from routectl.io.schemas import SCHEMA_VERSION
+from routectl.review.snapshot import (
+    CATEGORY_NAME,
+    Snapshot,
+    parse_snapshot,
+    read_json,
+    read_snapshot,
+    retained_files,
+)
+
+Document = dict[str, Any]
+Migration = Callable[[Document], Document]
+# schema_version N -> a function turning a version-N snapshot document into version N + 1.
+# Version 1 is the first: there is nothing to migrate yet.
+MIGRATIONS: Mapping[int, Migration] = {}
+
+
+class SnapshotSource(Protocol):
+    """Where baseline rows come from."""
+
+    def names(self) -> Sequence[str]:
+        """Every category this source holds a snapshot of (for stale detection)."""
+        ...
+
+    def load(self, name: str) -> Snapshot | None:
+        """The snapshot of category `name`, None when the source has none. A malformed
+        snapshot is an InputError."""
+        ...
+
+
+def migrate_document(
+    data: Any, *, source: str, advice: str, migrations: Mapping[int, Migration] = MIGRATIONS
+) -> Any:
+    """Bring an older snapshot document to SCHEMA_VERSION one step at a time, or refuse it.
+    Current, newer (refused by parse_snapshot: upgrade routectl) and malformed documents
+    (phrased by the schema) pass through unchanged."""
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool) or version >= SCHEMA_VERSION:
+        return data
+    start = version
+    while version < SCHEMA_VERSION:
+        step = migrations.get(version)
+        if step is None:
+            raise InputError(
+                f"{source} has schema_version {start}, older than "
+                f"{SCHEMA_VERSION}, and this routectl has no migration from "
+                f"version {version}: {advice}"
+            )
+        data = step(data)
+        reached = data.get("schema_version") if isinstance(data, dict) else None
+        if reached != version + 1:
+            raise RoutectlError(
+                f"the migration from schema_version {version} produced "
+                f"version {reached!r}, not {version + 1}"
+            )
+        version = reached
+    return data
+
+
+def read_baseline_snapshot(
+    path: Path,
+    *,
+    advice: str,
+    snapshot_dir: Path | None = None,
+    category: str | None = None,
+    migrations: Mapping[int, Migration] = MIGRATIONS,
+) -> Snapshot:
+    """A baseline snapshot file, migrated to the current schema and validated."""
+    data = read_json(path, "baseline snapshot")
+    data = migrate_document(data, source=str(path), advice=advice, migrations=migrations)
+    return parse_snapshot(data, source=str(path), snapshot_dir=snapshot_dir, category=category)
+
+
+class SnapshotFiles:
+    """A SnapshotSource over snapshot files by category. `advice` is None for the retained
+    files (read as they are) and says what to do with a baseline file too old to migrate."""
+
+    def __init__(
+        self,
+        files: Mapping[str, Path],
+        *,
+        advice: str | None = None,
+        snapshot_dir: Path | None = None,
+        loaded: Mapping[str, Snapshot] | None = None,
+    ) -> None:
+        self.files = dict(files)
+        self._advice = advice
+        self._schemas = snapshot_dir  # whose schema/ validates the files
+        self._loaded = dict(loaded or {})
+
+    @classmethod
+    def retained(cls, directory: Path, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
+        """The retained `<category>.json` files of a project's snapshot folder."""
+        return cls(retained_files(directory), snapshot_dir=snapshot_dir)
+
+    @classmethod
+    def baseline_folder(
+        cls, directory: Path, *, advice: str, snapshot_dir: Path | None = None
+    ) -> SnapshotFiles:
+        """A folder of `<category>.json` baseline files, each named by its category."""
+        files = retained_files(directory)
+        for name, path in files.items():
+            if not CATEGORY_NAME.match(name):
+                raise InputError(
+                    f"baseline {path} is not a <category>.json snapshot "
+                    f"(category names match {CATEGORY_NAME.pattern})"
+                )
+        return cls(files, advice=advice, snapshot_dir=snapshot_dir)
+
+    @classmethod
+    def baseline_file(
+        cls, path: Path, *, advice: str, snapshot_dir: Path | None = None
+    ) -> SnapshotFiles:
+        """One baseline snapshot file of any name, read now: its content names its category."""
+        snapshot = read_baseline_snapshot(path, advice=advice, snapshot_dir=snapshot_dir)
+        return cls(
+            {snapshot.category: path},
+            advice=advice,
+            snapshot_dir=snapshot_dir,
+            loaded={snapshot.category: snapshot},
+        )
+
+    def names(self) -> Sequence[str]:
+        return sorted(self.files)
+
+    def load(self, name: str) -> Snapshot | None:
+        if name in self._loaded:
+            return self._loaded[name]
+        path = self.files.get(name)
+        if path is None:
+            return None
+        if self._advice is None:
+            return read_snapshot(path, snapshot_dir=self._schemas, category=name)
+        return read_baseline_snapshot(
+            path, advice=self._advice, snapshot_dir=self._schemas, category=name
+        )
+
+
+CACHED_ADVICE = (
+    "rebuild the cached baseline with this routectl (routectl snapshot --all "
+    "--output-dir DIR at the baseline commit), or use --baseline-ref"
+)
+
+
+def open_baseline(path: Path, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
+    """A pre-built baseline: one snapshot file, or a folder of `<category>.json` files."""
+    if path.is_dir():
+        source = SnapshotFiles.baseline_folder(
+            path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir
+        )
+        if not source.names():
+            raise InputError(
+                f"baseline folder {path} holds no <category>.json snapshot "
+                f"(write one with routectl snapshot --all --output-dir DIR)"
+            )
+        return source
+    if not path.exists():
+        raise InputError(f"baseline {path} does not exist")
+    return SnapshotFiles.baseline_file(path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir)

@@ -1,0 +1,185 @@
+"""Independent work items (row replays) shared between this process and forked workers.
+
+Every item is computed exactly once, by whichever process takes it from a shared queue: a
+pipe holding chunk numbers, written in full before any worker starts, so a read that finds
+it empty means the work is all taken. Workers inherit the caller's state through fork
+(project, categories, imported torch); each sends back its results, pickled, when the queue
+is empty and then exits. The caller's process takes items too, after running `meanwhile`
+(work of its own, such as reading the baseline), so the processes stay busy until the end.
+
+Results are returned in item order, whoever computed them: the output does not depend on
+the number of processes. Off Linux, or with threads running (where forking is unsafe),
+everything runs here, in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import struct
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from routectl.runtime import checkpoints
+
+T = TypeVar("T")
+M = TypeVar("M")
+
+CHUNK = struct.Struct("<I")
+# Chunk numbers written into the queue pipe before any process reads it must fit in the
+# smallest pipe buffer among supported systems (16 KiB on macOS), or the write blocks.
+MAX_CHUNKS = 2048
+
+
+class WorkerFailed(RuntimeError):
+    """A worker process died or sent back something that is not a result."""
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def usable_jobs(jobs: int, items: int) -> int:
+    """How many processes `jobs` can be here: 1 off Linux (macOS system libraries are not
+    safe in a forked child that does not exec; Windows has no fork), with other threads
+    running (a forked child would inherit their locks, held), or with fewer than two items
+    per process."""
+    if jobs <= 1 or not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return 1
+    return max(1, min(jobs, items // 2))
+
+
+def _chunks(count: int) -> list[range]:
+    size = -(-count // MAX_CHUNKS)
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def _taken(queue: int, chunks: list[range]) -> Iterator[int]:
+    """Item numbers of the chunks this process takes from the queue, until it is empty.
+    Every read asks for one record; a pipe read never splits a record written whole."""
+    while record := os.read(queue, CHUNK.size):
+        yield from chunks[CHUNK.unpack(record)[0]]
+
+
+def _worker(queue: int, chunks: list[range], work: Callable[[int], T], out: int) -> None:
+    """A forked worker's whole life: results or the failure, pickled to `out`; never
+    returns (os._exit skips the parent's atexit handlers and unflushed buffers)."""
+    status = 0
+    try:
+        payload = pickle.dumps(
+            ("ok", [(i, work(i)) for i in _taken(queue, chunks)]), protocol=pickle.HIGHEST_PROTOCOL
+        )
+    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+        status = 1
+        text = traceback.format_exc()
+        try:
+            payload = pickle.dumps(("error", exc, text), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+            payload = pickle.dumps(("error", None, text), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        with os.fdopen(out, "wb") as stream:
+            stream.write(payload)
+    finally:
+        os._exit(status)
+
+
+def _collect(pid: int, stream: int) -> list[tuple[int, Any]]:
+    """A worker's results once it has sent them all and exited; the stream is closed."""
+    with os.fdopen(stream, "rb", closefd=False) as reader:
+        payload = reader.read()
+    os.close(stream)
+    _, status = os.waitpid(pid, 0)
+    if not payload:
+        how = (
+            f"signal {os.WTERMSIG(status)}"
+            if os.WIFSIGNALED(status)
+            else f"exit status {os.waitstatus_to_exitcode(status)}"
+        )
+        raise WorkerFailed(f"worker process {pid} ended with {how} and sent no results")
+    message = pickle.loads(payload)
+    if message[0] == "ok":
+        return message[1]
+    _, exc, text = message
+    if exc is None:
+        raise WorkerFailed(f"worker process {pid} failed:\n{text}")
+    exc.add_note(f"raised in worker process {pid}:\n{text}")
+    raise exc
+
+
+def _stop(pid: int, stream: int) -> None:
+    """Kill and reap a worker and close its stream, whatever of that already happened."""
+    with contextlib.suppress(OSError):
+        os.close(stream)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.waitpid(pid, 0)
+
+
+def run_shared(
+    count: int, work: Callable[[int], T], jobs: int, meanwhile: Callable[[], M]
+) -> tuple[list[T], M]:
+    """`[work(0), ..., work(count - 1)]` computed by up to `jobs` processes, and what
+    `meanwhile()` returned (it runs here once workers have started). An exception from
+    either, here or in a worker, is raised here after every worker is stopped."""
+    jobs = usable_jobs(jobs, count)
+    if jobs == 1:
+        extra = meanwhile()
+        return [work(i) for i in range(count)], extra
+    chunks = _chunks(count)
+    queue, feed = os.pipe()
+    os.write(feed, b"".join(CHUNK.pack(n) for n in range(len(chunks))))
+    os.close(feed)  # an empty queue now reads as end of file
+    workers: dict[int, int] = {}
+    try:
+        for _ in range(jobs - 1):
+            reader, writer = os.pipe()
+            # Ctrl-C is held back across fork until the worker is recorded (parent) or back to
+            # the default action (worker): a KeyboardInterrupt must never unwind a worker
+            # through the caller's code. An ignored SIGINT (a background job, nohup) stays
+            # ignored in the worker, as in the parent.
+            disposition = (
+                signal.SIG_IGN
+                if signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+                else signal.SIG_DFL
+            )
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        signal.signal(signal.SIGINT, disposition)
+                        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                        os.close(reader)
+                        for other in workers.values():
+                            os.close(other)
+                        checkpoints.reach("worker")
+                        _worker(queue, chunks, work, writer)
+                    finally:
+                        os._exit(1)
+                workers[pid] = reader
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            os.close(writer)
+        extra = meanwhile()
+        results: list[Any] = [None] * count
+        for i in _taken(queue, chunks):
+            results[i] = work(i)
+        for pid, stream in list(workers.items()):
+            collected = _collect(pid, stream)
+            del workers[pid]  # closed and reaped
+            for i, value in collected:
+                results[i] = value
+        return results, extra
+    finally:
+        os.close(queue)
+        for pid, stream in workers.items():  # left only when something failed
+            _stop(pid, stream)
