@@ -3,10 +3,8 @@ the object named in `[tool.routectl]` of the nearest pyproject.toml."""
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,15 +16,16 @@ from routectl.namespaces.ops import OpSpec
 from routectl.policy.fields import Field, RetiredVariable
 from routectl.policy.loaders import LayerLoader
 from routectl.policy.resolve import ResolvedPolicy, resolve_fields
-from routectl.policy.text import PolicyView
 from routectl.reasons import Check
-from routectl.suggest import did_you_mean
+from routectl.suggest import closest, did_you_mean
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 
 if TYPE_CHECKING:
     # pydantic (with routectl.policy.configmodel) and tomllib are imported where they are used: they
     # are most of `import routectl`, and the engine resolves a typed config only when given one.
     from pydantic import BaseModel
+
+    from routectl.policy.text import PolicyView
 
 
 @dataclass(frozen=True)
@@ -116,6 +115,9 @@ class Project:
             (name, ok, reason) for name, (ok, reason) in self.qualification(hardware, workload)
         )
         digest = policy.compute_hash(active)
+        # Imported here: the rendering is for `routectl config`, not the engine's start-up.
+        from routectl.policy.text import PolicyView
+
         return PolicyView(hardware.capability, workload, policy, verdicts, tuple(active), digest)
 
     def category(self, name: str) -> Any:
@@ -188,7 +190,7 @@ def check_table(table: Mapping[str, Any], path: Path) -> tuple[str, str, str]:
     InputError naming the file, the key and what is wrong."""
     for key in table:
         if key not in TABLE_KEYS:
-            close = difflib.get_close_matches(str(key), list(TABLE_KEYS), n=1)
+            close = closest(str(key), TABLE_KEYS)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise InputError(
                 f"{path}: [tool.routectl] has an unknown key {shorten(key)} "
@@ -241,6 +243,8 @@ def describe_import_failure(exc: BaseException) -> str:
         text = exc.msg
         place = f"{exc.filename}, line {exc.lineno}"
     else:
+        import traceback  # only for a project that fails to import
+
         frames = [
             f
             for f in traceback.extract_tb(exc.__traceback__)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 # difflib's default: close enough to be a plausible typo, far enough to say nothing rather
@@ -11,6 +10,10 @@ CUTOFF = 0.6
 
 
 def closest(word: str, known: Iterable[str], n: int = 1) -> list[str]:
+    # Imported here: hints are for errors, and `import routectl` (the engine's start-up
+    # import) should not pay for difflib.
+    import difflib
+
     return difflib.get_close_matches(word, list(known), n=n, cutoff=CUTOFF)
 
 

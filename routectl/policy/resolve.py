@@ -7,7 +7,6 @@ one process-wide state is the set of deprecated variables already warned about.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -136,6 +135,8 @@ class ResolvedPolicy:
 
     def compute_hash(self, active_sections: Iterable[str]) -> str:
         """sha256 of canonical JSON of the active sections (or `section.field` entries)."""
+        import hashlib  # for the hash only: off the start-up import
+
         payload = canonical_json(self.hash_input(active_sections))
         return hashlib.sha256(payload.encode()).hexdigest()
 
