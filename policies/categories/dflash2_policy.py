@@ -109,6 +109,8 @@ class Dflash2PolicyCategory:
         "DFlash2 verifier policy on SM70: the 18 switches, the verifier qualification, GDN guards"
     )
     policy_sections = (SECTION,)
+    # A policy row selects no kernel: the matrix shows the verifier policy's own label.
+    matrix_subject = "verifier policy"
 
     def __init__(self) -> None:
         self._rows = tuple(with_probes(matrix_rows(MODELS, CAPABILITY), PROBES))

@@ -10,7 +10,7 @@ disappeared are marked and the label transitions are listed.
 This module builds the model only; `matrix_text` and `matrix_html` render it. It knows no
 category: labels come from the shape of a route (kernel, status, error, MoE stages, a
 multi-layer `layers` map), and a category may name its own with `matrix_label(route)` and
-`matrix_reason(route)` methods.
+`matrix_reason(route)` methods and say what its cells show with a `matrix_subject` attribute.
 """
 
 from __future__ import annotations
@@ -115,6 +115,14 @@ class Matrix:
     transitions: tuple[Transition, ...] = ()
     compared: bool = False
     symbols: Mapping[Label, str] = field(default_factory=dict)
+    # What a cell shows when no field is asked for: a kernel, or a category's own label
+    # (`matrix_subject`, e.g. a policy category selects no kernel).
+    subject: str = "kernel"
+
+    @property
+    def shows(self) -> str:
+        """What each cell shows, as the titles and legends name it."""
+        return self.subject if self.field_path is None else self.field_path
 
     def symbol(self, label: Label) -> str:
         return self.symbols[label]
@@ -351,6 +359,7 @@ def build_matrix(
     baseline: Sequence[Mapping[str, Any]] | None = None,
     hook: LabelHook | None = None,
     reason_hook: Callable[[Route], str] | None = None,
+    subject: str = "kernel",
 ) -> Matrix:
     """Lay `rows` ({"id", "route"}) out as a grid. `order` lists row ids in the category's
     declared order (dimension values appear in that order; numbers sort by value);
@@ -423,6 +432,7 @@ def build_matrix(
         probes=probes,
         legend=legend,
         transitions=_transitions(cells.values()),
+        subject=subject,
         compared=baseline is not None,
         symbols=symbols,
     )
@@ -478,6 +488,7 @@ def build_matrices(
                 baseline=old,
                 hook=getattr(category, "matrix_label", None),
                 reason_hook=getattr(category, "matrix_reason", None),
+                subject=getattr(category, "matrix_subject", "kernel"),
             )
         )
     return built

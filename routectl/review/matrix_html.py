@@ -240,7 +240,7 @@ def _grid(page: _Page, matrix: Matrix, cat: int, groups: Mapping[str, list[str]]
 def _legend(matrix: Matrix, cat: int) -> str:
     out = [
         '<table class="legend"><thead><tr><th>symbol</th><th>'
-        + esc("kernel" if matrix.field_path is None else matrix.field_path)
+        + esc(matrix.shows)
         + "</th><th>rows</th></tr></thead><tbody>"
     ]
     for entry in matrix.legend:
@@ -353,7 +353,7 @@ def render_html(
         styles.extend(
             f".k{cat}-{e.index}{{{_label_style(e.label, e.index)}}}" for e in matrix.legend
         )
-        what = "kernel" if matrix.field_path is None else esc(matrix.field_path)
+        what = esc(matrix.shows)
         sections.append(
             f'<section class="category" id="cat-{esc(matrix.category)}">'
             f"<h2>{esc(matrix.category)}</h2>"

@@ -234,9 +234,8 @@ def render_matrix_text(
     patterns that describe them (the review's pattern synthesis), else ids are listed."""
     paint = paint or Painter()
     total = len(matrix.grid) + len(matrix.probes)
-    what = "kernel" if matrix.field_path is None else matrix.field_path
     title = (
-        f"{matrix.category}: {what} per row; {total} rows ({len(matrix.grid)} in the "
+        f"{matrix.category}: {matrix.shows} per row; {total} rows ({len(matrix.grid)} in the "
         f"grid, {len(matrix.probes)} edge probes)"
     )
     lines = [
