@@ -6,7 +6,7 @@ native namespace. The family code that runs here is the code the engine runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -188,6 +188,50 @@ def resolve_row(project: Project, row: RowSpec) -> ResolvedPolicy:
     )
 
 
+def _typed_key(value: Any) -> Hashable | None:
+    """`value` as a hashable key that tells apart whatever resolution could tell apart (the
+    type of every item is in it: `1`, `1.0` and `True` are equal and hash alike in Python);
+    None when it holds a value of another kind (such a row is resolved afresh)."""
+    kind = type(value)
+    if kind is dict:
+        items = []
+        for k, v in value.items():
+            key = _typed_key(v)
+            if type(k) is not str or key is None:
+                return None
+            items.append((k, key))
+        return (dict, tuple(sorted(items)))
+    if kind is list or kind is tuple:
+        keys = tuple(_typed_key(v) for v in value)
+        return None if None in keys else (kind, keys)
+    if kind in PLAIN_SCALARS or value is None:
+        return (kind, value)
+    return None
+
+
+class PolicyMemo:
+    """The resolved policies of one replay run, each computed once. `Project.resolve` is pure
+    in the config, the variables and the context computed from (hardware, engine); rows mostly
+    differ in what that context does not read (today about 190 policies for 1,500 replayed
+    rows), so a policy is keyed by exactly those three. Kept for one run only."""
+
+    def __init__(self, project: Project) -> None:
+        self._project = project
+        self._policies: dict[Hashable, ResolvedPolicy] = {}
+
+    def resolve(self, row: RowSpec) -> ResolvedPolicy:
+        hardware = Hardware(row.capability)
+        config = _typed_key(dict(row.config))
+        context = _typed_key(dict(self._project.context(hardware, row.engine)))
+        if config is None or context is None:  # not plain data: no key stands for it
+            return resolve_row(self._project, row)
+        key = (config, row.variables, context)
+        policy = self._policies.get(key)
+        if policy is None:
+            policy = self._policies[key] = resolve_row(self._project, row)
+        return policy
+
+
 def status_route(code: str, message: str) -> dict[str, Any]:
     return {"kernel": None, "verdicts": [], "status": {"code": code, "message": message}}
 
@@ -200,11 +244,11 @@ def error_route(error: SelectionError) -> dict[str, Any]:
 
 
 def replay_row(
-    project: Project, category: Category, row: RowSpec
+    project: Project, category: Category, row: RowSpec, *, policies: PolicyMemo | None = None
 ) -> tuple[dict[str, Any], ResolvedPolicy | None]:
     if row.status is not None:
         return {"id": row.id, "route": status_route(*row.status)}, None
-    policy = resolve_row(project, row)
+    policy = resolve_row(project, row) if policies is None else policies.resolve(row)
     namespace = RecordingNamespace(
         project.catalogue, remove=row.native.remove, abi=dict(row.native.abi)
     )
@@ -239,16 +283,19 @@ def replay_texts(
     jobs: int = 1,
     meanwhile: Callable[[], M] = _nothing,
 ) -> tuple[dict[str, list[RowText]], M]:
-    """Every row of every category replayed (no cache), shared by up to `jobs` processes
-    (`routectl.workers`), as (id, canonical text) sorted by id; and what `meanwhile()`
-    returned. The output does not depend on `jobs`."""
+    """Every row of every category replayed (no row cache; each distinct policy is resolved
+    once, `PolicyMemo`), shared by up to `jobs` processes (`routectl.workers`), as (id,
+    canonical text) sorted by id; and what `meanwhile()` returned. The output does not
+    depend on `jobs`."""
     tasks = [(category, spec) for category in categories for spec in category.rows()]
     if tasks:
         import torch  # noqa: F401 - imported once, before workers fork, so they share it
 
+    policies = PolicyMemo(project)
+
     def work(i: int) -> RowText:
         category, spec = tasks[i]
-        row = replay_row(project, category, spec)[0]
+        row = replay_row(project, category, spec, policies=policies)[0]
         return (row["id"], row_text(row))
 
     def meanwhile_here() -> M:
