@@ -28,7 +28,7 @@ from routectl.expected import (
 )
 from routectl.groups import group_changes
 from routectl.project import Project
-from routectl.replay import RowText, replay_texts
+from routectl.replay import RowText, replay_texts, row_text
 from routectl.snapshot import (
     Row,
     Snapshot,
@@ -81,7 +81,7 @@ Known = Mapping[str, tuple[str, Row]]  # row id -> (canonical text, the row)
 
 def known_rows(snapshot: Snapshot) -> dict[str, tuple[str, Row]]:
     """A baseline's rows by id with their canonical text, for `snapshot_from_texts`."""
-    return {r["id"]: (json.dumps(r, sort_keys=True), r) for r in snapshot.rows}
+    return {r["id"]: (row_text(r), r) for r in snapshot.rows}
 
 
 def snapshot_from_texts(

@@ -6,13 +6,17 @@ native namespace. The family code that runs here is the code the engine runs.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import orjson
+
 from routectl import checkpoints
 from routectl.errors import InputError, SelectionError
 from routectl.jsonread import shorten
+from routectl.jsonwrite import json_floats
 from routectl.loaded import PreparedLayer
 from routectl.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.policy import ResolvedPolicy
@@ -262,7 +266,16 @@ def replay_row(
 
 def row_text(row: Mapping[str, Any]) -> str:
     """A row as canonical JSON text (sorted keys, no NaN): what a snapshot file holds, and
-    how a worker process hands a row back."""
+    how a worker process hands a row back. Equal texts are equal JSON values; the text is
+    compared only with other `row_text`s (`routectl.check.known_rows`), never written."""
+    floats = json_floats(row)
+    if floats is not None and all(map(math.isfinite, floats)):
+        # Only exact JSON types and finite floats: orjson writes them as a JSON value equal to
+        # `json.dumps`'s (the texts differ: no spaces, UTF-8, 1e-05 as 0.00001), twice as fast.
+        try:
+            return orjson.dumps(row, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+        except orjson.JSONEncodeError:
+            pass  # integers outside 64 bits, nesting deeper than 255, non-string keys, surrogates
     try:
         return json.dumps(row, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -5,11 +5,28 @@ the canonical row text is the standard library's JSON value."""
 from __future__ import annotations
 
 import dataclasses
+import enum
+import functools
+import json
+import math
+from pathlib import Path
+
+import pytest
 
 from policies import PROJECT
-from routectl.replay import PolicyMemo, _typed_key, resolve_row
+from routectl.replay import PolicyMemo, ReplayError, _typed_key, resolve_row, row_text
 from routectl.rows import RowSpec
 from routectl.workload import Hardware
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Flag(enum.StrEnum):
+    ON = "on"
+
+
+class Count(int):
+    pass
 
 
 def replayed_rows() -> list[RowSpec]:
@@ -45,3 +62,36 @@ def test_memo_separates_rows_whose_context_differs():
     assert memo.resolve(spec) == resolve_row(PROJECT, spec)
     assert memo.resolve(other) == resolve_row(PROJECT, other)
     assert memo.resolve(other) is not memo.resolve(spec)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"id": "a", "route": {"x": 1e-05, "y": [1, 2.5, True, None], "z": ("t", "é")}},
+        {"id": "big", "route": {"n": 2**70, "m": -(2**63) - 1}},  # beyond orjson: json writes
+        {"id": "keys", "route": {1: "int key", 2: {3: [3]}}},  # json turns keys into text
+        {"id": "deep", "route": functools.reduce(lambda acc, _: [acc], range(300), [])},
+        {"id": "sub", "route": {"flag": Flag.ON, "n": Count(3)}},
+    ],
+    ids=["floats-tuples-utf8", "big-int", "int-keys", "deep", "subclasses"],
+)
+def test_row_text_is_the_standard_librarys_json_value(row):
+    expected = json.loads(json.dumps(row, sort_keys=True, allow_nan=False))
+    assert json.loads(row_text(row)) == expected
+    assert json.dumps(json.loads(row_text(row)), sort_keys=True) == json.dumps(
+        expected, sort_keys=True
+    )
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, object()])
+def test_row_text_refuses_what_json_refuses(bad):
+    with pytest.raises(ReplayError, match="row 'r' is not JSON"):
+        row_text({"id": "r", "route": {"v": [1, {"w": bad}]}})
+
+
+def test_row_text_of_every_retained_row_reads_back_equal():
+    for path in sorted((ROOT / "snapshots").glob("*.json")):
+        for row in json.loads(path.read_text())["rows"]:
+            text = row_text(row)
+            assert json.loads(text) == row
+            assert text == row_text(json.loads(text))
