@@ -28,7 +28,7 @@ from routectl.expected import (
 )
 from routectl.groups import group_changes
 from routectl.project import Project
-from routectl.replay import RowText, replay_texts, row_text
+from routectl.replay import RowText, plain_row_text, replay_texts, row_text
 from routectl.snapshot import (
     Row,
     Snapshot,
@@ -81,7 +81,9 @@ Known = Mapping[str, tuple[str, Row]]  # row id -> (canonical text, the row)
 
 def known_rows(snapshot: Snapshot) -> dict[str, tuple[str, Row]]:
     """A baseline's rows by id with their canonical text, for `snapshot_from_texts`."""
-    return {r["id"]: (row_text(r), r) for r in snapshot.rows}
+    # A validated snapshot's rows were read from JSON or made plain (`Snapshot.validated`).
+    text = plain_row_text if snapshot.validated else row_text
+    return {r["id"]: (text(r), r) for r in snapshot.rows}
 
 
 def snapshot_from_texts(

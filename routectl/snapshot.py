@@ -289,6 +289,8 @@ class Snapshot:
     basis: str
     rows: tuple[Row, ...]
     # Set by build_snapshot and parse_snapshot, which validate: writing skips a second pass.
+    # Their rows are plain JSON values (exact JSON types, finite numbers): parsed, or made
+    # plain by `plain_rows`.
     validated: bool = field(default=False, compare=False, repr=False)
 
     def ids(self) -> list[str]:
