@@ -24,7 +24,7 @@ from routectl.project import Catalogue, Project
 from routectl.rows import RowSpec
 from routectl.suggest import did_you_mean
 from routectl.workers import run_shared
-from routectl.workload import Hardware
+from routectl.workload import EngineConfig, Hardware
 
 FULL_BUILD_ABI_REVISION = 1
 PLAIN_SCALARS = (bool, int, float, str)
@@ -213,6 +213,9 @@ def _typed_key(value: Any) -> Hashable | None:
     return None
 
 
+_NO_CONFIG = _typed_key({})
+
+
 class PolicyMemo:
     """The resolved policies of one replay run, each computed once. `Project.resolve` is pure
     in the config, the variables and the context computed from (hardware, engine); rows mostly
@@ -222,11 +225,18 @@ class PolicyMemo:
     def __init__(self, project: Project) -> None:
         self._project = project
         self._policies: dict[Hashable, ResolvedPolicy] = {}
+        # (hardware, engine) -> the key of their context (`Project.context` is pure too).
+        self._contexts: dict[tuple[Hardware, EngineConfig], Hashable | None] = {}
+
+    def _context_key(self, hardware: Hardware, engine: EngineConfig) -> Hashable | None:
+        pair = (hardware, engine)
+        if pair not in self._contexts:
+            self._contexts[pair] = _typed_key(dict(self._project.context(hardware, engine)))
+        return self._contexts[pair]
 
     def resolve(self, row: RowSpec) -> ResolvedPolicy:
-        hardware = Hardware(row.capability)
-        config = _typed_key(dict(row.config))
-        context = _typed_key(dict(self._project.context(hardware, row.engine)))
+        config = _typed_key(dict(row.config)) if row.config else _NO_CONFIG
+        context = self._context_key(Hardware(row.capability), row.engine)
         if config is None or context is None:  # not plain data: no key stands for it
             return resolve_row(self._project, row)
         key = (config, row.variables, context)
