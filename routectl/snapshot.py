@@ -25,7 +25,7 @@ import orjson
 
 from routectl import checkpoints, jsonwrite
 from routectl.errors import InputError, RoutectlError
-from routectl.jsonread import read_json_file, shorten
+from routectl.jsonread import collector_paused, read_json_file, shorten
 from routectl.rows import ROW_ID
 
 if TYPE_CHECKING:
@@ -374,6 +374,18 @@ def read_snapshot(
 def plain_rows(rows: Sequence[Row]) -> list[Row]:
     """Rows as JSON will hold them (a copy, keys sorted, tuples as lists); non-JSON values
     raise."""
+    listed = list(rows)
+    try:
+        # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
+        with collector_paused():
+            plain = orjson.loads(orjson.dumps(listed, option=orjson.OPT_SORT_KEYS))
+    except orjson.JSONEncodeError:
+        plain = None  # integers beyond 64 bits, deep nesting, non-string keys: json decides
+    # Equal to what orjson read back: every value is one JSON holds as is, which orjson and
+    # json write alike (NaN, infinity, a tuple, an Enum, a UUID or a dataclass would come back
+    # as another value). One comparison in C instead of a walk of every value in Python.
+    if plain is not None and plain == listed:
+        return plain
     floats = jsonwrite.json_floats(rows)
     if floats is not None and all(math.isfinite(f) for f in floats):
         try:
