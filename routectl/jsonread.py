@@ -18,7 +18,6 @@ hooks that refuse out-of-range integers instead.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import re
@@ -243,8 +242,7 @@ def parse_json(data: bytes | str, source: str) -> Any:
     import orjson
 
     try:
-        with collector_paused():
-            return orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         # The standard library phrases the error (as routectl always has); it refuses what
         # orjson refuses, but for a lone surrogate escape, which orjson's message names.
@@ -253,20 +251,6 @@ def parse_json(data: bytes | str, source: str) -> Any:
         raise InputError(
             f"{source} is not valid JSON: {message} at {_position(raw, exc.pos)}"
         ) from None
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic collector off while a JSON tree is built: the tree holds no cycle, yet its
-    millions of new containers would set off young collections that walk them (a third of
-    the parse of the 100,000-row benchmark snapshot). Left as it was found."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _parse_strict(raw: bytes, source: str) -> Any:

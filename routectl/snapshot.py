@@ -25,7 +25,7 @@ import orjson
 
 from routectl import checkpoints, jsonwrite
 from routectl.errors import InputError, RoutectlError
-from routectl.jsonread import collector_paused, read_json_file, shorten
+from routectl.jsonread import read_json_file, shorten
 from routectl.rows import ROW_ID
 
 if TYPE_CHECKING:
@@ -377,8 +377,7 @@ def plain_rows(rows: Sequence[Row]) -> list[Row]:
     listed = list(rows)
     try:
         # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
-        with collector_paused():
-            plain = orjson.loads(orjson.dumps(listed, option=orjson.OPT_SORT_KEYS))
+        plain = orjson.loads(orjson.dumps(listed, option=orjson.OPT_SORT_KEYS))
     except orjson.JSONEncodeError:
         plain = None  # integers beyond 64 bits, deep nesting, non-string keys: json decides
     # Equal to what orjson read back: every value is one JSON holds as is, which orjson and
