@@ -98,16 +98,20 @@ class RecordingNamespace:
         return self.calls[mark:]
 
     def call(self, op: str, /, **kwargs: Any) -> Any:
-        return self.call_repeated(op, 1, **kwargs)
+        return self._record(op, 1, kwargs)
 
     def call_repeated(self, op: str, times: int, /, **kwargs: Any) -> Any:
         """Checked once: the arguments are the same objects each time, so are the plan and
         the meta outputs. Recorded `times` times under the CallLog rule."""
-        if op not in self._catalogue.ops:
+        return self._record(op, times, kwargs)
+
+    def _record(self, op: str, times: int, kwargs: dict[str, Any]) -> Any:
+        # `kwargs` is the caller's own keyword dict (keyword-only calls): not copied again.
+        spec = self._catalogue.ops.get(op)
+        if spec is None:
             raise ReplayError(f"{op} is not in the native catalogue")
         if op not in self._available:
             raise ReplayError(f"{op} was called but is absent from this build")
-        spec = self._catalogue.ops[op]
         # Cheap to build (no per-argument Python loop), unlike the checks it stands for.
         signature = (op, tuple(kwargs), tuple(map(type, kwargs.values())))
         if _PASSED.get(signature) is spec:
