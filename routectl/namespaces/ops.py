@@ -212,7 +212,10 @@ class CallLog:
             raise ValueError(f"{op}: a call is recorded at least once, got times={times}")
         if not per_expert:
             self._open = None
-            self.calls.extend({"op": op, "plan": dict(plan)} for _ in range(times))
+            if times == 1:  # nearly every call
+                self.calls.append({"op": op, "plan": dict(plan)})
+            else:
+                self.calls.extend({"op": op, "plan": dict(plan)} for _ in range(times))
             return
         key = (op, tuple(sorted(plan.items())))
         if self._open == key:

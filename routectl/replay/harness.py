@@ -6,12 +6,16 @@ native namespace. The family code that runs here is the code the engine runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import orjson
+
 from routectl.errors import InputError, SelectionError
 from routectl.io.jsonread import shorten
+from routectl.io.jsonwrite import json_floats
 from routectl.namespaces.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.policy.loaded import PreparedLayer
 from routectl.policy.resolve import ResolvedPolicy
@@ -20,7 +24,7 @@ from routectl.rows import RowSpec
 from routectl.runtime import checkpoints
 from routectl.runtime.workers import run_shared
 from routectl.suggest import did_you_mean
-from routectl.workload import Hardware
+from routectl.workload import EngineConfig, Hardware
 
 FULL_BUILD_ABI_REVISION = 1
 PLAIN_SCALARS = (bool, int, float, str)
@@ -94,16 +98,20 @@ class RecordingNamespace:
         return self.calls[mark:]
 
     def call(self, op: str, /, **kwargs: Any) -> Any:
-        return self.call_repeated(op, 1, **kwargs)
+        return self._record(op, 1, kwargs)
 
     def call_repeated(self, op: str, times: int, /, **kwargs: Any) -> Any:
         """Checked once: the arguments are the same objects each time, so are the plan and
         the meta outputs. Recorded `times` times under the CallLog rule."""
-        if op not in self._catalogue.ops:
+        return self._record(op, times, kwargs)
+
+    def _record(self, op: str, times: int, kwargs: dict[str, Any]) -> Any:
+        # `kwargs` is the caller's own keyword dict (keyword-only calls): not copied again.
+        spec = self._catalogue.ops.get(op)
+        if spec is None:
             raise ReplayError(f"{op} is not in the native catalogue")
         if op not in self._available:
             raise ReplayError(f"{op} was called but is absent from this build")
-        spec = self._catalogue.ops[op]
         # Cheap to build (no per-argument Python loop), unlike the checks it stands for.
         signature = (op, tuple(kwargs), tuple(map(type, kwargs.values())))
         if _PASSED.get(signature) is spec:
@@ -188,6 +196,60 @@ def resolve_row(project: Project, row: RowSpec) -> ResolvedPolicy:
     )
 
 
+def _typed_key(value: Any) -> Hashable | None:
+    """`value` as a hashable key that tells apart whatever resolution could tell apart (the
+    type of every item is in it: `1`, `1.0` and `True` are equal and hash alike in Python);
+    None when it holds a value of another kind (such a row is resolved afresh)."""
+    kind = type(value)
+    if kind is dict:
+        items = []
+        for k, v in value.items():
+            key = _typed_key(v)
+            if type(k) is not str or key is None:
+                return None
+            items.append((k, key))
+        return (dict, tuple(sorted(items)))
+    if kind is list or kind is tuple:
+        keys = tuple(_typed_key(v) for v in value)
+        return None if None in keys else (kind, keys)
+    if kind in PLAIN_SCALARS or value is None:
+        return (kind, value)
+    return None
+
+
+_NO_CONFIG = _typed_key({})
+
+
+class PolicyMemo:
+    """The resolved policies of one replay run, each computed once. `Project.resolve` is pure
+    in the config, the variables and the context computed from (hardware, engine); rows mostly
+    differ in what that context does not read (today about 190 policies for 1,500 replayed
+    rows), so a policy is keyed by exactly those three. Kept for one run only."""
+
+    def __init__(self, project: Project) -> None:
+        self._project = project
+        self._policies: dict[Hashable, ResolvedPolicy] = {}
+        # (hardware, engine) -> the key of their context (`Project.context` is pure too).
+        self._contexts: dict[tuple[Hardware, EngineConfig], Hashable | None] = {}
+
+    def _context_key(self, hardware: Hardware, engine: EngineConfig) -> Hashable | None:
+        pair = (hardware, engine)
+        if pair not in self._contexts:
+            self._contexts[pair] = _typed_key(dict(self._project.context(hardware, engine)))
+        return self._contexts[pair]
+
+    def resolve(self, row: RowSpec) -> ResolvedPolicy:
+        config = _typed_key(dict(row.config)) if row.config else _NO_CONFIG
+        context = self._context_key(Hardware(row.capability), row.engine)
+        if config is None or context is None:  # not plain data: no key stands for it
+            return resolve_row(self._project, row)
+        key = (config, row.variables, context)
+        policy = self._policies.get(key)
+        if policy is None:
+            policy = self._policies[key] = resolve_row(self._project, row)
+        return policy
+
+
 def status_route(code: str, message: str) -> dict[str, Any]:
     return {"kernel": None, "verdicts": [], "status": {"code": code, "message": message}}
 
@@ -200,11 +262,11 @@ def error_route(error: SelectionError) -> dict[str, Any]:
 
 
 def replay_row(
-    project: Project, category: Category, row: RowSpec
+    project: Project, category: Category, row: RowSpec, *, policies: PolicyMemo | None = None
 ) -> tuple[dict[str, Any], ResolvedPolicy | None]:
     if row.status is not None:
         return {"id": row.id, "route": status_route(*row.status)}, None
-    policy = resolve_row(project, row)
+    policy = resolve_row(project, row) if policies is None else policies.resolve(row)
     namespace = RecordingNamespace(
         project.catalogue, remove=row.native.remove, abi=dict(row.native.abi)
     )
@@ -218,11 +280,39 @@ def replay_row(
 
 def row_text(row: Mapping[str, Any]) -> str:
     """A row as canonical JSON text (sorted keys, no NaN): what a snapshot file holds, and
-    how a worker process hands a row back."""
+    how a worker process hands a row back. Equal texts are equal JSON values; the text is
+    compared only with other `row_text`s (`routectl.check.known_rows`), never written."""
+    # orjson writes JSON values as `json.dumps` does (the texts differ: no spaces, UTF-8,
+    # 1e-05 as 0.00001), several times faster. Reading its text back equal to the row proves
+    # the row held nothing else: NaN, infinity, a tuple, an Enum, a UUID or a dataclass would
+    # come back as another value.
+    try:
+        text = orjson.dumps(row, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        pass  # integers outside 64 bits, nesting deeper than 255, non-string keys, surrogates
+    else:
+        if orjson.loads(text) == row:
+            return text.decode("utf-8")
+    floats = json_floats(row)
+    if floats is not None and all(map(math.isfinite, floats)):
+        # Only exact JSON types (tuples too) and finite floats: orjson writes them alike.
+        try:
+            return orjson.dumps(row, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+        except orjson.JSONEncodeError:
+            pass
     try:
         return json.dumps(row, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ReplayError(f"row {row.get('id')!r} is not JSON: {exc}") from None
+
+
+def plain_row_text(row: Mapping[str, Any]) -> str:
+    """`row_text` of a row known to hold JSON's own types and finite numbers only (read from
+    a JSON text, or made plain), without the walk that proves it for fresh rows."""
+    try:
+        return orjson.dumps(row, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+    except orjson.JSONEncodeError:
+        return row_text(row)
 
 
 RowText = tuple[str, str]  # a row's id and its canonical JSON text
@@ -239,16 +329,19 @@ def replay_texts(
     jobs: int = 1,
     meanwhile: Callable[[], M] = _nothing,
 ) -> tuple[dict[str, list[RowText]], M]:
-    """Every row of every category replayed (no cache), shared by up to `jobs` processes
-    (`routectl.runtime.workers`), as (id, canonical text) sorted by id; and what `meanwhile()`
-    returned. The output does not depend on `jobs`."""
+    """Every row of every category replayed (no row cache; each distinct policy is resolved
+    once, `PolicyMemo`), shared by up to `jobs` processes (`routectl.runtime.workers`), as
+    (id, canonical text) sorted by id; and what `meanwhile()` returned. The output does not
+    depend on `jobs`."""
     tasks = [(category, spec) for category in categories for spec in category.rows()]
     if tasks:
         import torch  # noqa: F401 - imported once, before workers fork, so they share it
 
+    policies = PolicyMemo(project)
+
     def work(i: int) -> RowText:
         category, spec = tasks[i]
-        row = replay_row(project, category, spec)[0]
+        row = replay_row(project, category, spec, policies=policies)[0]
         return (row["id"], row_text(row))
 
     def meanwhile_here() -> M:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from routectl.project import Project
-from routectl.replay.harness import RowText, replay_texts
+from routectl.replay.harness import RowText, plain_row_text, replay_texts, row_text
 from routectl.review.compare import (
     CheckOutcome,
     Comparison,
@@ -46,7 +46,9 @@ Known = Mapping[str, tuple[str, Row]]  # row id -> (canonical text, the row)
 
 def known_rows(snapshot: Snapshot) -> dict[str, tuple[str, Row]]:
     """A baseline's rows by id with their canonical text, for `snapshot_from_texts`."""
-    return {r["id"]: (json.dumps(r, sort_keys=True), r) for r in snapshot.rows}
+    # A validated snapshot's rows were read from JSON or made plain (`Snapshot.validated`).
+    text = plain_row_text if snapshot.validated else row_text
+    return {r["id"]: (text(r), r) for r in snapshot.rows}
 
 
 def snapshot_from_texts(

@@ -146,6 +146,8 @@ class Snapshot:
     basis: str
     rows: tuple[Row, ...]
     # Set by build_snapshot and parse_snapshot, which validate: writing skips a second pass.
+    # Their rows are plain JSON values (exact JSON types, finite numbers): parsed, or made
+    # plain by `plain_rows`.
     validated: bool = field(default=False, compare=False, repr=False)
 
     def ids(self) -> list[str]:
@@ -229,6 +231,17 @@ def read_snapshot(
 def plain_rows(rows: Sequence[Row]) -> list[Row]:
     """Rows as JSON will hold them (a copy, keys sorted, tuples as lists); non-JSON values
     raise."""
+    listed = list(rows)
+    try:
+        # Sorted keys: rows then compare as JSON text cheaply with rows read from files.
+        plain = orjson.loads(orjson.dumps(listed, option=orjson.OPT_SORT_KEYS))
+    except orjson.JSONEncodeError:
+        plain = None  # integers beyond 64 bits, deep nesting, non-string keys: json decides
+    # Equal to what orjson read back: every value is one JSON holds as is, which orjson and
+    # json write alike (NaN, infinity, a tuple, an Enum, a UUID or a dataclass would come back
+    # as another value). One comparison in C instead of a walk of every value in Python.
+    if plain is not None and plain == listed:
+        return plain
     floats = jsonwrite.json_floats(rows)
     if floats is not None and all(math.isfinite(f) for f in floats):
         try:
