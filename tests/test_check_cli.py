@@ -454,3 +454,37 @@ def test_explain_input_errors(project, args, message):
     assert result.code == 2 and result.stdout == ""
     assert len(result.lines) == 1 and message in result.stderr, result.stderr
     assert tree_bytes(project) == before
+
+
+# --- the library call behind the command ---------------------------------------------------
+
+
+def test_check_retained_is_the_whole_check_but_its_output(project):
+    """`routectl check` is options, `check_retained` and echo: the library call judges,
+    leaves `.json.new` files, refuses or makes an update, and reports each file touched."""
+    import routectl
+    from routectl.review.expected import ExpectedChanges
+    from routectl.review.retained import check_retained
+
+    toy = routectl.load_project(project)
+    folder = snapshots(project)
+    alter(project, "toy-a", set_split_k(5))
+    retained = (folder / "toy-a.json").read_bytes()
+
+    refused = check_retained(toy, (), folder, expected=ExpectedChanges(), jobs=1, update=True)
+    assert not refused.result.ok
+    assert (refused.updated, refused.update_refused) == (False, True)
+    assert refused.notes == (f"wrote {folder / 'toy-a.json.new'}",)
+    assert (folder / "toy-a.json").read_bytes() == retained
+
+    accepted = check_retained(
+        toy, (), folder, expected=ExpectedChanges(), jobs=1, update=True, accept_all=True
+    )
+    assert (accepted.updated, accepted.update_refused) == (True, False)
+    assert accepted.notes == (f"updated {folder / 'toy-a.json'} (11 rows)",)
+    assert not (folder / "toy-a.json.new").exists()
+
+    again = check_retained(toy, (), folder, expected=ExpectedChanges(), jobs=1)
+    assert again.result.ok
+    assert again.notes == ()
+    assert (again.updated, again.update_refused) == (False, False)

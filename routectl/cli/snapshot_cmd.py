@@ -37,14 +37,12 @@ from routectl.cli.shared import (
 from routectl.errors import InputError
 from routectl.review.check import (
     fresh_snapshots,
-    run_check,
     select_categories,
 )
 from routectl.review.explain import explain, explain_text
 from routectl.review.listing import category_summary, list_json, list_text
-from routectl.review.retained import settle_new_files, update_retained
+from routectl.review.retained import check_retained
 from routectl.review.snapshot import dump_json, write_snapshot
-from routectl.review.sources import SnapshotFiles
 
 # --- list ----------------------------------------------------------------------------------
 
@@ -187,25 +185,24 @@ def check_command(
             f"(CI={environ.get('CI')!r}); run it locally"
         )
     project = state(ctx).project(project_dir)
-    directory = snapshot_dir(project)
     expected = read_expected(project, verdict.expected_changes)
     warn_todo_reasons(expected.reasons, verdict.expected_changes, environ)
-    baseline = SnapshotFiles.retained(directory, snapshot_dir=project.snapshot_dir)
-    result = run_check(
-        project, categories, baseline=baseline, expected=expected, jobs=job_count(jobs)
+    checked = check_retained(
+        project,
+        categories,
+        snapshot_dir(project),
+        expected=expected,
+        jobs=job_count(jobs),
+        update=update,
+        accept_all=accept_all,
     )
-
+    result = checked.result
     emit_verdict(result, project, environ=environ, options=verdict)
-    if update and (result.ok or accept_all):
-        for line in update_retained(result, directory, snapshot_dir=project.snapshot_dir):
-            note(line)
-        settle_new_files(result, directory, snapshot_dir=project.snapshot_dir, failed=False)
-        return
-    for line in settle_new_files(
-        result, directory, snapshot_dir=project.snapshot_dir, failed=not result.ok
-    ):
+    for line in checked.notes:
         note(line)
-    if update:
+    if checked.updated:
+        return
+    if checked.update_refused:
         warn(
             "retained snapshots not updated: the differences are not exactly the expected "
             "ones (list them with --expected-changes, or pass --accept-all)"

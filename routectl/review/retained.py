@@ -1,14 +1,60 @@
 """The retained snapshot folder after a check: `--update` rewrites the files whose rows
 moved and removes stale ones; a failing check leaves `<category>.json.new` beside each
 retained file whose rows differ, and a passing one removes the stale `.json.new` files.
-Each function returns the lines to tell the user, one per file touched."""
+Each function returns the lines to tell the user, one per file touched; `check_retained` is
+the whole of `routectl check` but its output."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from routectl.review.check import CheckResult
+from routectl.project import Project
+from routectl.review.check import CheckResult, run_check
+from routectl.review.expected import ExpectedChanges
 from routectl.review.snapshot import NEW_SUFFIX, stale_new_files, write_snapshot
+from routectl.review.sources import SnapshotFiles
+
+
+@dataclass(frozen=True)
+class RetainedCheck:
+    """A check against the retained folder, with what it did to the folder: `notes` (one
+    line per file touched), `updated` (the retained files were rewritten) and
+    `update_refused` (an update was asked for but the differences were not exactly the
+    expected ones)."""
+
+    result: CheckResult
+    notes: tuple[str, ...]
+    updated: bool
+    update_refused: bool
+
+
+def check_retained(
+    project: Project,
+    names: Sequence[str],
+    directory: Path,
+    *,
+    expected: ExpectedChanges,
+    jobs: int,
+    update: bool = False,
+    accept_all: bool = False,
+) -> RetainedCheck:
+    """Replay, compare with the retained snapshots in `directory` and judge; then rewrite
+    them (`update`, when the check passes or `accept_all`), or leave `.json.new` files for
+    the categories that differ (a failing check) and remove stale ones."""
+    baseline = SnapshotFiles.retained(directory, snapshot_dir=project.snapshot_dir)
+    result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs)
+    if update and (result.ok or accept_all):
+        notes = update_retained(result, directory, snapshot_dir=project.snapshot_dir)
+        notes += settle_new_files(
+            result, directory, snapshot_dir=project.snapshot_dir, failed=False
+        )
+        return RetainedCheck(result, tuple(notes), updated=True, update_refused=False)
+    notes = settle_new_files(
+        result, directory, snapshot_dir=project.snapshot_dir, failed=not result.ok
+    )
+    return RetainedCheck(result, tuple(notes), updated=False, update_refused=update)
 
 
 def new_path(directory: Path, name: str) -> Path:
