@@ -453,6 +453,48 @@ def test_grouped_decode_other_conditions():
     assert grouped(8, cap=-1) == OK  # <= 0 is unbounded
 
 
+# Each rejection's reason code, and which one a call failing several conditions gets (the
+# order of CONTRACTS 3.5's conjunction: load admission, batched, 2 <= M <= 8, top-k 10, the
+# cap, then strict_w13, exact_w2, active_exact_w2). Literal codes: they are what rows record.
+@pytest.mark.parametrize(
+    ("m", "changes", "code", "message"),
+    [
+        (2, {}, None, None),
+        (8, {"cap": 8}, None, None),
+        (2, {"cap": 2}, None, None),
+        (8, {"cap": 0}, None, None),
+        (8, {"cap": -1}, None, None),
+        (1, {"loaded": False, "batched": False, "top_k": 8}, "not_admitted", None),
+        (1, {"batched": False, "top_k": 8}, "not_batched", None),
+        (1, {"top_k": 8, "cap": 1}, "token_count", "M = 1 outside 2..8"),
+        (9, {"top_k": 8}, "token_count", "M = 9 outside 2..8"),
+        (4, {"top_k": 8, "cap": 1, "strict_w13": True}, "top_k", "top-k 8 (needs 10)"),
+        (4, {"top_k": 11}, "top_k", "top-k 11 (needs 10)"),
+        (2, {"cap": 1, "strict_w13": True}, "token_cap", "M = 2 above the batched decode cap 1"),
+        (8, {"cap": 7}, "token_cap", "M = 8 above the batched decode cap 7"),
+        (
+            4,
+            {"strict_w13": True, "exact_w2": True, "active_exact_w2": True},
+            "policy",
+            "disabled by sm70_awq_moe.strict_w13",
+        ),
+        (
+            4,
+            {"exact_w2": True, "active_exact_w2": True},
+            "policy",
+            "disabled by sm70_awq_moe.exact_w2",
+        ),
+        (4, {"active_exact_w2": True}, "policy", "disabled by sm70_awq_moe.active_exact_w2"),
+    ],
+)
+def test_grouped_decode_reason_codes_and_their_order(m, changes, code, message):
+    ok, reason = grouped(m, **changes)
+    assert ok is (code is None)
+    assert (reason.code if reason else None) == code
+    if message is not None:
+        assert reason is not None and reason.message == message
+
+
 def test_grouped_decode_and_indexed_prefill_are_disjoint():
     for m in (0, 1, 2, 8, 9, 127, 128, 4096):
         assert not (grouped(m)[0] and indexed_prefill_call(True, call(m), 2560)[0])
@@ -478,6 +520,31 @@ def test_indexed_prefill_call(kwargs, code):
     assert ok is (code is None)
     if code:
         assert reason is not None and reason.code == code
+
+
+@pytest.mark.parametrize(
+    ("admitted", "kwargs", "code"),
+    [
+        (False, {"m": 127, "x_dtype": "bfloat16", "top_k": 9}, "not_admitted"),
+        (True, {"m": 127, "x_dtype": "bfloat16", "top_k": 9}, "token_count"),
+        (True, {"m": 128, "x_dtype": "bfloat16", "top_k": 9}, "call_inputs"),
+        (True, {"m": 128, "hidden": 2048, "top_k": 9}, "call_inputs"),
+        (True, {"m": 4096, "top_k": 8}, "top_k"),
+        (True, {"m": 4096, "top_k": 10}, None),
+    ],
+)
+def test_indexed_prefill_call_reason_order(admitted, kwargs, code):
+    ok, reason = indexed_prefill_call(admitted, call(**kwargs), 2560)
+    assert ok is (code is None)
+    assert (reason.code if reason else None) == code
+
+
+@pytest.mark.parametrize("x_shape", [(128,), (128, 2560, 1)])
+def test_indexed_prefill_call_refuses_an_input_that_is_not_two_dimensional(x_shape):
+    facts_ = CallFacts(
+        facts(x_shape, "float16"), facts((128, 10), "int32"), facts((128, 10), "float32")
+    )
+    assert indexed_prefill_call(True, facts_, 2560)[1].code == "call_inputs"  # type: ignore
 
 
 def test_indexed_prefill_call_needs_the_load_admission():
@@ -531,6 +598,32 @@ def test_chunked_w2_call_boundaries(chunk, m, code):
         assert reason is not None and reason.code == code
 
 
+@pytest.mark.parametrize(
+    ("indexed", "chunk", "m", "code"),
+    [
+        (False, 0, 4096, "not_admitted"),
+        (True, -1, 8192, "not_admitted"),
+        (False, 4096, 4096, "not_indexed"),
+        (True, 4096, 4096, "token_count"),
+        (True, 4096, 4095, "token_count"),
+        (True, 1, 2, None),
+    ],
+)
+def test_chunked_w2_call_reason_order(indexed, chunk, m, code):
+    ok, reason = chunked_w2_call(indexed, chunk, m, 10, 2560, 512)
+    assert ok is (code is None)
+    assert (reason.code if reason else None) == code
+
+
+def test_chunked_w2_scratch_uses_the_call_top_k_and_experts():
+    # top-k 8, E 128, w2_n 2048 (Qwen3-30B-A3B TP2): chunk 1 at M 2 costs 1*8*(4096+8) +
+    # 385*4 = 34,372 B against 2*8*2048*2 = 65,536 B; at top-k 1, 4,104 + 1,540 = 5,644 B
+    # against 8,192 B; with E 1024 the table alone (12,292 B) is above the full 8,192 B.
+    assert chunked_w2_call(True, 1, 2, 8, 2048, 128) == OK
+    assert chunked_w2_call(True, 1, 2, 1, 2048, 128) == OK
+    assert chunked_w2_call(True, 1, 2, 1, 2048, 1024)[1].code == "scratch"  # type: ignore
+
+
 def test_chunked_w2_needs_the_indexed_w13():
     assert chunked_w2_call(False, 4096, 8192, 10, 2560, 512)[1].code == "not_indexed"  # type: ignore
 
@@ -543,6 +636,23 @@ def test_resolve_w2_chunk_tokens():
         resolve_w2_chunk_tokens(4096, True, False)
     assert info.value.code == "chunked_w2_native_missing"
     assert "awq_moe_chunked_w2_sm70_out" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("active", "m", "top_k", "code"),
+    [
+        (True, 16, 8, None),
+        (True, 17, 8, "token_count"),
+        (True, 128, 1, None),
+        (True, 129, 1, "token_count"),
+        (False, 1, 10, "policy"),
+        (False, 200, 10, "policy"),
+    ],
+)
+def test_active_exact_w2_reason_codes(active, m, top_k, code):
+    ok, reason = active_exact_w2_call(active, m, top_k)
+    assert ok is (code is None)
+    assert (reason.code if reason else None) == code
 
 
 @pytest.mark.parametrize(("m", "ok"), [(1, True), (12, True), (13, False)])
