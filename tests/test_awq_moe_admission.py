@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import torch
 
 from native.moe_layer import AwqMoeLayer
 from native.moe_stages import (
@@ -378,6 +379,18 @@ def test_qpn_m1_admission_outcomes():
         admit_qpn_m1(True, True, BAD, BAD)
 
 
+def test_tensor_facts_read_shape_dtype_and_contiguity():
+    x = torch.empty((2560, 4), dtype=torch.float16).t()
+    assert TensorFacts.of(x) == TensorFacts((4, 2560), "float16", False)
+    assert TensorFacts.of(x.contiguous()) == TensorFacts((4, 2560), "float16", True)
+    assert qpn_m1_call(CallFacts.of(x[:1], *_qpn_ids_and_weights()))[1].code == "call_inputs"  # type: ignore
+    assert qpn_m1_call(CallFacts.of(x[:1].contiguous(), *_qpn_ids_and_weights())) == OK
+
+
+def _qpn_ids_and_weights() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.zeros((1, 10), dtype=torch.int32), torch.zeros((1, 10), dtype=torch.float32)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "what"),
     [
@@ -622,6 +635,13 @@ def test_chunked_w2_scratch_uses_the_call_top_k_and_experts():
     assert chunked_w2_call(True, 1, 2, 8, 2048, 128) == OK
     assert chunked_w2_call(True, 1, 2, 1, 2048, 128) == OK
     assert chunked_w2_call(True, 1, 2, 1, 2048, 1024)[1].code == "scratch"  # type: ignore
+
+
+def test_chunked_w2_refuses_a_chunk_scratch_equal_to_the_full_output():
+    # CONTRACTS 3.5: the chunk scratch must be strictly below the full output. top-k 1,
+    # w2_n 2, E 1: chunk 1 costs 1*1*(4+8) + 4*4 = 28 B, M 7 costs 7*1*2*2 = 28 B; M 8, 32 B.
+    assert chunked_w2_call(True, 1, 7, 1, 2, 1)[1].code == "scratch"  # type: ignore
+    assert chunked_w2_call(True, 1, 8, 1, 2, 1) == OK
 
 
 def test_chunked_w2_needs_the_indexed_w13():
