@@ -133,6 +133,38 @@ def test_typed_disable_is_named_by_its_config_path():
     assert "kernel_config.sm70_awq_moe.disable" in (gate.message or "")
 
 
+# The gate's message names where the value came from: the typed config path, the variable
+# (CONTRACTS 1.2 names), or the default. Literal messages, so a wrong source cannot pass.
+@pytest.mark.parametrize(
+    ("environ", "config", "message"),
+    [
+        (
+            {},
+            {"sm70_awq_moe": {"disable": True}},
+            "disabled by kernel_config.sm70_awq_moe.disable; MoeWNA16 serves the layer",
+        ),
+        (
+            {"VLLM_SM70_AWQ_MOE_DISABLE": "1"},
+            None,
+            "disabled by VLLM_SM70_AWQ_MOE_DISABLE; MoeWNA16 serves the layer",
+        ),
+        (
+            {"VLLM_SM70_AWQ_TURBOMIND": "0"},
+            None,
+            "TurboMind AWQ MoE provider off (VLLM_SM70_AWQ_TURBOMIND)",
+        ),
+        (
+            {"VLLM_SM70_QUANT_BACKEND": "marlin"},
+            None,
+            "disabled by the legacy quantization backend override "
+            "(VLLM_SM70_QUANT_BACKEND = marlin)",
+        ),
+    ],
+)
+def test_family_gate_messages_name_the_source_literally(environ, config, message):
+    assert family_gate(70, resolve(environ, config)).message == message
+
+
 # --- per-layer batched ------------------------------------------------------------------------
 
 
