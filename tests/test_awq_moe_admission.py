@@ -690,6 +690,32 @@ def test_resolve_w2_chunk_tokens():
     assert "awq_moe_chunked_w2_sm70_out" in info.value.message
 
 
+def test_a_one_token_chunk_is_stored_and_its_missing_op_named_exactly():
+    assert resolve_w2_chunk_tokens(1, True, True) == 1
+    assert resolve_w2_chunk_tokens(-1, True, True) == 0
+    with pytest.raises(SelectionError) as info:
+        resolve_w2_chunk_tokens(1, True, False)
+    assert info.value.message == (
+        "sm70_awq_moe.w2_chunk_tokens=1 requires the native op awq_moe_chunked_w2_sm70_out"
+    )
+
+
+def test_indexed_prefill_admission_messages_literally():
+    missing = ["awq_moe_indexed_dense_w13_sm70_out", "moe_permute_metadata_with_scratch"]
+    default = admit_indexed_prefill(True, False, OK, missing)
+    assert default.fallback == (
+        "missing native indexed prefill operators: [awq_moe_indexed_dense_w13_sm70_out, "
+        "moe_permute_metadata_with_scratch]; using the materialized-input route"
+    )
+    with pytest.raises(SelectionError) as info:
+        admit_indexed_prefill(True, True, OK, missing)
+    assert info.value.message == (
+        "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL=1: the explicit indexed prefill route "
+        "requires native operators [awq_moe_indexed_dense_w13_sm70_out, "
+        "moe_permute_metadata_with_scratch]"
+    )
+
+
 @pytest.mark.parametrize(
     ("active", "m", "top_k", "code"),
     [
