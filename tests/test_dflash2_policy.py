@@ -392,6 +392,25 @@ def test_guards_check_policy_then_capability_then_selector_engine():
     assert "policy_hardware_or_speculation" in combined.message
 
 
+@pytest.mark.parametrize(("selector_top_k", "code"), [(1, None), (0, "not_dflash_selector")])
+def test_a_selector_engine_needs_selector_top_k_above_zero(selector_top_k, code):
+    # CONTRACTS-dflash2 [P16]: integer selector_top_k > 0, so 1 is a selector engine.
+    on = resolve({}, {"sm70_dflash2": {name: True for name, _ in TABLE}})
+    engine = dataclasses.replace(VERIFIER, selector_top_k=selector_top_k)
+    assert [c for _, _, c in admissions(on, engine=engine)][:3] == [code] * 3
+
+
+def test_guard_messages_name_the_failed_condition_literally():
+    on = resolve({}, {"sm70_dflash2": {name: True for name, _ in TABLE}})
+    verify = gdn_admissions(on, Hardware(75), VERIFIER, DEFAULT_GDN)[0][1][1]
+    assert verify.message == "capability 75 is not exactly 70"
+    mtp = dataclasses.replace(VERIFIER, spec_method="mtp", selector_top_k=0)
+    verify = gdn_admissions(on, V100, mtp, DEFAULT_GDN)[0][1][1]
+    assert verify.message == (
+        "not a DFlash selector engine (speculative method mtp, selector_top_k 0)"
+    )
+
+
 # --- hash rule -----------------------------------------------------------------------------------
 
 # Issue 16 made the whole sm70_fp8 section active on Volta too (block-FP8 linears).
