@@ -411,6 +411,20 @@ def test_qpn_m1_admission_outcomes():
         admit_qpn_m1(True, True, BAD, BAD)
 
 
+def test_qpn_m1_errors_name_the_request_literally():
+    contract = reject("qpn_m1_contract", "E 128")
+    with pytest.raises(SelectionError) as info:
+        admit_qpn_m1(True, True, contract, OK)
+    assert info.value.message == (
+        "AWQ QPN M1 requires native-g32 TP4 E512 C1 (VLLM_SM70_AWQ_QWEN38_QPN_M1=1: E 128)"
+    )
+    with pytest.raises(SelectionError) as info:
+        admit_qpn_m1(True, True, OK, contract, requested_by="kernel_config.x=True")
+    assert info.value.message == (
+        "AWQ QPN M1 requires a native build with CUDA arch 7.0 (kernel_config.x=True: E 128)"
+    )
+
+
 def test_tensor_facts_read_shape_dtype_and_contiguity():
     x = torch.empty((2560, 4), dtype=torch.float16).t()
     assert TensorFacts.of(x) == TensorFacts((4, 2560), "float16", False)
