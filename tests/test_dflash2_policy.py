@@ -5,6 +5,7 @@ the hash rule. Expected values are literals from the contract."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 
 import pytest
@@ -336,6 +337,26 @@ def test_head_splits_decide_the_combined_split(key_heads, value_heads, tp, width
     result = admissions(engine=engine, layout=layout)
     assert result[:3] == [(g, True, None) for g in GUARDS[:3]]
     assert result[3] == (GUARDS[3], combined is None, combined)
+
+
+def test_the_recorded_gdn_layout_holds_integer_widths():
+    # 16 key and 48 value heads of 128 at TP4: qkv (2*2048 + 6144) / 4, z 6144 / 4, ba 48 / 4.
+    # Rows record these numbers, so 2560.0 for 2560 would change every row's text.
+    assert json.dumps(GdnLayout(16, 48, 128).to_json(4)) == (
+        '{"key_heads": 16, "value_heads": 48, "head_dim": 128, "qkv": 2560, "z": 1536, "ba": 12}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "dtype", "message"),
+    [
+        (7, "float16", "combined GDN split needs exactly 8 query rows (rows=7)"),
+        (8, "bfloat16", "combined GDN split needs float16 (dtype bfloat16)"),
+    ],
+)
+def test_combined_split_messages_literally(rows, dtype, message):
+    reason = can_implement_combined_split(rows, dtype, 2560, 1536, 12)[1]
+    assert reason is not None and reason.message == message
 
 
 @pytest.mark.parametrize(
