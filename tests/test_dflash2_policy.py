@@ -348,14 +348,21 @@ def test_the_recorded_gdn_layout_holds_integer_widths():
 
 
 @pytest.mark.parametrize(
-    ("rows", "dtype", "message"),
+    ("rows", "dtype", "widths", "message"),
     [
-        (7, "float16", "combined GDN split needs exactly 8 query rows (rows=7)"),
-        (8, "bfloat16", "combined GDN split needs float16 (dtype bfloat16)"),
+        (7, "float16", (2560, 1536, 12), "combined GDN split needs exactly 8 query rows (rows=7)"),
+        (8, "bfloat16", (2560, 1536, 12), "combined GDN split needs float16 (dtype bfloat16)"),
+        (
+            8,
+            "float16",
+            (5120, 3072, 24),
+            "combined GDN split needs local widths (qkv, z, ba) = (2560, 1536, 12) "
+            "(got (5120, 3072, 24))",
+        ),
     ],
 )
-def test_combined_split_messages_literally(rows, dtype, message):
-    reason = can_implement_combined_split(rows, dtype, 2560, 1536, 12)[1]
+def test_combined_split_messages_literally(rows, dtype, widths, message):
+    reason = can_implement_combined_split(rows, dtype, *widths)[1]
     assert reason is not None and reason.message == message
 
 
