@@ -228,6 +228,26 @@ def test_the_batched_decode_cap(m, w13, w2):
     assert route(m, replace(DEFAULT, token_cap=4)) == routed("permute", w13, w2)
 
 
+# The per-expert dispatch stages' verdicts at M 16 (routed, neither grouped nor indexed):
+# CONTRACTS 3.4 "batched, not strict, M within the cap"; rows record each verdict's code.
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [
+        ({}, None),
+        ({"batched": False, "strict_w13": True, "token_cap": 4}, "not_batched"),
+        ({"strict_w13": True, "token_cap": 4}, "policy"),
+        ({"token_cap": 15}, "token_cap"),
+        ({"token_cap": 16}, None),
+    ],
+)
+def test_per_expert_dispatch_verdict_codes(changes, code):
+    choice = select_route(call(16), replace(DEFAULT, **changes), ns())
+    codes = {v.name: v.code for v in choice.verdicts}
+    assert codes["w13.per_expert_dispatch"] == code
+    assert codes["w2.per_expert_dispatch"] == code
+    assert choice.to_json()["m"] == 16
+
+
 def test_grouped_decode_needs_top_k_10_and_the_load_admission():
     assert route(2, top_k=8) == routed("permute", "per_expert_dispatch", "per_expert_dispatch")
     assert route(2, replace(DEFAULT, grouped_decode=False)) == routed(
