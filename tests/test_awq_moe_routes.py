@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from native import moe_stages
 from native.catalogue import CATALOGUE
 from native.moe_layer import AwqMoeLayer, ExpertBank, MoeCheckpoint
 from native.ops_moe import OPS as MOE_OPS
@@ -246,6 +247,35 @@ def test_per_expert_dispatch_verdict_codes(changes, code):
     assert codes["w13.per_expert_dispatch"] == code
     assert codes["w2.per_expert_dispatch"] == code
     assert choice.to_json()["m"] == 16
+
+
+def test_w2_and_reduce_verdict_codes_at_m_16_with_exact_w2():
+    # CONTRACTS 3.4 W2: grouped decode or (active_exact_w2 and M*top_k <= 128) -> active
+    # stage; batched, not strict, not exact_w2, within the cap -> per-expert dispatch.
+    choice = select_route(call(16), replace(DEFAULT, exact_w2=True), ns())
+    verdicts = {v.name: v for v in choice.verdicts}
+    assert verdicts["w13.per_expert_dispatch"].code is None
+    per_expert = verdicts["w2.per_expert_dispatch"]
+    assert (per_expert.code, per_expert.message) == ("policy", "disabled by sm70_awq_moe.exact_w2")
+    # The active stage refuses with grouped decode's code (M 16 is outside 2..8) and names
+    # both reasons.
+    active = verdicts["w2.active_grouped"]
+    assert (active.code, active.message) == (
+        "token_count",
+        "grouped decode: M = 16 outside 2..8; active exact W2: sm70_awq_moe.active_exact_w2 is off",
+    )
+    assert (verdicts["reduce.chunked_w2"].code, verdicts["reduce.chunked_w2"].message) == (
+        "not_chunked",
+        "W2 is not the chunked W2 stage",
+    )
+    assert choice.chosen[3:] == ["w2.dense_stage", "reduce.unpermute"]
+
+
+def test_the_routed_plan_names_its_lane_and_leaves_the_reduce_to_chunked_w2():
+    chunked = select_route(call(8192), replace(DEFAULT, chunk_tokens=4096), ns()).plan
+    assert (chunked.lane, chunked.w2, chunked.reduce) == ("routed", moe_stages.ChunkedW2, None)
+    plain = select_route(call(16), DEFAULT, ns()).plan
+    assert (plain.lane, plain.reduce) == ("routed", moe_stages.Unpermute)
 
 
 def test_grouped_decode_needs_top_k_10_and_the_load_admission():
