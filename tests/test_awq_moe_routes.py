@@ -269,6 +269,23 @@ def test_w2_and_reduce_verdict_codes_at_m_16_with_exact_w2():
         "W2 is not the chunked W2 stage",
     )
     assert choice.chosen[3:] == ["w2.dense_stage", "reduce.unpermute"]
+    # Every refusal here is a policy-stage one (the startup report records the stage).
+    refused = {v.name: v.stage for v in choice.verdicts if not v.ok and "." in v.name}
+    assert {k: v for k, v in refused.items() if not k.startswith("lane.")} == {
+        "permute.permute_metadata": "policy",
+        "w13.indexed_prefill_w13": "policy",
+        "w13.active_grouped": "policy",
+        "w2.chunked_w2": "policy",
+        "w2.active_grouped": "policy",
+        "w2.per_expert_dispatch": "policy",
+        "reduce.chunked_w2": "policy",
+    }
+
+
+def test_a_missing_stage_op_is_refused_at_the_ops_stage():
+    choice = select_route(call(16), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out"))
+    verdict = next(v for v in choice.verdicts if v.name == "w13.per_expert_dispatch")
+    assert (verdict.ok, verdict.code, verdict.stage) == (False, "missing_native_ops", "ops")
 
 
 def test_the_routed_plan_names_its_lane_and_leaves_the_reduce_to_chunked_w2():
