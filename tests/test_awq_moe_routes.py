@@ -282,6 +282,18 @@ def test_w2_and_reduce_verdict_codes_at_m_16_with_exact_w2():
     }
 
 
+def test_lane_and_per_expert_refusals_carry_their_codes_and_stages():
+    choice = select_route(call(16), replace(DEFAULT, batched=False), ns())
+    verdicts = {v.name: v for v in choice.verdicts}
+    zero = verdicts["lane.zero_output"]
+    assert (zero.code, zero.message, zero.stage) == ("token_count", "M = 16 is not 0", "policy")
+    per_expert = verdicts["w13.per_expert_dispatch"]
+    assert (per_expert.code, per_expert.stage) == ("not_batched", "policy")
+    capped = select_route(call(16), replace(DEFAULT, token_cap=15), ns()).verdicts
+    message = next(v.message for v in capped if v.name == "w13.per_expert_dispatch")
+    assert message == "M = 16 above the batched decode cap 15"
+
+
 def test_a_missing_stage_op_is_refused_at_the_ops_stage():
     choice = select_route(call(16), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out"))
     verdict = next(v for v in choice.verdicts if v.name == "w13.per_expert_dispatch")
