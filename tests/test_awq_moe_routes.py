@@ -294,6 +294,43 @@ def test_lane_and_per_expert_refusals_carry_their_codes_and_stages():
     assert message == "M = 16 above the batched decode cap 15"
 
 
+def _lane(choice, name):
+    v = next(v for v in choice.verdicts if v.name == name)
+    return (v.ok, v.code, v.message, v.stage)
+
+
+def test_one_token_lane_refusals_with_code_message_and_stage():
+    choice = select_route(call(1), DEFAULT, ns())
+    assert _lane(choice, "lane.zero_output") == (False, "token_count", "M = 1 is not 0", "policy")
+    assert _lane(choice, "lane.qpn_m1") == (
+        False,
+        "not_admitted",
+        "QPN M1 not admitted at load (opt-in)",
+        "policy",
+    )
+    unbuilt = replace(DEFAULT, legacy_lane=False, legacy_lane_reason="no single-token op")
+    choice = select_route(call(1), unbuilt, ns())
+    assert _lane(choice, "lane.legacy_single_token") == (
+        False,
+        "legacy_lane_off",
+        "legacy single-token lane not built: no single-token op",
+        "policy",
+    )
+    # CONTRACTS 3.4: M = 1, batched and legacy lane off -> the routed lane, not the decomposed.
+    assert _lane(choice, "lane.single_token_decomposed")[1] == "policy"
+    assert choice.chosen[0] == "lane.routed"
+
+
+def test_the_decomposed_lane_reduces_with_either_op():
+    # CONTRACTS 3.4: reduce with awq_moe_single_token_weighted_reduce_out when present, else
+    # moe_unpermute: either one is enough for the decomposed lane.
+    unbatched = replace(DEFAULT, batched=False, legacy_lane=False, legacy_lane_reason="off")
+    for missing in ("moe_unpermute", "awq_moe_single_token_weighted_reduce_out"):
+        assert select_route(call(1), unbatched, ns(missing)).chosen[0] == (
+            "lane.single_token_decomposed"
+        )
+
+
 def test_a_missing_stage_op_is_refused_at_the_ops_stage():
     choice = select_route(call(16), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out"))
     verdict = next(v for v in choice.verdicts if v.name == "w13.per_expert_dispatch")
