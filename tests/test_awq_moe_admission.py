@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import torch
 
 from native.moe_layer import AwqMoeLayer
 from native.moe_stages import (
@@ -130,6 +131,38 @@ def test_disable_wins_over_a_turbomind_backend():
 def test_typed_disable_is_named_by_its_config_path():
     gate = family_gate(70, resolve(config={"sm70_awq_moe": {"disable": True}}))
     assert "kernel_config.sm70_awq_moe.disable" in (gate.message or "")
+
+
+# The gate's message names where the value came from: the typed config path, the variable
+# (CONTRACTS 1.2 names), or the default. Literal messages, so a wrong source cannot pass.
+@pytest.mark.parametrize(
+    ("environ", "config", "message"),
+    [
+        (
+            {},
+            {"sm70_awq_moe": {"disable": True}},
+            "disabled by kernel_config.sm70_awq_moe.disable; MoeWNA16 serves the layer",
+        ),
+        (
+            {"VLLM_SM70_AWQ_MOE_DISABLE": "1"},
+            None,
+            "disabled by VLLM_SM70_AWQ_MOE_DISABLE; MoeWNA16 serves the layer",
+        ),
+        (
+            {"VLLM_SM70_AWQ_TURBOMIND": "0"},
+            None,
+            "TurboMind AWQ MoE provider off (VLLM_SM70_AWQ_TURBOMIND)",
+        ),
+        (
+            {"VLLM_SM70_QUANT_BACKEND": "marlin"},
+            None,
+            "disabled by the legacy quantization backend override "
+            "(VLLM_SM70_QUANT_BACKEND = marlin)",
+        ),
+    ],
+)
+def test_family_gate_messages_name_the_source_literally(environ, config, message):
+    assert family_gate(70, resolve(environ, config)).message == message
 
 
 # --- per-layer batched ------------------------------------------------------------------------
@@ -378,6 +411,32 @@ def test_qpn_m1_admission_outcomes():
         admit_qpn_m1(True, True, BAD, BAD)
 
 
+def test_qpn_m1_errors_name_the_request_literally():
+    contract = reject("qpn_m1_contract", "E 128")
+    with pytest.raises(SelectionError) as info:
+        admit_qpn_m1(True, True, contract, OK)
+    assert info.value.message == (
+        "AWQ QPN M1 requires native-g32 TP4 E512 C1 (VLLM_SM70_AWQ_QWEN38_QPN_M1=1: E 128)"
+    )
+    with pytest.raises(SelectionError) as info:
+        admit_qpn_m1(True, True, OK, contract, requested_by="kernel_config.x=True")
+    assert info.value.message == (
+        "AWQ QPN M1 requires a native build with CUDA arch 7.0 (kernel_config.x=True: E 128)"
+    )
+
+
+def test_tensor_facts_read_shape_dtype_and_contiguity():
+    x = torch.empty((2560, 4), dtype=torch.float16).t()
+    assert TensorFacts.of(x) == TensorFacts((4, 2560), "float16", False)
+    assert TensorFacts.of(x.contiguous()) == TensorFacts((4, 2560), "float16", True)
+    assert qpn_m1_call(CallFacts.of(x[:1], *_qpn_ids_and_weights()))[1].code == "call_inputs"  # type: ignore
+    assert qpn_m1_call(CallFacts.of(x[:1].contiguous(), *_qpn_ids_and_weights())) == OK
+
+
+def _qpn_ids_and_weights() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.zeros((1, 10), dtype=torch.int32), torch.zeros((1, 10), dtype=torch.float32)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "what"),
     [
@@ -453,6 +512,48 @@ def test_grouped_decode_other_conditions():
     assert grouped(8, cap=-1) == OK  # <= 0 is unbounded
 
 
+# Each rejection's reason code, and which one a call failing several conditions gets (the
+# order of CONTRACTS 3.5's conjunction: load admission, batched, 2 <= M <= 8, top-k 10, the
+# cap, then strict_w13, exact_w2, active_exact_w2). Literal codes: they are what rows record.
+@pytest.mark.parametrize(
+    ("m", "changes", "code", "message"),
+    [
+        (2, {}, None, None),
+        (8, {"cap": 8}, None, None),
+        (2, {"cap": 2}, None, None),
+        (8, {"cap": 0}, None, None),
+        (8, {"cap": -1}, None, None),
+        (1, {"loaded": False, "batched": False, "top_k": 8}, "not_admitted", None),
+        (1, {"batched": False, "top_k": 8}, "not_batched", None),
+        (1, {"top_k": 8, "cap": 1}, "token_count", "M = 1 outside 2..8"),
+        (9, {"top_k": 8}, "token_count", "M = 9 outside 2..8"),
+        (4, {"top_k": 8, "cap": 1, "strict_w13": True}, "top_k", "top-k 8 (needs 10)"),
+        (4, {"top_k": 11}, "top_k", "top-k 11 (needs 10)"),
+        (2, {"cap": 1, "strict_w13": True}, "token_cap", "M = 2 above the batched decode cap 1"),
+        (8, {"cap": 7}, "token_cap", "M = 8 above the batched decode cap 7"),
+        (
+            4,
+            {"strict_w13": True, "exact_w2": True, "active_exact_w2": True},
+            "policy",
+            "disabled by sm70_awq_moe.strict_w13",
+        ),
+        (
+            4,
+            {"exact_w2": True, "active_exact_w2": True},
+            "policy",
+            "disabled by sm70_awq_moe.exact_w2",
+        ),
+        (4, {"active_exact_w2": True}, "policy", "disabled by sm70_awq_moe.active_exact_w2"),
+    ],
+)
+def test_grouped_decode_reason_codes_and_their_order(m, changes, code, message):
+    ok, reason = grouped(m, **changes)
+    assert ok is (code is None)
+    assert (reason.code if reason else None) == code
+    if message is not None:
+        assert reason is not None and reason.message == message
+
+
 def test_grouped_decode_and_indexed_prefill_are_disjoint():
     for m in (0, 1, 2, 8, 9, 127, 128, 4096):
         assert not (grouped(m)[0] and indexed_prefill_call(True, call(m), 2560)[0])
@@ -478,6 +579,31 @@ def test_indexed_prefill_call(kwargs, code):
     assert ok is (code is None)
     if code:
         assert reason is not None and reason.code == code
+
+
+@pytest.mark.parametrize(
+    ("admitted", "kwargs", "code"),
+    [
+        (False, {"m": 127, "x_dtype": "bfloat16", "top_k": 9}, "not_admitted"),
+        (True, {"m": 127, "x_dtype": "bfloat16", "top_k": 9}, "token_count"),
+        (True, {"m": 128, "x_dtype": "bfloat16", "top_k": 9}, "call_inputs"),
+        (True, {"m": 128, "hidden": 2048, "top_k": 9}, "call_inputs"),
+        (True, {"m": 4096, "top_k": 8}, "top_k"),
+        (True, {"m": 4096, "top_k": 10}, None),
+    ],
+)
+def test_indexed_prefill_call_reason_order(admitted, kwargs, code):
+    ok, reason = indexed_prefill_call(admitted, call(**kwargs), 2560)
+    assert ok is (code is None)
+    assert (reason.code if reason else None) == code
+
+
+@pytest.mark.parametrize("x_shape", [(128,), (128, 2560, 1)])
+def test_indexed_prefill_call_refuses_an_input_that_is_not_two_dimensional(x_shape):
+    facts_ = CallFacts(
+        facts(x_shape, "float16"), facts((128, 10), "int32"), facts((128, 10), "float32")
+    )
+    assert indexed_prefill_call(True, facts_, 2560)[1].code == "call_inputs"  # type: ignore
 
 
 def test_indexed_prefill_call_needs_the_load_admission():
@@ -531,6 +657,39 @@ def test_chunked_w2_call_boundaries(chunk, m, code):
         assert reason is not None and reason.code == code
 
 
+@pytest.mark.parametrize(
+    ("indexed", "chunk", "m", "code"),
+    [
+        (False, 0, 4096, "not_admitted"),
+        (True, -1, 8192, "not_admitted"),
+        (False, 4096, 4096, "not_indexed"),
+        (True, 4096, 4096, "token_count"),
+        (True, 4096, 4095, "token_count"),
+        (True, 1, 2, None),
+    ],
+)
+def test_chunked_w2_call_reason_order(indexed, chunk, m, code):
+    ok, reason = chunked_w2_call(indexed, chunk, m, 10, 2560, 512)
+    assert ok is (code is None)
+    assert (reason.code if reason else None) == code
+
+
+def test_chunked_w2_scratch_uses_the_call_top_k_and_experts():
+    # top-k 8, E 128, w2_n 2048 (Qwen3-30B-A3B TP2): chunk 1 at M 2 costs 1*8*(4096+8) +
+    # 385*4 = 34,372 B against 2*8*2048*2 = 65,536 B; at top-k 1, 4,104 + 1,540 = 5,644 B
+    # against 8,192 B; with E 1024 the table alone (12,292 B) is above the full 8,192 B.
+    assert chunked_w2_call(True, 1, 2, 8, 2048, 128) == OK
+    assert chunked_w2_call(True, 1, 2, 1, 2048, 128) == OK
+    assert chunked_w2_call(True, 1, 2, 1, 2048, 1024)[1].code == "scratch"  # type: ignore
+
+
+def test_chunked_w2_refuses_a_chunk_scratch_equal_to_the_full_output():
+    # CONTRACTS 3.5: the chunk scratch must be strictly below the full output. top-k 1,
+    # w2_n 2, E 1: chunk 1 costs 1*1*(4+8) + 4*4 = 28 B, M 7 costs 7*1*2*2 = 28 B; M 8, 32 B.
+    assert chunked_w2_call(True, 1, 7, 1, 2, 1)[1].code == "scratch"  # type: ignore
+    assert chunked_w2_call(True, 1, 8, 1, 2, 1) == OK
+
+
 def test_chunked_w2_needs_the_indexed_w13():
     assert chunked_w2_call(False, 4096, 8192, 10, 2560, 512)[1].code == "not_indexed"  # type: ignore
 
@@ -543,6 +702,49 @@ def test_resolve_w2_chunk_tokens():
         resolve_w2_chunk_tokens(4096, True, False)
     assert info.value.code == "chunked_w2_native_missing"
     assert "awq_moe_chunked_w2_sm70_out" in info.value.message
+
+
+def test_a_one_token_chunk_is_stored_and_its_missing_op_named_exactly():
+    assert resolve_w2_chunk_tokens(1, True, True) == 1
+    assert resolve_w2_chunk_tokens(-1, True, True) == 0
+    with pytest.raises(SelectionError) as info:
+        resolve_w2_chunk_tokens(1, True, False)
+    assert info.value.message == (
+        "sm70_awq_moe.w2_chunk_tokens=1 requires the native op awq_moe_chunked_w2_sm70_out"
+    )
+
+
+def test_indexed_prefill_admission_messages_literally():
+    missing = ["awq_moe_indexed_dense_w13_sm70_out", "moe_permute_metadata_with_scratch"]
+    default = admit_indexed_prefill(True, False, OK, missing)
+    assert default.fallback == (
+        "missing native indexed prefill operators: [awq_moe_indexed_dense_w13_sm70_out, "
+        "moe_permute_metadata_with_scratch]; using the materialized-input route"
+    )
+    with pytest.raises(SelectionError) as info:
+        admit_indexed_prefill(True, True, OK, missing)
+    assert info.value.message == (
+        "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL=1: the explicit indexed prefill route "
+        "requires native operators [awq_moe_indexed_dense_w13_sm70_out, "
+        "moe_permute_metadata_with_scratch]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("active", "m", "top_k", "code"),
+    [
+        (True, 16, 8, None),
+        (True, 17, 8, "token_count"),
+        (True, 128, 1, None),
+        (True, 129, 1, "token_count"),
+        (False, 1, 10, "policy"),
+        (False, 200, 10, "policy"),
+    ],
+)
+def test_active_exact_w2_reason_codes(active, m, top_k, code):
+    ok, reason = active_exact_w2_call(active, m, top_k)
+    assert ok is (code is None)
+    assert (reason.code if reason else None) == code
 
 
 @pytest.mark.parametrize(("m", "ok"), [(1, True), (12, True), (13, False)])

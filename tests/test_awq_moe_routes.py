@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from native import moe_stages
 from native.catalogue import CATALOGUE
 from native.moe_layer import AwqMoeLayer, ExpertBank, MoeCheckpoint
 from native.ops_moe import OPS as MOE_OPS
@@ -226,6 +227,121 @@ def test_exact_w2_flags():
 )
 def test_the_batched_decode_cap(m, w13, w2):
     assert route(m, replace(DEFAULT, token_cap=4)) == routed("permute", w13, w2)
+
+
+# The per-expert dispatch stages' verdicts at M 16 (routed, neither grouped nor indexed):
+# CONTRACTS 3.4 "batched, not strict, M within the cap"; rows record each verdict's code.
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [
+        ({}, None),
+        ({"batched": False, "strict_w13": True, "token_cap": 4}, "not_batched"),
+        ({"strict_w13": True, "token_cap": 4}, "policy"),
+        ({"token_cap": 15}, "token_cap"),
+        ({"token_cap": 16}, None),
+    ],
+)
+def test_per_expert_dispatch_verdict_codes(changes, code):
+    choice = select_route(call(16), replace(DEFAULT, **changes), ns())
+    codes = {v.name: v.code for v in choice.verdicts}
+    assert codes["w13.per_expert_dispatch"] == code
+    assert codes["w2.per_expert_dispatch"] == code
+    assert choice.to_json()["m"] == 16
+
+
+def test_w2_and_reduce_verdict_codes_at_m_16_with_exact_w2():
+    # CONTRACTS 3.4 W2: grouped decode or (active_exact_w2 and M*top_k <= 128) -> active
+    # stage; batched, not strict, not exact_w2, within the cap -> per-expert dispatch.
+    choice = select_route(call(16), replace(DEFAULT, exact_w2=True), ns())
+    verdicts = {v.name: v for v in choice.verdicts}
+    assert verdicts["w13.per_expert_dispatch"].code is None
+    per_expert = verdicts["w2.per_expert_dispatch"]
+    assert (per_expert.code, per_expert.message) == ("policy", "disabled by sm70_awq_moe.exact_w2")
+    # The active stage refuses with grouped decode's code (M 16 is outside 2..8) and names
+    # both reasons.
+    active = verdicts["w2.active_grouped"]
+    assert (active.code, active.message) == (
+        "token_count",
+        "grouped decode: M = 16 outside 2..8; active exact W2: sm70_awq_moe.active_exact_w2 is off",
+    )
+    assert (verdicts["reduce.chunked_w2"].code, verdicts["reduce.chunked_w2"].message) == (
+        "not_chunked",
+        "W2 is not the chunked W2 stage",
+    )
+    assert choice.chosen[3:] == ["w2.dense_stage", "reduce.unpermute"]
+    # Every refusal here is a policy-stage one (the startup report records the stage).
+    refused = {v.name: v.stage for v in choice.verdicts if not v.ok and "." in v.name}
+    assert {k: v for k, v in refused.items() if not k.startswith("lane.")} == {
+        "permute.permute_metadata": "policy",
+        "w13.indexed_prefill_w13": "policy",
+        "w13.active_grouped": "policy",
+        "w2.chunked_w2": "policy",
+        "w2.active_grouped": "policy",
+        "w2.per_expert_dispatch": "policy",
+        "reduce.chunked_w2": "policy",
+    }
+
+
+def test_lane_and_per_expert_refusals_carry_their_codes_and_stages():
+    choice = select_route(call(16), replace(DEFAULT, batched=False), ns())
+    verdicts = {v.name: v for v in choice.verdicts}
+    zero = verdicts["lane.zero_output"]
+    assert (zero.code, zero.message, zero.stage) == ("token_count", "M = 16 is not 0", "policy")
+    per_expert = verdicts["w13.per_expert_dispatch"]
+    assert (per_expert.code, per_expert.stage) == ("not_batched", "policy")
+    capped = select_route(call(16), replace(DEFAULT, token_cap=15), ns()).verdicts
+    message = next(v.message for v in capped if v.name == "w13.per_expert_dispatch")
+    assert message == "M = 16 above the batched decode cap 15"
+
+
+def _lane(choice, name):
+    v = next(v for v in choice.verdicts if v.name == name)
+    return (v.ok, v.code, v.message, v.stage)
+
+
+def test_one_token_lane_refusals_with_code_message_and_stage():
+    choice = select_route(call(1), DEFAULT, ns())
+    assert _lane(choice, "lane.zero_output") == (False, "token_count", "M = 1 is not 0", "policy")
+    assert _lane(choice, "lane.qpn_m1") == (
+        False,
+        "not_admitted",
+        "QPN M1 not admitted at load (opt-in)",
+        "policy",
+    )
+    unbuilt = replace(DEFAULT, legacy_lane=False, legacy_lane_reason="no single-token op")
+    choice = select_route(call(1), unbuilt, ns())
+    assert _lane(choice, "lane.legacy_single_token") == (
+        False,
+        "legacy_lane_off",
+        "legacy single-token lane not built: no single-token op",
+        "policy",
+    )
+    # CONTRACTS 3.4: M = 1, batched and legacy lane off -> the routed lane, not the decomposed.
+    assert _lane(choice, "lane.single_token_decomposed")[1] == "policy"
+    assert choice.chosen[0] == "lane.routed"
+
+
+def test_the_decomposed_lane_reduces_with_either_op():
+    # CONTRACTS 3.4: reduce with awq_moe_single_token_weighted_reduce_out when present, else
+    # moe_unpermute: either one is enough for the decomposed lane.
+    unbatched = replace(DEFAULT, batched=False, legacy_lane=False, legacy_lane_reason="off")
+    for missing in ("moe_unpermute", "awq_moe_single_token_weighted_reduce_out"):
+        assert select_route(call(1), unbatched, ns(missing)).chosen[0] == (
+            "lane.single_token_decomposed"
+        )
+
+
+def test_a_missing_stage_op_is_refused_at_the_ops_stage():
+    choice = select_route(call(16), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out"))
+    verdict = next(v for v in choice.verdicts if v.name == "w13.per_expert_dispatch")
+    assert (verdict.ok, verdict.code, verdict.stage) == (False, "missing_native_ops", "ops")
+
+
+def test_the_routed_plan_names_its_lane_and_leaves_the_reduce_to_chunked_w2():
+    chunked = select_route(call(8192), replace(DEFAULT, chunk_tokens=4096), ns()).plan
+    assert (chunked.lane, chunked.w2, chunked.reduce) == ("routed", moe_stages.ChunkedW2, None)
+    plain = select_route(call(16), DEFAULT, ns()).plan
+    assert (plain.lane, plain.reduce) == ("routed", moe_stages.Unpermute)
 
 
 def test_grouped_decode_needs_top_k_10_and_the_load_admission():

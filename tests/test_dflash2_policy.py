@@ -5,6 +5,7 @@ the hash rule. Expected values are literals from the contract."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 
 import pytest
@@ -339,6 +340,33 @@ def test_head_splits_decide_the_combined_split(key_heads, value_heads, tp, width
     assert result[3] == (GUARDS[3], combined is None, combined)
 
 
+def test_the_recorded_gdn_layout_holds_integer_widths():
+    # 16 key and 48 value heads of 128 at TP4: qkv (2*2048 + 6144) / 4, z 6144 / 4, ba 48 / 4.
+    # Rows record these numbers, so 2560.0 for 2560 would change every row's text.
+    assert json.dumps(GdnLayout(16, 48, 128).to_json(4)) == (
+        '{"key_heads": 16, "value_heads": 48, "head_dim": 128, "qkv": 2560, "z": 1536, "ba": 12}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "dtype", "widths", "message"),
+    [
+        (7, "float16", (2560, 1536, 12), "combined GDN split needs exactly 8 query rows (rows=7)"),
+        (8, "bfloat16", (2560, 1536, 12), "combined GDN split needs float16 (dtype bfloat16)"),
+        (
+            8,
+            "float16",
+            (5120, 3072, 24),
+            "combined GDN split needs local widths (qkv, z, ba) = (2560, 1536, 12) "
+            "(got (5120, 3072, 24))",
+        ),
+    ],
+)
+def test_combined_split_messages_literally(rows, dtype, widths, message):
+    reason = can_implement_combined_split(rows, dtype, *widths)[1]
+    assert reason is not None and reason.message == message
+
+
 @pytest.mark.parametrize(
     "rows,dtype,widths,code",
     [
@@ -391,6 +419,25 @@ def test_guards_check_policy_then_capability_then_selector_engine():
     }
     combined = gdn_admissions(on, Hardware(75), VERIFIER, DEFAULT_GDN)[3][1][1]
     assert "policy_hardware_or_speculation" in combined.message
+
+
+@pytest.mark.parametrize(("selector_top_k", "code"), [(1, None), (0, "not_dflash_selector")])
+def test_a_selector_engine_needs_selector_top_k_above_zero(selector_top_k, code):
+    # CONTRACTS-dflash2 [P16]: integer selector_top_k > 0, so 1 is a selector engine.
+    on = resolve({}, {"sm70_dflash2": {name: True for name, _ in TABLE}})
+    engine = dataclasses.replace(VERIFIER, selector_top_k=selector_top_k)
+    assert [c for _, _, c in admissions(on, engine=engine)][:3] == [code] * 3
+
+
+def test_guard_messages_name_the_failed_condition_literally():
+    on = resolve({}, {"sm70_dflash2": {name: True for name, _ in TABLE}})
+    verify = gdn_admissions(on, Hardware(75), VERIFIER, DEFAULT_GDN)[0][1][1]
+    assert verify.message == "capability 75 is not exactly 70"
+    mtp = dataclasses.replace(VERIFIER, spec_method="mtp", selector_top_k=0)
+    verify = gdn_admissions(on, V100, mtp, DEFAULT_GDN)[0][1][1]
+    assert verify.message == (
+        "not a DFlash selector engine (speculative method mtp, selector_top_k 0)"
+    )
 
 
 # --- hash rule -----------------------------------------------------------------------------------

@@ -7,9 +7,13 @@ expert runs live in test_replay_equals_execution.py.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,6 +37,7 @@ from routectl.replay.harness import RecordingNamespace
 from routectl.replay.observe import OpObserver
 from routectl.workload import EngineConfig, Hardware
 
+ROOT = Path(__file__).resolve().parents[1]
 HW = Hardware(70)
 WORKLOAD = EngineConfig(tp=4, max_num_batched_tokens=8192)
 MOE = {
@@ -85,25 +90,53 @@ def _errors(document: dict) -> list[str]:
 # --- environ ----------------------------------------------------------------------------------
 
 
-def test_explicit_environ_is_used_and_os_environ_ignored(monkeypatch):
-    monkeypatch.setenv(QPN_VAR, "1")
-    before = dict(os.environ)
-    from_process = start(PROJECT, None, HW, WORKLOAD)
-    explicit = start(PROJECT, None, HW, WORKLOAD, environ={})
-    overlay = start(PROJECT, None, HW, WORKLOAD, environ={QPN_VAR: "0"})
-    assert from_process.policy.value("sm70_awq_moe.qpn_m1") is True
-    assert from_process.policy.source("sm70_awq_moe.qpn_m1") == f"alias:{QPN_VAR}"
-    assert explicit.policy.value("sm70_awq_moe.qpn_m1") is False
-    assert explicit.policy.source("sm70_awq_moe.qpn_m1") == "default"
-    assert overlay.policy.value("sm70_awq_moe.qpn_m1") is False
-    assert overlay.policy.source("sm70_awq_moe.qpn_m1") == f"alias:{QPN_VAR}"
-    assert dict(os.environ) == before
+# Run in a fresh interpreter whose environment the test gives explicitly: start() without a
+# mapping reads that process's environment; with one, it reads only the mapping.
+PROCESS_ENVIRON_SCRIPT = """
+import json, os
+from policies import PROJECT
+from routectl.engine.startup import start
+from routectl.workload import EngineConfig, Hardware
+hw, workload = Hardware(70), EngineConfig(tp=4, max_num_batched_tokens=8192)
+var, key = os.environ["CHECKED_VARIABLE"], "sm70_awq_moe.qpn_m1"
+before = dict(os.environ)
+out = {}
+for name, environ in (("process", None), ("explicit", {}), ("overlay", {var: "0"})):
+    policy = start(PROJECT, None, hw, workload, environ=environ).policy
+    out[name] = [policy.value(key), policy.source(key)]
+out["environ_unchanged"] = dict(os.environ) == before
+print(json.dumps(out))
+"""
 
 
-def test_policy_is_resolved_once_at_start(monkeypatch):
-    monkeypatch.delenv(QPN_VAR, raising=False)
-    session = start(PROJECT, None, HW, WORKLOAD)
-    monkeypatch.setenv(QPN_VAR, "1")  # too late: the session resolved at start
+def test_explicit_environ_is_used_and_process_environ_ignored():
+    environ = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "PYTHONPATH": str(ROOT),
+        "CHECKED_VARIABLE": QPN_VAR,
+        QPN_VAR: "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PROCESS_ENVIRON_SCRIPT],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "process": [True, f"alias:{QPN_VAR}"],
+        "explicit": [False, "default"],
+        "overlay": [False, f"alias:{QPN_VAR}"],
+        "environ_unchanged": True,
+    }
+
+
+def test_policy_is_resolved_once_at_start():
+    environ: dict[str, str] = {}
+    session = start(PROJECT, None, HW, WORKLOAD, environ=environ)
+    environ[QPN_VAR] = "1"  # too late: the session resolved at start
     layer = session.load_layer(FAMILY, MOE, None, _recording())
     assert layer.decision.flags["qpn_m1"] is False
     assert session.report().layers[0]["classes"][1]["samples"][0]["ops"][0]["op"] != QPN_M1_OP

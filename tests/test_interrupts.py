@@ -104,6 +104,14 @@ def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
     return process.returncode, out, err
 
 
+def interrupt(process: subprocess.Popen[str], stops: Path) -> tuple[int, str, str]:
+    """Ctrl-C, then let the run past the `shutdown` checkpoint, which an interrupted command
+    reaches too (left in place, the run would wait there until checkpoints.MAX_WAIT_S)."""
+    ctrl_c(process)
+    reached(process, stops, "shutdown").unlink()
+    return finish(process)
+
+
 def assert_interrupted(code: int, err: str) -> None:
     assert code == 130, err
     assert err == "error: interrupted\n", err
@@ -133,8 +141,7 @@ def test_ctrl_c_during_replay_stops_workers_and_writes_nothing(
     flag.unlink()
     reached(process, stops, "worker")
     reached(process, stops, "replay")
-    ctrl_c(process)
-    code, out, err = finish(process)
+    code, out, err = interrupt(process, stops)
     assert_interrupted(code, err)
     assert tree_bytes(project / "snapshots") == before
     assert not list((project / "snapshots").glob(TEMP_GLOB))
@@ -175,8 +182,7 @@ def test_default_workers_die_with_ctrl_c_and_the_run_exits_130(
     process = start(project, stops, ["check", "-j", "2"])
     reached(process, stops, "startup").unlink()
     reached(process, stops, "worker")
-    ctrl_c(process)
-    code, out, err = finish(process)
+    code, out, err = interrupt(process, stops)
     assert_interrupted(code, err)
 
 
@@ -216,8 +222,7 @@ def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
     reached(process, stops, "startup").unlink()
     reached(process, stops, "baseline")
     assert len(list(temp.iterdir())) == 1  # the worktree and the baseline run exist
-    ctrl_c(process)
-    code, out, err = finish(process)
+    code, out, err = interrupt(process, stops)
     assert_interrupted(code, err)
     listed = git(repo, "worktree", "list", "--porcelain")
     assert [line for line in listed.splitlines() if line.startswith("worktree ")] == [

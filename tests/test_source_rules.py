@@ -42,6 +42,22 @@ def test_no_mock_patching_in_the_product():
     assert offenders == []
 
 
+def test_no_monkeypatch_fixture_in_the_tests():
+    """Tests inject what a decision reads (explicit mappings, arguments), never patch it."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.arg) and node.arg == "monkeypatch":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("patch", "setattr")
+                and (isinstance(node.value, ast.Name) and node.value.id in ("mock", "monkeypatch"))
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
 def _reads_environ(path: Path) -> bool:
     for node in ast.walk(ast.parse(path.read_text())):
         if (
