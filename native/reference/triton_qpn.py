@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc
 from triton.runtime.interpreter import InterpretedFunction
 
 from native.awq_layout import PREPARED_K_NIBBLES, TILE_K, TILE_N
@@ -87,12 +88,14 @@ class QpnConfig:
     """Launch parameters: W13 gate/up pairs per program, W2 output columns per program, warps,
     and the group loop's software-pipelining stages and unroll factor (both kernels)."""
 
-    w13_pairs: int = 8
+    w13_pairs: int = 4
     w13_warps: int = 4
-    w2_columns: int = 32
+    w2_columns: int = 8
     w2_warps: int = 4
     stages: int = 3
     unroll: int = 1
+    upfront: bool = True
+    pdl: bool = True
 
 
 CONTRACT = QpnGeometry()
@@ -285,6 +288,275 @@ def _w2_kernel(
     tl.store(out_ptr + block * COLUMNS + tl.arange(0, COLUMNS), out.to(tl.float16))
 
 
+@triton.jit
+def _half(pair, HIGH: tl.constexpr):
+    """One FP16 of an int32 holding two (the low one first in memory), as FP32."""
+    if HIGH:
+        pair = pair >> 16
+    return pair.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+# The 8 weights of a prepared word with the FP16x2 FMA instruction: (word >> 4m) & 0x000F000F
+# | 0x64006400 is the FP16 pair (1024 + q, 1024 + q') of logical k 2m and 2m + 1 (nibbles m
+# and m + 4); minus 1024 is exact; fma.rn.f16x2 rounds each weight once, for any bias.
+_DECODE8_ASM = tl.constexpr(
+    """{
+.reg .b32 s2, b2, k, t, u;
+.reg .b16 lo, hi;
+mov.b32 s2, {$9, $9};
+mov.b32 b2, {$10, $10};
+mov.b32 k, 0x64006400;
+lop3.b32 t, $8, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $0, lo;
+cvt.f32.f16 $1, hi;
+shr.u32 u, $8, 4;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $2, lo;
+cvt.f32.f16 $3, hi;
+shr.u32 u, $8, 8;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $4, lo;
+cvt.f32.f16 $5, hi;
+shr.u32 u, $8, 12;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $6, lo;
+cvt.f32.f16 $7, hi;
+}"""
+)
+
+
+@triton.jit
+def _chains(
+    acc,
+    words,
+    meta,
+    xs,
+    WORDS: tl.constexpr,
+    GROUP: tl.constexpr,
+    HW_FMA: tl.constexpr,
+    ROUND_SUM: tl.constexpr,
+):
+    """acc + the dot of WORDS prepared words (8 k each, ascending k) with the activations
+    `xs` (int32 pairs of FP16, 4 per word), one FP32 rounding per k, in k order. `meta`
+    holds a (scale, bias) per group of GROUP k."""
+    for j in tl.static_range(WORDS):
+        scale, bias = meta[j // (GROUP // 8)]
+        if HW_FMA:
+            weights = tl.inline_asm_elementwise(
+                _DECODE8_ASM,
+                "=r,=r,=r,=r,=r,=r,=r,=r,r,h,h",
+                [words[j], scale, bias],
+                dtype=(tl.float32,) * 8,
+                is_pure=True,
+                pack=1,
+            )
+            for i in tl.static_range(8):
+                # FP16 x FP16 is exact in FP32: one rounding per step, fused or not.
+                acc = acc + _half(xs[4 * j + i // 2], i % 2) * weights[i]
+        else:
+            for i in tl.static_range(8):
+                weight = _decode(words[j], 4 * (i // 2 + 4 * (i % 2)), scale, bias, False, ROUND_SUM)
+                acc = acc + _half(xs[4 * j + i // 2], i % 2) * weight
+    return acc
+
+
+@triton.jit
+def _lane_columns(block, COLUMNS: tl.constexpr):
+    """The columns of a block of COLUMNS (= 2P): its P even columns first, then their odd
+    partners. No pointer is then contiguous along the columns, so every load of the kernels
+    takes one layout, the one the 3-byte metadata (never contiguous) gets, and nothing is
+    converted between layouts: columns along a warp's lanes, slices (routes) across warps."""
+    lane = tl.arange(0, COLUMNS)
+    return block * COLUMNS + 2 * (lane % (COLUMNS // 2)) + lane // (COLUMNS // 2)
+
+
+@triton.jit
+def _add16(
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
+    b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+):  # fmt: skip
+    return (
+        a0 + b0, a1 + b1, a2 + b2, a3 + b3, a4 + b4, a5 + b5, a6 + b6, a7 + b7,
+        a8 + b8, a9 + b9, a10 + b10, a11 + b11, a12 + b12, a13 + b13, a14 + b14, a15 + b15,
+    )  # fmt: skip
+
+
+@triton.jit
+def _columns16(values, index):
+    """The 16 columns of a 2-D tensor `values` (index = its column index, 0..15) as 16 1-D
+    tensors, exactly, in one reduction (one exchange through shared memory rather than one per
+    column): each operand holds one column and -0.0 elsewhere, and -0.0 is neutral for +."""
+    tl.static_assert(values.shape[1] == 16)
+    parts = ()
+    for c in tl.static_range(16):
+        parts = parts + (tl.where(index == c, values, -0.0),)
+    return tl.reduce(parts, 1, _add16)
+
+
+@triton.jit
+def _activations(at, PAIRS: tl.constexpr, HW_FMA: tl.constexpr, AFTER_WAIT: tl.constexpr):
+    """PAIRS int32 pairs of FP16 from `at` on (int32 pointers, 16-byte aligned), as a tuple.
+    Compiled: 16-byte loads, a quarter of the load instructions (all issued up front, see
+    _zero_after). AFTER_WAIT: the loads follow a grid-dependency wait and must not be moved
+    above it (not pure, so the compiler keeps them in order)."""
+    xs = ()
+    if HW_FMA:
+        for j in tl.static_range(PAIRS // 4):
+            xs = xs + tl.inline_asm_elementwise(
+                "ld.global.v4.b32 {$0, $1, $2, $3}, [$4];",
+                "=r,=r,=r,=r,l",
+                [(at + 4 * j).to(tl.int64)],
+                dtype=(tl.int32,) * 4,
+                is_pure=not AFTER_WAIT,
+                pack=1,
+            )
+    else:
+        for j in tl.static_range(PAIRS):
+            xs = xs + (tl.load(at + j),)
+    return xs
+
+
+@triton.jit
+def _zero_after(words, WORDS: tl.constexpr, xs, PAIRS: tl.constexpr, e):
+    """+0.0 (the chains' start), computed from every word and activation loaded and the
+    expert index e >= 0 (min(e, 0) is a zero the compiler cannot see through): the first
+    multiply then waits for all the loads, so the compiler issues them all up front, where
+    their latencies overlap, instead of each just before its use (it did so, to save
+    registers, and each chain then waited on one memory round trip after another)."""
+    bits = words[0]
+    for j in tl.static_range(1, WORDS):
+        bits = bits | words[j]
+    for j in tl.static_range(PAIRS):
+        bits = bits | xs[j]
+    return (bits & tl.minimum(e, 0)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _w13_upfront_kernel(
+    x_ptr,
+    w_ptr,
+    meta_ptr,
+    ids_ptr,
+    inter_ptr,
+    EXPERTS: tl.constexpr,
+    K: tl.constexpr,
+    N: tl.constexpr,
+    GROUP: tl.constexpr,
+    SLICES: tl.constexpr,
+    PAIRS: tl.constexpr,
+    COMPACT: tl.constexpr,
+    HW_FMA: tl.constexpr,
+):
+    """W13, one (column, slice) chain per element, every load of a program issued before its
+    first multiply: the chain's 20 words, its 5 groups' metadata, its slice's activations (as
+    int32 pairs, one address per slice across a warp's lanes)."""
+    if HW_FMA:
+        # Lets W2 (launched with programmatic dependent launch) start loading its weights
+        # while this kernel runs; W2 waits for this grid's completion before reading its output.
+        gdc.gdc_launch_dependents()
+    route = tl.program_id(0)
+    block = tl.program_id(1)
+    expert = tl.load(ids_ptr + route)
+    valid = (expert >= 0) & (expert < EXPERTS)
+    e = tl.where(valid, expert, 0)
+    SLICE_K: tl.constexpr = K // SLICES
+    col = _lane_columns(block, 2 * PAIRS)[:, None]
+    slice_ = tl.arange(0, SLICES)[None, :]
+    words_at = (
+        w_ptr
+        + e * (K * N // 8)
+        + ((col // 32) * (K // 8) + slice_ * (SLICE_K // 8)) * 32
+        + col % 32
+    )
+    records = e * (K // GROUP) * N + slice_ * (SLICE_K // GROUP) * N + col
+    x_at = x_ptr + slice_ * (SLICE_K // 2) + 0 * col
+    words = ()
+    for j in tl.static_range(SLICE_K // 8):
+        words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
+    meta = ()
+    for g in tl.static_range(SLICE_K // GROUP):
+        meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
+    xs = _activations(x_at, SLICE_K // 2, HW_FMA, False)
+    acc = _zero_after(words, SLICE_K // 8, xs, SLICE_K // 2, e)
+    acc = _chains(acc, words, meta, xs, SLICE_K // 8, GROUP, HW_FMA, not COMPACT)
+    slices = _columns16(acc, slice_)
+    total = slices[0]
+    for s in tl.static_range(1, SLICES):
+        total = total + slices[s]
+    halves = tl.reshape(total.to(tl.float16).to(tl.float32), (2, PAIRS))
+    which = tl.arange(0, 2)[:, None]
+    gate = _pick(halves, which, 0)
+    up = _pick(halves, which, 1)
+    e32 = tl.exp(-(gate.to(tl.float64))).to(tl.float32)
+    silu = tl.math.div_rn(gate, 1.0 + e32).to(tl.float16).to(tl.float32)
+    result = tl.where(valid, silu * up, 0.0).to(tl.float16)
+    tl.store(inter_ptr + route * (N // 2) + block * PAIRS + tl.arange(0, PAIRS), result)
+
+
+@triton.jit
+def _w2_upfront_kernel(
+    inter_ptr,
+    w_ptr,
+    meta_ptr,
+    ids_ptr,
+    topk_ptr,
+    out_ptr,
+    EXPERTS: tl.constexpr,
+    TOPK: tl.constexpr,
+    ROUTES: tl.constexpr,
+    K: tl.constexpr,
+    N: tl.constexpr,
+    GROUP: tl.constexpr,
+    COLUMNS: tl.constexpr,
+    COMPACT: tl.constexpr,
+    HW_FMA: tl.constexpr,
+    PDL: tl.constexpr,
+):
+    """W2, one (column, route) chain per element, loads issued up front as W13's; then the
+    routes' results exchanged once and summed with the router weights in route order."""
+    block = tl.program_id(0)
+    col = _lane_columns(block, COLUMNS)[:, None]
+    route = tl.arange(0, ROUTES)[None, :]
+    in_topk = route < TOPK
+    expert = tl.load(ids_ptr + route, mask=in_topk, other=-1)
+    valid = (in_topk & (expert >= 0) & (expert < EXPERTS)) & (col >= 0)
+    e = tl.where(valid, expert, 0)
+    words_at = w_ptr + e * (K * N // 8) + ((col // 32) * (K // 8)) * 32 + col % 32
+    records = e * (K // GROUP) * N + col
+    # Routes past TOPK read route TOPK - 1's row (in bounds); invalid routes are zeroed below.
+    x_at = inter_ptr + tl.minimum(route, TOPK - 1) * (K // 2) + 0 * col
+    words = ()
+    for j in tl.static_range(K // 8):
+        words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
+    meta = ()
+    for g in tl.static_range(K // GROUP):
+        meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
+    if PDL:
+        # Launched while W13 runs: the words and metadata above (which W13 does not write)
+        # are loaded meanwhile; the intermediate only once W13 has completed.
+        gdc.gdc_wait()
+    xs = _activations(x_at, K // 2, HW_FMA, PDL)
+    acc = _zero_after(words, K // 8, xs, K // 2, e)
+    acc = _chains(acc, words, meta, xs, K // 8, GROUP, HW_FMA, not COMPACT)
+    routes = _columns16(tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0), route)
+    out = tl.zeros((COLUMNS,), dtype=tl.float32)
+    for r in tl.static_range(TOPK):
+        out = _fma_fp32(tl.load(topk_ptr + r), routes[r], out)
+    tl.store(out_ptr + _lane_columns(block, COLUMNS), out.to(tl.float16))
+
+
 # Compiled kernels decode with the FP16 FMA instruction; under Triton's interpreter (kernels
 # defined with TRITON_INTERPRET=1) the FP32 formulation, which numpy evaluates exactly.
 _HW_FMA = not isinstance(_w13_kernel, InterpretedFunction)
@@ -304,6 +576,24 @@ def launch_w13(
     """The first launch: W13, SiLU times up, into `intermediate`."""
     if geometry.w2_k % config.w13_pairs:
         raise ValueError(f"launch config {config} does not tile {geometry}")
+    if config.upfront:
+        _w13_upfront_kernel[(geometry.top_k, geometry.w2_k // config.w13_pairs)](
+            input.view(torch.int32),
+            w13,
+            s13,
+            ids,
+            intermediate,
+            EXPERTS=geometry.experts,
+            K=geometry.w13_k,
+            N=geometry.w13_n,
+            GROUP=geometry.group,
+            SLICES=geometry.slices,
+            PAIRS=config.w13_pairs,
+            COMPACT=compact,
+            HW_FMA=_HW_FMA,
+            num_warps=config.w13_warps,
+        )
+        return
     _w13_kernel[(geometry.top_k, geometry.w2_k // config.w13_pairs)](
         input,
         w13,
@@ -339,6 +629,28 @@ def launch_w2(
     """The second launch: W2 per route and the router-weighted sum into `out`."""
     if geometry.w2_n % config.w2_columns:
         raise ValueError(f"launch config {config} does not tile {geometry}")
+    if config.upfront:
+        _w2_upfront_kernel[(geometry.w2_n // config.w2_columns,)](
+            intermediate.view(torch.int32),
+            w2,
+            s2,
+            ids,
+            topk,
+            out,
+            EXPERTS=geometry.experts,
+            TOPK=geometry.top_k,
+            ROUTES=triton.next_power_of_2(geometry.top_k),
+            K=geometry.w2_k,
+            N=geometry.w2_n,
+            GROUP=geometry.group,
+            COLUMNS=config.w2_columns,
+            COMPACT=compact,
+            HW_FMA=_HW_FMA,
+            PDL=config.pdl and _HW_FMA,
+            num_warps=config.w2_warps,
+            launch_pdl=config.pdl and _HW_FMA,
+        )
+        return
     _w2_kernel[(geometry.w2_n // config.w2_columns,)](
         intermediate,
         w2,
