@@ -22,7 +22,7 @@ reported. One command on any CUDA machine with Triton:
 
 A profile of the two kernels (achieved bandwidth, occupancy):
 
-    ncu --clock-control none -k regex:upfront --section SpeedOfLight --section Occupancy \
+    ncu --clock-control none -k 'regex:_w(13|2)_kernel' --section SpeedOfLight --section Occupancy \
         python benchmarks/qpn_m1_gpu.py --profile-only
 """
 
@@ -57,7 +57,10 @@ STEP_BYTES = {True: WORD_BYTES + 3 * META_RECORDS, False: WORD_BYTES + 4 * META_
 CONFIGS = {
     "default": triton_qpn.DEFAULT_CONFIG,
     "no-pdl": triton_qpn.QpnConfig(pdl=False),
+    "p4w4-c8w4": triton_qpn.QpnConfig(w13_pairs=4, w2_columns=8),
     "p8w8-c16w8": triton_qpn.QpnConfig(w13_pairs=8, w13_warps=8, w2_columns=16, w2_warps=8),
+    # Two chains per thread (two slices, resp. route slots): more independent work per warp.
+    "p4w2-c8w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=8, w2_warps=2),
 }
 LAYOUTS = {"3-byte": True, "4-byte": False}
 
@@ -310,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compile-only",
         action="store_true",
-        help="compile the --configs' kernels (both layouts) into Triton's cache and exit",
+        help="compile the --configs' kernels (--layouts) into Triton's cache and exit (run a "
+        "few in parallel before a timed run to spread the compilations over the CPUs)",
     )
     parser.add_argument(
         "--layouts", default=",".join(LAYOUTS), help=f"comma-separated, of {sorted(LAYOUTS)}"
@@ -322,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         "--profile-only",
         action="store_true",
         help="run each layout's op twice on one layer and exit (for a "
-        "profiler: ncu --clock-control none -k regex:_w python ...)",
+        "profiler: ncu --clock-control none -k 'regex:_w(13|2)_kernel' python ...)",
     )
     args = parser.parse_args(argv)
     if args.profile_only:
@@ -402,7 +406,6 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
 
-    figures["timings_us"] = timings
     if args.no_baselines:
         return finish(args, figures, timings, bandwidth, checks)
     dummy = torch.empty(1, device=device)
@@ -453,6 +456,7 @@ def finish(
     bandwidth: float,
     checks: dict[str, object],
 ) -> int:
+    """Print the table, write --json, and return 0 when every check passed (else 1)."""
     figures["timings_us"] = timings
     print("\n| variant | us per layer step |\n|---|---|")
     for key, value in timings.items():
