@@ -343,10 +343,13 @@ def _w13_kernel(
     """W13, one (column, slice) chain per element; a chain's loads (its 20 words, its 5
     groups' metadata, its slice's activations as int32 pairs, one address per slice across a
     warp's lanes) are written before its first multiply, unrolled, for ptxas to schedule."""
+    # The griddepcontrol instructions exist from compute capability 9.0 on (Triton's
+    # compile-time target, a constexpr); compiled for an older GPU nothing overlaps.
     if PDL:
-        # Lets W2 (launched with programmatic dependent launch) start loading its weights
-        # while this kernel runs; W2 waits for this grid's completion before reading its output.
-        gdc.gdc_launch_dependents()
+        if tl.target_info.cuda_capability_geq(9, 0):
+            # Lets W2 (launched with programmatic dependent launch) load its weights while
+            # this kernel runs; W2 waits for this grid's completion before reading its output.
+            gdc.gdc_launch_dependents()
     route = tl.program_id(0)
     block = tl.program_id(1)
     expert = tl.load(ids_ptr + route)
@@ -425,9 +428,10 @@ def _w2_kernel(
     for g in tl.static_range(K // GROUP):
         meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
     if PDL:
-        # Launched while W13 runs: the words and metadata above (which W13 does not write)
-        # are loaded meanwhile; the intermediate only once W13 has completed.
-        gdc.gdc_wait()
+        if tl.target_info.cuda_capability_geq(9, 0):
+            # Launched while W13 runs: the words and metadata above (which W13 does not
+            # write) are loaded meanwhile; the intermediate only once W13 has completed.
+            gdc.gdc_wait()
     xs = _activations(x_at, K // 2, HW_FMA, PDL)
     acc = tl.zeros((COLUMNS, ROUTES), dtype=tl.float32)
     acc = _chains(acc, words, meta, xs, K // 8, GROUP, HW_FMA, not COMPACT)
@@ -443,11 +447,11 @@ def _w2_kernel(
 _HW_FMA = not isinstance(_w13_kernel, InterpretedFunction)
 
 
-def _pdl(config: QpnConfig, tensor: torch.Tensor) -> bool:
-    """Whether W2 is launched with programmatic dependent launch: asked for, compiled (not
-    interpreted) and on a GPU that has it (compute capability 9.0 and later; the
-    griddepcontrol instructions exist from there). A host-side query: no synchronisation."""
-    return config.pdl and _HW_FMA and torch.cuda.get_device_capability(tensor.device)[0] >= 9
+def _pdl(config: QpnConfig) -> bool:
+    """Whether W2 is launched with programmatic dependent launch: asked for and compiled (not
+    interpreted). The kernels' grid-dependency instructions exist from compute capability
+    9.0 on; compiled for an older GPU they are left out, and nothing then overlaps."""
+    return config.pdl and _HW_FMA
 
 
 def launch_w13(
@@ -479,7 +483,7 @@ def launch_w13(
         PAIRS=config.w13_pairs,
         COMPACT=compact,
         HW_FMA=_HW_FMA,
-        PDL=_pdl(config, input),
+        PDL=_pdl(config),
         num_warps=config.w13_warps,
     )
 
@@ -497,13 +501,13 @@ def launch_w2(
     config: QpnConfig = DEFAULT_CONFIG,
 ) -> None:
     """The second launch: W2 per route and the router-weighted sum into `out`. With
-    programmatic dependent launch (config.pdl, on capability 9.0 and later) it may start
+    programmatic dependent launch (config.pdl; capability 9.0 and later) it may start
     before the preceding kernel on the stream has completed and reads w2, s2, ids and topk
     meanwhile: that kernel must be launch_w13's (as in launch_qpn_m1), which writes none of
     them."""
     if geometry.w2_n % config.w2_columns:
         raise ValueError(f"launch config {config} does not tile {geometry}")
-    pdl = _pdl(config, out)
+    pdl = _pdl(config)
     _w2_kernel[(geometry.w2_n // config.w2_columns,)](
         intermediate.view(torch.int32),
         w2,
