@@ -1,20 +1,29 @@
 """Triton kernels of the AWQ QPN M1 step (CONTRACTS 6) and their launcher.
 
-Two launches: W13 (one program per route and block of gate/up column pairs: int4 decode in
-registers, the 16 K slices as a tensor axis, each slice accumulated in ascending k, slices
-summed in slice order, SiLU times up into `intermediate`), then W2 (one program per block of
-output columns: the 10 routes as a tensor axis, each route's dot in ascending k, then
+Two launches: W13 (one program per route and block of gate/up column pairs; one thread per
+(column, K slice) chain: int4 decode in registers, the slice accumulated in ascending k; the
+16 slices exchanged in one reduction and summed in slice order; SiLU times up into
+`intermediate`), then W2 (one program per block of output columns; one thread per (column,
+route) chain, the dot in ascending k; the routes exchanged in one reduction, then
 acc = fma(weight[r], route[r], acc) for r = 0..9). Every reduction has a fixed order and no
 float atomics are used, so results are bit-identical from run to run, between the layouts and
 with the CPU reference op (`numerics`).
 
+Speed (benchmarks/RESULTS.md): the step is latency-bound, so a chain's loads (its 20 words, 5
+metadata records, 160 activations) are written before its first multiply, unrolled, with no
+loop between them; the columns lie along a warp's lanes (a warp reads few cache lines per
+load); compiled, a word's 8 weights are decoded with four FP16x2 FMAs and the activations
+read 16 bytes at a time; W2 is launched with programmatic dependent launch, so it loads its
+weights while W13 runs.
+
 Rounding points, and why each is exact on a GPU and in Triton's interpreter alike:
-- decode: q*scale is exact in FP32 (4 + 11 bits). With bias = fp16(-z*scale), z in 0..15 (the
-  3-byte layout always, the 4-byte one by definition), q*scale + bias is a multiple of the
-  scale's quantum below 2^16 quanta, hence exact in FP32, and one cast to FP16 is the
-  contract's single rounding (an FMA contraction changes nothing). For a 4-byte record with
-  any other bias the FP32 sum can round: TwoSum recovers its error and the sum is rounded to
-  odd before the cast, which again rounds once (24 >= 11 + 2).
+- decode, compiled: fma.rn.f16x2 on q (exact: 1024 + q minus 1024), one rounding, any bias.
+- decode, interpreted: q*scale is exact in FP32 (4 + 11 bits). With bias = fp16(-z*scale),
+  z in 0..15 (the 3-byte layout always, the 4-byte one by definition), q*scale + bias is a
+  multiple of the scale's quantum below 2^16 quanta, hence exact in FP32, and one cast to FP16
+  is the contract's single rounding. For a 4-byte record with any other bias the FP32 sum
+  can round: TwoSum recovers its error and the sum is rounded to odd before the cast, which
+  again rounds once (24 >= 11 + 2).
 - dots: FP16 x FP16 products are exact in FP32; each step rounds once, contracted or not.
 - SiLU: exp in FP64 rounded to FP32 (as the reference computes it), the division with
   `div_rn` (IEEE), never the approximate `/` or `exp`.
@@ -33,6 +42,7 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc
 from triton.runtime.interpreter import InterpretedFunction
 
 from native.awq_layout import PREPARED_K_NIBBLES, TILE_K, TILE_N
@@ -56,7 +66,8 @@ if tuple(i // 2 + 4 * (i % 2) for i in range(TILE_K)) != PREPARED_K_NIBBLES:
 @dataclass(frozen=True)
 class QpnGeometry:
     """Shapes of one QPN M1 call. The default is the contract's; the interpreter tests use
-    reduced ones that keep every code path (16 K slices of two groups each, several N tiles)."""
+    reduced ones that keep every code path (16 K slices of two groups each, several N tiles).
+    The kernels exchange 16 slices, resp. 16 route slots, in one reduction (_columns16)."""
 
     experts: int = NUM_EXPERTS
     top_k: int = TOP_K
@@ -77,22 +88,29 @@ class QpnGeometry:
             or self.w13_n % TILE_N
             or self.w2_n % TILE_N
             or self.w13_n != 2 * self.w2_k
-            or self.slices & (self.slices - 1)
+            or self.slices != 16
+            or not 8 < self.top_k <= 16
         ):
             raise ValueError(f"unsupported QPN geometry {self}")
 
 
 @dataclass(frozen=True)
 class QpnConfig:
-    """Launch parameters: W13 gate/up pairs per program, W2 output columns per program, warps,
-    and the group loop's software-pipelining stages and unroll factor (both kernels)."""
+    """Launch parameters: W13 gate/up pairs per program (its columns x the 16 slices are its
+    chains), W2 output columns per program (x 16 route slots), warps (with fewer threads than
+    chains a thread takes two), and whether W2 is launched with programmatic dependent launch
+    (compiled kernels only)."""
 
     w13_pairs: int = 8
     w13_warps: int = 4
-    w2_columns: int = 32
+    w2_columns: int = 16
     w2_warps: int = 4
-    stages: int = 3
-    unroll: int = 1
+    pdl: bool = True
+
+    def __post_init__(self) -> None:
+        for blocks in (self.w13_pairs, self.w2_columns // 2, self.w13_warps, self.w2_warps):
+            if blocks < 1 or blocks & (blocks - 1):
+                raise ValueError(f"unsupported QPN launch config {self}")
 
 
 CONTRACT = QpnGeometry()
@@ -118,19 +136,14 @@ def _metadata(meta_ptr, record, COMPACT: tl.constexpr, mask):
 
 
 @triton.jit
-def _decode(word, shift, scale, bias, HW_FMA: tl.constexpr, ROUND_SUM: tl.constexpr):
-    """fp16 fma(q, scale, bias) of the 4-bit codes at `shift` of `word`, as FP32.
-
-    HW_FMA (a GPU): the FP16 FMA instruction, which rounds once for any bias, on q made
-    without an int-to-float conversion (0x6400 | q is the FP16 1024 + q; minus 1024 is
-    exact). Otherwise (Triton's interpreter, whose `tl.fma` multiplies and adds): in FP32,
-    where q*scale is exact, likewise built from 0x4B000000 | q = 2^23 + q; the sum is exact
-    for a bias fp16(-z*scale), and ROUND_SUM makes any other bias round once too.
+def _decode(word, shift, scale, bias, ROUND_SUM: tl.constexpr):
+    """fp16 fma(q, scale, bias) of the 4-bit codes at `shift` of `word`, as FP32, without an
+    FMA instruction (Triton's interpreter evaluates `tl.fma` as a multiply and an add; the
+    compiled kernels decode with _DECODE8_ASM): q*scale is exact in FP32, q made without an
+    int-to-float conversion (0x4B000000 | q = 2^23 + q); the sum is exact for a bias
+    fp16(-z*scale), and ROUND_SUM makes any other bias round once too.
     """
     code = (word >> shift) & 0xF
-    if HW_FMA:
-        q16 = (code | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1024.0
-        return tl.fma(q16, scale, bias).to(tl.float32)
     q = (code | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0
     product = q * scale.to(tl.float32)
     bias32 = bias.to(tl.float32)
@@ -171,6 +184,146 @@ def _fma_fp32(a, b, c):
 
 
 @triton.jit
+def _half(pair, HIGH: tl.constexpr):
+    """One FP16 of an int32 holding two (the low one first in memory), as FP32."""
+    if HIGH:
+        pair = pair >> 16
+    return pair.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+# The 8 weights of a prepared word with the FP16x2 FMA instruction: (word >> 4m) & 0x000F000F
+# | 0x64006400 is the FP16 pair (1024 + q, 1024 + q') of logical k 2m and 2m + 1 (nibbles m
+# and m + 4); minus 1024 is exact; fma.rn.f16x2 rounds each weight once, for any bias.
+_DECODE8_ASM = tl.constexpr(
+    """{
+.reg .b32 s2, b2, k, t, u;
+.reg .b16 lo, hi;
+mov.b32 s2, {$9, $9};
+mov.b32 b2, {$10, $10};
+mov.b32 k, 0x64006400;
+lop3.b32 t, $8, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $0, lo;
+cvt.f32.f16 $1, hi;
+shr.u32 u, $8, 4;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $2, lo;
+cvt.f32.f16 $3, hi;
+shr.u32 u, $8, 8;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $4, lo;
+cvt.f32.f16 $5, hi;
+shr.u32 u, $8, 12;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $6, lo;
+cvt.f32.f16 $7, hi;
+}"""
+)
+
+
+@triton.jit
+def _chains(
+    acc,
+    words,
+    meta,
+    xs,
+    WORDS: tl.constexpr,
+    GROUP: tl.constexpr,
+    HW_FMA: tl.constexpr,
+    ROUND_SUM: tl.constexpr,
+):
+    """acc + the dot of WORDS prepared words (8 k each, ascending k) with the activations
+    `xs` (int32 pairs of FP16, 4 per word), one FP32 rounding per k, in k order. `meta`
+    holds a (scale, bias) per group of GROUP k."""
+    for j in tl.static_range(WORDS):
+        scale, bias = meta[j // (GROUP // 8)]
+        if HW_FMA:
+            weights = tl.inline_asm_elementwise(
+                _DECODE8_ASM,
+                "=r,=r,=r,=r,=r,=r,=r,=r,r,h,h",
+                [words[j], scale, bias],
+                dtype=(tl.float32,) * 8,
+                is_pure=True,
+                pack=1,
+            )
+            for i in tl.static_range(8):
+                # FP16 x FP16 is exact in FP32: one rounding per step, fused or not.
+                acc = acc + _half(xs[4 * j + i // 2], i % 2) * weights[i]
+        else:
+            for i in tl.static_range(8):
+                weight = _decode(words[j], 4 * (i // 2 + 4 * (i % 2)), scale, bias, ROUND_SUM)
+                acc = acc + _half(xs[4 * j + i // 2], i % 2) * weight
+    return acc
+
+
+@triton.jit
+def _lane_columns(block, COLUMNS: tl.constexpr):
+    """The columns of a block of COLUMNS (= 2P): its P even columns first, then their odd
+    partners. No pointer is then contiguous along the columns, so every load of the kernels
+    takes one layout, the one the 3-byte metadata (never contiguous) gets, and nothing is
+    converted between layouts: columns along a warp's lanes, slices (routes) across warps."""
+    lane = tl.arange(0, COLUMNS)
+    return block * COLUMNS + 2 * (lane % (COLUMNS // 2)) + lane // (COLUMNS // 2)
+
+
+@triton.jit
+def _add16(
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
+    b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
+):  # fmt: skip
+    return (
+        a0 + b0, a1 + b1, a2 + b2, a3 + b3, a4 + b4, a5 + b5, a6 + b6, a7 + b7,
+        a8 + b8, a9 + b9, a10 + b10, a11 + b11, a12 + b12, a13 + b13, a14 + b14, a15 + b15,
+    )  # fmt: skip
+
+
+@triton.jit
+def _columns16(values, index):
+    """The 16 columns of a 2-D tensor `values` (index = its column index, 0..15) as 16 1-D
+    tensors, exactly, in one reduction (one exchange through shared memory rather than one per
+    column): each operand holds one column and -0.0 elsewhere, and -0.0 is neutral for +."""
+    tl.static_assert(values.shape[1] == 16)
+    parts = ()
+    for c in tl.static_range(16):
+        parts = parts + (tl.where(index == c, values, -0.0),)
+    return tl.reduce(parts, 1, _add16)
+
+
+@triton.jit
+def _activations(at, PAIRS: tl.constexpr, HW_FMA: tl.constexpr, AFTER_WAIT: tl.constexpr):
+    """PAIRS int32 pairs of FP16 from `at` on (int32 pointers, 16-byte aligned), as a tuple.
+    Compiled: 16-byte loads, a quarter of the load instructions. AFTER_WAIT: the loads follow
+    a grid-dependency wait and must not be moved above it (not pure, so they keep their
+    place)."""
+    xs = ()
+    if HW_FMA:
+        for j in tl.static_range(PAIRS // 4):
+            xs = xs + tl.inline_asm_elementwise(
+                "ld.global.v4.b32 {$0, $1, $2, $3}, [$4];",
+                "=r,=r,=r,=r,l",
+                [(at + 4 * j).to(tl.int64)],
+                dtype=(tl.int32,) * 4,
+                is_pure=not AFTER_WAIT,
+                pack=1,
+            )
+    else:
+        for j in tl.static_range(PAIRS):
+            xs = xs + (tl.load(at + j),)
+    return xs
+
+
+@triton.jit
 def _w13_kernel(
     x_ptr,
     w_ptr,
@@ -185,57 +338,55 @@ def _w13_kernel(
     PAIRS: tl.constexpr,
     COMPACT: tl.constexpr,
     HW_FMA: tl.constexpr,
-    STAGES: tl.constexpr,
-    UNROLL: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    """W13, one (column, slice) chain per element; a chain's loads (its 20 words, its 5
+    groups' metadata, its slice's activations as int32 pairs, one address per slice across a
+    warp's lanes) are written before its first multiply, unrolled, for ptxas to schedule."""
+    # The griddepcontrol instructions exist from compute capability 9.0 on (Triton's
+    # compile-time target, a constexpr); compiled for an older GPU nothing overlaps.
+    if PDL:
+        if tl.target_info.cuda_capability_geq(9, 0):
+            # Lets W2 (launched with programmatic dependent launch) load its weights while
+            # this kernel runs; W2 waits for this grid's completion before reading its output.
+            gdc.gdc_launch_dependents()
     route = tl.program_id(0)
     block = tl.program_id(1)
     expert = tl.load(ids_ptr + route)
     valid = (expert >= 0) & (expert < EXPERTS)
     e = tl.where(valid, expert, 0)
     SLICE_K: tl.constexpr = K // SLICES
-    slice_ = tl.arange(0, SLICES)[:, None]
-    pair = block * PAIRS + tl.arange(0, PAIRS)[None, :]
-    gate_col = 2 * pair
-    up_col = gate_col + 1
-    # Prepared word of (k, n): (tile * K/8 + k8) * 32 + c, n = 32 * tile + c.
-    k8_base = slice_ * (SLICE_K // 8)
-    expert_words = e * (K * N // 8)
-    gate_words = w_ptr + expert_words + ((gate_col // 32) * (K // 8) + k8_base) * 32 + gate_col % 32
-    up_words = w_ptr + expert_words + ((up_col // 32) * (K // 8) + k8_base) * 32 + up_col % 32
-    expert_records = e * (K // GROUP) * N
-    x_slice = x_ptr + slice_ * SLICE_K
-    gate_acc = tl.zeros((SLICES, PAIRS), dtype=tl.float32)
-    up_acc = tl.zeros((SLICES, PAIRS), dtype=tl.float32)
-    for g in tl.range(0, SLICE_K // GROUP, num_stages=STAGES, loop_unroll_factor=UNROLL):
-        group = slice_ * (SLICE_K // GROUP) + g
-        gate_scale, gate_bias = _metadata(
-            meta_ptr, expert_records + group * N + gate_col, COMPACT, valid
-        )
-        up_scale, up_bias = _metadata(meta_ptr, expert_records + group * N + up_col, COMPACT, valid)
-        for w in tl.static_range(GROUP // 8):
-            step = g * (GROUP // 8) + w
-            gate_word = tl.load(gate_words + step * 32, mask=valid, other=0)
-            up_word = tl.load(up_words + step * 32, mask=valid, other=0)
-            for i in tl.static_range(8):
-                x = tl.load(x_slice + step * 8 + i).to(tl.float32)
-                shift = 4 * (i // 2 + 4 * (i % 2))
-                gate_acc += x * _decode(
-                    gate_word, shift, gate_scale, gate_bias, HW_FMA, not COMPACT
-                )
-                up_acc += x * _decode(up_word, shift, up_scale, up_bias, HW_FMA, not COMPACT)
-    gate = _pick(gate_acc, slice_, 0)
-    up = _pick(up_acc, slice_, 0)
+    col = _lane_columns(block, 2 * PAIRS)[:, None]
+    slice_ = tl.arange(0, SLICES)[None, :]
+    words_at = (
+        w_ptr
+        + e * (K * N // 8)
+        + ((col // 32) * (K // 8) + slice_ * (SLICE_K // 8)) * 32
+        + col % 32
+    )
+    records = e * (K // GROUP) * N + slice_ * (SLICE_K // GROUP) * N + col
+    x_at = x_ptr + slice_ * (SLICE_K // 2) + 0 * col
+    words = ()
+    for j in tl.static_range(SLICE_K // 8):
+        words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
+    meta = ()
+    for g in tl.static_range(SLICE_K // GROUP):
+        meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
+    xs = _activations(x_at, SLICE_K // 2, HW_FMA, False)
+    acc = tl.zeros((2 * PAIRS, SLICES), dtype=tl.float32)
+    acc = _chains(acc, words, meta, xs, SLICE_K // 8, GROUP, HW_FMA, not COMPACT)
+    slices = _columns16(acc, slice_)
+    total = slices[0]
     for s in tl.static_range(1, SLICES):
-        gate = gate + _pick(gate_acc, slice_, s)
-        up = up + _pick(up_acc, slice_, s)
-    g16 = gate.to(tl.float16).to(tl.float32)
-    u16 = up.to(tl.float16).to(tl.float32)
-    e32 = tl.exp(-(g16.to(tl.float64))).to(tl.float32)
-    silu = tl.math.div_rn(g16, 1.0 + e32).to(tl.float16).to(tl.float32)
-    result = tl.where(valid, silu * u16, 0.0).to(tl.float16)
-    cols = block * PAIRS + tl.arange(0, PAIRS)
-    tl.store(inter_ptr + route * (N // 2) + cols, result)
+        total = total + slices[s]
+    halves = tl.reshape(total.to(tl.float16).to(tl.float32), (2, PAIRS))
+    which = tl.arange(0, 2)[:, None]
+    gate = _pick(halves, which, 0)
+    up = _pick(halves, which, 1)
+    e32 = tl.exp(-(gate.to(tl.float64))).to(tl.float32)
+    silu = tl.math.div_rn(gate, 1.0 + e32).to(tl.float16).to(tl.float32)
+    result = tl.where(valid, silu * up, 0.0).to(tl.float16)
+    tl.store(inter_ptr + route * (N // 2) + block * PAIRS + tl.arange(0, PAIRS), result)
 
 
 @triton.jit
@@ -255,39 +406,52 @@ def _w2_kernel(
     COLUMNS: tl.constexpr,
     COMPACT: tl.constexpr,
     HW_FMA: tl.constexpr,
-    STAGES: tl.constexpr,
-    UNROLL: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    """W2, one (column, route) chain per element, loads first as in W13; then the routes'
+    results exchanged once and summed with the router weights in route order."""
     block = tl.program_id(0)
-    route = tl.arange(0, ROUTES)[:, None]
+    col = _lane_columns(block, COLUMNS)[:, None]
+    route = tl.arange(0, ROUTES)[None, :]
     in_topk = route < TOPK
     expert = tl.load(ids_ptr + route, mask=in_topk, other=-1)
-    valid = in_topk & (expert >= 0) & (expert < EXPERTS)
+    valid = (in_topk & (expert >= 0) & (expert < EXPERTS)) & (col >= 0)
     e = tl.where(valid, expert, 0)
-    col = block * COLUMNS + tl.arange(0, COLUMNS)[None, :]
-    words = w_ptr + e * (K * N // 8) + ((col // 32) * (K // 8)) * 32 + col % 32
+    words_at = w_ptr + e * (K * N // 8) + ((col // 32) * (K // 8)) * 32 + col % 32
     records = e * (K // GROUP) * N + col
-    inter_row = inter_ptr + route * K
-    acc = tl.zeros((ROUTES, COLUMNS), dtype=tl.float32)
-    for g in tl.range(0, K // GROUP, num_stages=STAGES, loop_unroll_factor=UNROLL):
-        scale, bias = _metadata(meta_ptr, records + g * N, COMPACT, valid)
-        for w in tl.static_range(GROUP // 8):
-            step = g * (GROUP // 8) + w
-            word = tl.load(words + step * 32, mask=valid, other=0)
-            for i in tl.static_range(8):
-                x = tl.load(inter_row + step * 8 + i, mask=valid, other=0.0).to(tl.float32)
-                shift = 4 * (i // 2 + 4 * (i % 2))
-                acc += x * _decode(word, shift, scale, bias, HW_FMA, not COMPACT)
-    routes = tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0)
+    # Routes past TOPK read route TOPK - 1's row (in bounds); invalid routes are zeroed below.
+    x_at = inter_ptr + tl.minimum(route, TOPK - 1) * (K // 2) + 0 * col
+    words = ()
+    for j in tl.static_range(K // 8):
+        words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
+    meta = ()
+    for g in tl.static_range(K // GROUP):
+        meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
+    if PDL:
+        if tl.target_info.cuda_capability_geq(9, 0):
+            # Launched while W13 runs: the words and metadata above (which W13 does not
+            # write) are loaded meanwhile; the intermediate only once W13 has completed.
+            gdc.gdc_wait()
+    xs = _activations(x_at, K // 2, HW_FMA, PDL)
+    acc = tl.zeros((COLUMNS, ROUTES), dtype=tl.float32)
+    acc = _chains(acc, words, meta, xs, K // 8, GROUP, HW_FMA, not COMPACT)
+    routes = _columns16(tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0), route)
     out = tl.zeros((COLUMNS,), dtype=tl.float32)
     for r in tl.static_range(TOPK):
-        out = _fma_fp32(tl.load(topk_ptr + r), _pick(routes, route, r), out)
-    tl.store(out_ptr + block * COLUMNS + tl.arange(0, COLUMNS), out.to(tl.float16))
+        out = _fma_fp32(tl.load(topk_ptr + r), routes[r], out)
+    tl.store(out_ptr + _lane_columns(block, COLUMNS), out.to(tl.float16))
 
 
 # Compiled kernels decode with the FP16 FMA instruction; under Triton's interpreter (kernels
 # defined with TRITON_INTERPRET=1) the FP32 formulation, which numpy evaluates exactly.
 _HW_FMA = not isinstance(_w13_kernel, InterpretedFunction)
+
+
+def _pdl(config: QpnConfig) -> bool:
+    """Whether W2 is launched with programmatic dependent launch: asked for and compiled (not
+    interpreted). The kernels' grid-dependency instructions exist from compute capability
+    9.0 on; compiled for an older GPU they are left out, and nothing then overlaps."""
+    return config.pdl and _HW_FMA
 
 
 def launch_w13(
@@ -304,8 +468,9 @@ def launch_w13(
     """The first launch: W13, SiLU times up, into `intermediate`."""
     if geometry.w2_k % config.w13_pairs:
         raise ValueError(f"launch config {config} does not tile {geometry}")
+    # The activations are read as int32 pairs of FP16 (a view: no copy, no allocation).
     _w13_kernel[(geometry.top_k, geometry.w2_k // config.w13_pairs)](
-        input,
+        input.view(torch.int32),
         w13,
         s13,
         ids,
@@ -318,8 +483,7 @@ def launch_w13(
         PAIRS=config.w13_pairs,
         COMPACT=compact,
         HW_FMA=_HW_FMA,
-        STAGES=config.stages,
-        UNROLL=config.unroll,
+        PDL=_pdl(config),
         num_warps=config.w13_warps,
     )
 
@@ -336,11 +500,16 @@ def launch_w2(
     geometry: QpnGeometry = CONTRACT,
     config: QpnConfig = DEFAULT_CONFIG,
 ) -> None:
-    """The second launch: W2 per route and the router-weighted sum into `out`."""
+    """The second launch: W2 per route and the router-weighted sum into `out`. With
+    programmatic dependent launch (config.pdl; capability 9.0 and later) it may start
+    before the preceding kernel on the stream has completed and reads w2, s2, ids and topk
+    meanwhile: that kernel must be launch_w13's (as in launch_qpn_m1), which writes none of
+    them."""
     if geometry.w2_n % config.w2_columns:
         raise ValueError(f"launch config {config} does not tile {geometry}")
+    pdl = _pdl(config)
     _w2_kernel[(geometry.w2_n // config.w2_columns,)](
-        intermediate,
+        intermediate.view(torch.int32),
         w2,
         s2,
         ids,
@@ -355,9 +524,9 @@ def launch_w2(
         COLUMNS=config.w2_columns,
         COMPACT=compact,
         HW_FMA=_HW_FMA,
-        STAGES=config.stages,
-        UNROLL=config.unroll,
+        PDL=pdl,
         num_warps=config.w2_warps,
+        launch_pdl=pdl,
     )
 
 
