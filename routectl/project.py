@@ -12,9 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from routectl.errors import InputError
 from routectl.io.jsonread import QUOTE_CHARS, read_bytes, shorten
-from routectl.namespaces.ops import OpSpec
-from routectl.policy.fields import Field, RetiredVariable
-from routectl.policy.loaders import LayerLoader
 from routectl.policy.resolve import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
 from routectl.suggest import closest, did_you_mean
@@ -25,6 +22,11 @@ if TYPE_CHECKING:
     # are most of `import routectl`, and the engine resolves a typed config only when given one.
     from pydantic import BaseModel
 
+    # Annotations only: `import routectl` (the engine's start-up import) need not build
+    # these modules' classes.
+    from routectl.namespaces.ops import OpSpec
+    from routectl.policy.fields import Field, RetiredVariable
+    from routectl.policy.loaders import LayerLoader
     from routectl.policy.text import PolicyView
 
 

@@ -18,7 +18,6 @@ hooks that refuse out-of-range integers instead.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import stat
@@ -255,6 +254,8 @@ def parse_json(data: bytes | str, source: str) -> Any:
 
 def _parse_strict(raw: bytes, source: str) -> Any:
     """The standard library's parser with hooks that refuse what orjson would read wrong."""
+    import json  # here: `import routectl` (the engine's start-up) reads no JSON
+
     problem = _utf8_problem(raw)
     if problem is not None:
         raise InputError(f"{source} is not valid JSON: {problem}")

@@ -7,7 +7,6 @@ one process-wide state is the set of deprecated variables already warned about.
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,8 @@ def _thaw(value: Any) -> Any:
 
 
 def canonical_json(value: Any) -> str:
+    import json  # here: `import routectl` (the engine's start-up) writes no JSON
+
     return json.dumps(_thaw(value), sort_keys=True, separators=(",", ":"))
 
 
