@@ -20,8 +20,6 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import product
 
-from wcmatch import glob
-
 from routectl.errors import InputError
 
 EDGE_PREFIX = "edge:"
@@ -34,7 +32,6 @@ MAX_PATTERNS = 6
 # Greedy cover: boxes are grown from at most this many uncovered seeds per step, which bounds
 # the work on large scattered sets (the result is still exact, only perhaps less compact).
 MAX_SEEDS = 32
-GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE | glob.FORCEUNIX
 GLOB_CHARS = re.compile(r"[*?\[\]{}]")
 
 
@@ -164,8 +161,12 @@ Matcher = Callable[[str], bool]
 def compile_glob(pattern: str) -> Matcher:
     """A matcher of bare row ids for one glob; a pattern wcmatch refuses (e.g. too many
     brace expansions) is an InputError."""
+    # Imported here: a check with no stated changes and nothing to group compiles no glob,
+    # and wcmatch is a noticeable part of the CLI's start-up.
+    from wcmatch import glob
+
     try:
-        compiled = glob.compile(pattern, flags=GLOB_FLAGS)
+        compiled = glob.compile(pattern, flags=glob.GLOBSTAR | glob.BRACE | glob.FORCEUNIX)
     except Exception as exc:  # noqa: BLE001 - wcmatch's limit error is not public API
         raise InputError(f"invalid row pattern {pattern!r}: {exc}") from None
     return compiled.match
