@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from routectl.errors import InputError
-from routectl.io.terminal import Painter
+from routectl.io.terminal import DEFAULT_WIDTH, MIN_WIDTH, Painter, text_width
 from routectl.review.matrix import Label, build_matrix, deciding_reason, layout, parse_dimensions
 from routectl.review.matrix_html import render_html, script_json
 from routectl.review.matrix_text import render_matrix_text
@@ -248,6 +248,67 @@ def test_every_category_fits_100_columns_in_one_table(matrix_text):
     assert shows == {name: "kernel" for name in names} | {"sm70-dflash2-policy": "verifier policy"}
     # One header block per category: the linear grids are not split.
     assert sum(1 for line in lines if line.lstrip().startswith("kv: ")) == len(names)
+
+
+@pytest.mark.parametrize(
+    "columns,terminal,width",
+    [
+        (None, None, 100),  # a file, a pipe, a CI log: the same lines everywhere
+        (None, 132, 132),  # a terminal's own width
+        ("80", 132, 80),  # COLUMNS wins over the terminal
+        (" 120 ", None, 120),
+        ("40", None, 60),  # never narrower than MIN_WIDTH
+        (None, 20, 60),
+        ("wide", None, 100),  # not a whole number: ignored
+        ("-5", 90, 90),
+        ("", None, 100),
+    ],
+)
+def test_text_width_of_files_terminals_and_columns(columns, terminal, width):
+    environ = {} if columns is None else {"COLUMNS": columns}
+    assert (DEFAULT_WIDTH, MIN_WIDTH) == (100, 60)
+    assert text_width(environ, terminal) == width
+
+
+TITLE = r"^[a-z0-9-]+: [a-z ]+ per row;"
+
+
+def test_the_matrix_fits_the_width_columns_asks_for(matrix_text):
+    """COLUMNS=60: every line fits, the wide grids are cut into blocks of whole column
+    groups (each with its headers and every row), and no cell is lost."""
+    result = ok(invoke(["matrix", "--color", "never"], environ={"COLUMNS": "60"}, cwd=ROOT))
+    assert result.code == 0, result.stderr
+    narrow = result.stdout.splitlines()
+    assert max(len(line) for line in narrow) <= 60
+    assert max(len(line) for line in matrix_text.splitlines()) > 60
+    # One header block per kv value in the linear grids (three kv values), instead of one.
+    kv_headers = [line.split() for line in narrow if line.lstrip().startswith("kv: ")]
+    assert ["kv:", "float16"] in kv_headers
+    assert ["kv:", "fp8_e4m3"] in kv_headers
+    assert ["kv:", "fp8_e5m2"] in kv_headers
+
+    # The same cells: per row label, the symbols of its blocks joined equal the wide row.
+    def cells(lines: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for line in lines:
+            if re.match(r"^[0-9a-z_]+ +tp[0-9]+ ", line):
+                model, tp, spec, *symbols = line.split()
+                label = f"{model}/{tp}/{spec}"
+                out[label] = out.get(label, "") + "".join(symbols)
+        return out
+
+    def section(text: str, category: str) -> list[str]:
+        lines = text.splitlines()
+        start = next(n for n, line in enumerate(lines) if line.startswith(f"{category}: "))
+        end = next(
+            (n for n in range(start + 1, len(lines)) if re.match(TITLE, lines[n])), len(lines)
+        )
+        return lines[start + 1 : end]
+
+    for category in ("sm70-awq-linear", "sm70-nvfp4-linear", "sm75-linear"):
+        wide = cells(section(matrix_text, category))
+        assert len(wide) >= 12 and all(len(symbols) >= 9 for symbols in wide.values())
+        assert cells(section(result.stdout, category)) == wide
 
 
 def test_real_moe_grid_shows_the_m1_route(matrix_text):

@@ -11,8 +11,14 @@ from pathlib import Path
 import click
 
 from routectl.cli import cli, job_count, jobs_option, project_option, state
-from routectl.cli.shared import CATEGORY_HELP, against_baseline, baseline_options, note
-from routectl.io.terminal import COLOR_CHOICES, Painter, use_color
+from routectl.cli.shared import (
+    CATEGORY_HELP,
+    against_baseline,
+    baseline_options,
+    note,
+    terminal_columns,
+)
+from routectl.io.terminal import COLOR_CHOICES, Painter, text_width, use_color
 from routectl.project import Project
 from routectl.review.check import CheckResult, fresh_snapshots, select_categories
 from routectl.review.matrix import Matrix, build_matrices, layout, transition_patterns
@@ -123,10 +129,14 @@ def matrix_command(
         rows_text=rows_text,
         cols_text=cols_text,
     )
-    paint = Painter(use_color(color, state(ctx).environ, sys.stdout.isatty()))
+    environ = state(ctx).environ
+    paint = Painter(use_color(color, environ, sys.stdout.isatty()))
+    width = text_width(environ, terminal_columns())
     patterns = transition_patterns(built)
     click.echo(
-        "\n".join(render_matrix_text(m, paint=paint, patterns=patterns) for m in built),
+        "\n".join(
+            render_matrix_text(m, paint=paint, patterns=patterns, width=width) for m in built
+        ),
         nl=False,
         color=paint.enabled,
     )

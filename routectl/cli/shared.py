@@ -5,6 +5,7 @@ Command modules import this module and `routectl.cli`, never each other."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -52,6 +53,16 @@ CATEGORY_HELP = "Category name (repeatable; default: every category)."
 def is_ci(environ: Mapping[str, str]) -> bool:
     """CI is set to anything but empty, "0" or "false"."""
     return environ.get("CI", "") not in ("", "0", "false")
+
+
+def terminal_columns() -> int | None:
+    """The width of the terminal standard output writes to; None for a file or a pipe."""
+    if not sys.stdout.isatty():
+        return None
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return None
 
 
 def note(message: str) -> None:

@@ -1,8 +1,9 @@
 """Terminal styling without click: whether colour is on (`--color`, `NO_COLOR`, a terminal)
-and ANSI colour when it is, plain text otherwise.
+and ANSI colour when it is, plain text otherwise; and how wide the text views may be.
 
-Whether colour is on is decided once by the caller from `use_color`; the library only
-receives the answer (a `Painter`), so its output is deterministic.
+Whether colour is on and the width are decided once by the caller (`use_color`,
+`text_width`); the library only receives the answers (a `Painter`, a number of columns), so
+its output is a function of its arguments.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 COLOR_CHOICES = ("auto", "always", "never")
+# The width of the text views (the route matrix) in files, pipes and CI logs: the same lines
+# everywhere. A terminal or COLUMNS may ask for another, never fewer than MIN_WIDTH.
+DEFAULT_WIDTH = 100
+MIN_WIDTH = 60
 # Foreground colours a legend cycles through: distinct on dark and light backgrounds.
 PALETTE = (32, 34, 35, 36, 33, 94, 92, 95, 96, 93)
 OK_COLOR = 32
@@ -28,6 +33,17 @@ def use_color(choice: str, environ: Mapping[str, str], isatty: bool) -> bool:
     if choice == "never":
         return False
     return isatty and not environ.get("NO_COLOR")
+
+
+def text_width(environ: Mapping[str, str], terminal_columns: int | None) -> int:
+    """Columns for the text views: `COLUMNS` when it is a whole number, else the terminal's
+    width when writing to one (`terminal_columns`), else DEFAULT_WIDTH; at least MIN_WIDTH."""
+    columns = environ.get("COLUMNS", "").strip()
+    if columns.isdigit():
+        return max(int(columns), MIN_WIDTH)
+    if terminal_columns is not None and terminal_columns > 0:
+        return max(terminal_columns, MIN_WIDTH)
+    return DEFAULT_WIDTH
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,20 @@
 the edge probes with their deciding reasons and, against a baseline, the changes.
 
 Every line fits `width` columns (100 by default): labels and reasons that would not are
-shortened with an ellipsis; the grid itself is sized by its symbols, not by its labels.
+shortened with an ellipsis; the grid is sized by its symbols, not by its labels, and a grid
+wider than `width` is cut into blocks of whole columns, one under the other, each with its
+own headers and every row (the row labels too wide for one column stay as they are).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
-from routectl.io.terminal import ERROR_COLOR, MUTED_COLOR, PALETTE, Painter
+from routectl.io.terminal import DEFAULT_WIDTH, ERROR_COLOR, MUTED_COLOR, PALETTE, Painter
 from routectl.review.matrix import CHANGE_MARKS, Label, Matrix, Transition, value_text
 
-WIDTH = 100
+WIDTH = DEFAULT_WIDTH
 MAX_TRANSITION_IDS = 4
 MAX_CELL = 12
 
@@ -126,7 +129,7 @@ def _cell_text(
     return text + " " * (cell - len(symbol) - len(mark))
 
 
-def _grid_lines(matrix: Matrix, paint: Painter) -> list[str]:
+def _grid_lines(matrix: Matrix, paint: Painter, width: int = WIDTH) -> list[str]:
     if not matrix.row_keys or not matrix.col_keys:
         return ["(no matrix rows)"]
     cell = _cell_width(matrix)
@@ -137,6 +140,55 @@ def _grid_lines(matrix: Matrix, paint: Painter) -> list[str]:
     row_names = " ".join(f"{d:<{w}}" for d, w in zip(matrix.rows_dims, widths, strict=True))
     # Row labels, then the column dimensions' names ("kv:"), then the grid.
     indent = len(row_names) + 1 + max(len(d) for d in matrix.cols_dims) + 1 + 1
+    blocks = _column_blocks(matrix, cell, width - indent)
+    lines: list[str] = []
+    for n, keys in enumerate(blocks):
+        block = matrix if len(blocks) == 1 else dataclasses.replace(matrix, col_keys=keys)
+        lines += ([""] if n else []) + _block_lines(block, paint, cell, widths, indent, row_names)
+    return lines
+
+
+def _column_blocks(matrix: Matrix, cell: int, room: int) -> list[tuple[tuple[str, ...], ...]]:
+    """The column keys cut, in order, into blocks whose grid fits `room` columns: whole
+    groups of the outermost column dimension where they fit, a group too wide for one
+    block cut by columns (at least one column a block)."""
+
+    def fits(keys: list[tuple[str, ...]]) -> bool:
+        trial = dataclasses.replace(matrix, col_keys=tuple(keys))
+        return _column_starts(trial, cell)[-1] + cell <= room
+
+    groups: list[list[tuple[str, ...]]] = []
+    for key in matrix.col_keys:
+        if groups and len(matrix.cols_dims) > 1 and groups[-1][-1][0] == key[0]:
+            groups[-1].append(key)
+        else:
+            groups.append([key])
+    blocks: list[tuple[tuple[str, ...], ...]] = []
+    current: list[tuple[str, ...]] = []
+    for group in groups:
+        if fits(current + group):
+            current += group
+            continue
+        if current:
+            blocks.append(tuple(current))
+            current = []
+        for key in group:
+            if current and not fits([*current, key]):
+                blocks.append(tuple(current))
+                current = []
+            current.append(key)
+    blocks.append(tuple(current))
+    return blocks
+
+
+def _block_lines(
+    matrix: Matrix,
+    paint: Painter,
+    cell: int,
+    widths: Sequence[int],
+    indent: int,
+    row_names: str,
+) -> list[str]:
     starts = _column_starts(matrix, cell)
     lines = _header_lines(matrix, indent, cell, starts, row_names)
     for rkey in matrix.row_keys:
@@ -240,7 +292,7 @@ def render_matrix_text(
     )
     lines = [
         fit(title, width),
-        *_grid_lines(matrix, paint),
+        *_grid_lines(matrix, paint, width),
         "",
         *_legend_lines(matrix, paint, width),
     ]
