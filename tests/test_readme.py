@@ -58,6 +58,7 @@ def run_shown(command: str, root: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(VARIABLE_PREFIX)}
     env.update({"PYTHONPATH": str(root), "NO_COLOR": "1"})
     env.pop("CI", None)
+    env.pop("COLUMNS", None)  # the README shows the views as a pipe gets them: 100 columns
     proc = subprocess.run(
         ["bash", "-c", command],
         cwd=root,
