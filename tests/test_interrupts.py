@@ -282,3 +282,67 @@ def test_git_ignores_the_temp_file_pattern(tmp_path: Path) -> None:
     (repo / "snapshots").mkdir()
     (repo / "snapshots" / ".toy-a.json.routectl-1234-0a1b2c3d4e5f.tmp").write_text("x")
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == "A  .gitignore\n"
+
+
+# --- Ctrl-C held back while torch is imported ---------------------------------------------
+
+DEFERRED = """
+import os, signal, sys
+from routectl.runtime import interrupt
+
+def press():
+    os.kill(os.getpid(), signal.SIGINT)
+
+events = []
+
+def default_handler():
+    return signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+# A library user's process: nothing is deferred, the press raises inside the block.
+try:
+    with interrupt.deferred_interrupt():
+        press()
+        events.append("library: after the press, inside")
+except KeyboardInterrupt:
+    events.append("library: raised inside")
+events.append("library handler kept: %s" % default_handler())
+
+interrupt.raise_on_interrupt()  # the CLI's command phase
+try:
+    with interrupt.deferred_interrupt():
+        press()
+        press()
+        events.append("command: after the presses, inside")
+    events.append("command: not raised")
+except KeyboardInterrupt:
+    events.append("command: raised after the block")
+events.append("command handler restored: %s" % default_handler())
+with interrupt.deferred_interrupt():
+    events.append("command: a quiet block")
+events.append("command: a quiet block raises nothing")
+print("\\n".join(events))
+"""
+
+
+def test_ctrl_c_while_torch_is_imported_is_acted_on_after_the_import():
+    """Importing torch calls back into Python from C++: a KeyboardInterrupt raised in such a
+    callback aborts the process (SIGABRT, exit -6) instead of unwinding it. The command phase
+    holds Ctrl-C back for the block and raises it once after; a library process is untouched."""
+    proc = subprocess.run(
+        [sys.executable, "-c", DEFERRED],
+        cwd=ROOT,
+        env={"PATH": os.environ.get("PATH", os.defpath), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "library: raised inside",
+        "library handler kept: True",
+        "command: after the presses, inside",
+        "command: raised after the block",
+        "command handler restored: True",
+        "command: a quiet block",
+        "command: a quiet block raises nothing",
+    ]

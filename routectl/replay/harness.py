@@ -21,7 +21,7 @@ from routectl.policy.loaded import PreparedLayer
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.project import Catalogue, Project
 from routectl.rows import RowSpec
-from routectl.runtime import checkpoints
+from routectl.runtime import checkpoints, interrupt
 from routectl.runtime.workers import run_shared
 from routectl.suggest import did_you_mean
 from routectl.workload import EngineConfig, Hardware
@@ -335,7 +335,10 @@ def replay_texts(
     depend on `jobs`."""
     tasks = [(category, spec) for category in categories for spec in category.rows()]
     if tasks:
-        import torch  # noqa: F401 - imported once, before workers fork, so they share it
+        # Imported once, before workers fork, so they share it; a Ctrl-C meanwhile is acted
+        # on after the import (see `deferred_interrupt`).
+        with interrupt.deferred_interrupt():
+            import torch  # noqa: F401
 
     policies = PolicyMemo(project)
 
