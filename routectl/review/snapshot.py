@@ -12,7 +12,6 @@ import json
 import math
 import os
 import re
-import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +61,9 @@ TEMP_NAME = re.compile(r"^\..+\.routectl-(?P<pid>[0-9]+)-[0-9a-f]+\.tmp$")
 
 
 def temp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.routectl-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+    # os.urandom, as secrets.token_hex reads it: `secrets` would import hmac and OpenSSL's
+    # hashlib (about 20 ms) into every command for one name.
+    return path.with_name(f".{path.name}.routectl-{os.getpid()}-{os.urandom(6).hex()}.tmp")
 
 
 def _alive(pid: int) -> bool:
