@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from policies import PROJECT
+from policies.awq_moe_routes import LoadedRoute
 from routectl.policy.fields import Field
 from routectl.workload import EngineConfig, Hardware
 
@@ -60,3 +61,24 @@ def typed_config(field: Field, value: Any) -> dict[str, Any]:
     if field.section is None:
         return {field.name: shown}
     return {field.section: {field.name: shown}}
+
+
+# A Qwen3.8 layer loaded with the default MoE policy on SM70 (batched legacy lane, grouped
+# decode, indexed prefill, no chunk, no exact W2): the route tests vary it with `replace`.
+QWEN38_LOADED = LoadedRoute(
+    capability=70,
+    batched=True,
+    legacy_lane=True,
+    legacy_lane_reason=None,
+    qpn_m1=False,
+    grouped_decode=True,
+    indexed_prefill=True,
+    chunk_tokens=0,
+    strict_w13=False,
+    exact_w2=False,
+    active_exact_w2=False,
+    token_cap=0,
+    hidden=2560,
+    w2_n=2560,
+    experts=512,
+)

@@ -29,27 +29,12 @@ from routectl.errors import SelectionError
 from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
+from tests.policy_helpers import QWEN38_LOADED
 
 QWEN38 = {"experts": 512, "top_k": 10, "hidden": 2560, "intermediate": 640, "group": 32}
 QWEN3_30B = {"experts": 128, "top_k": 8, "hidden": 2048, "intermediate": 768, "group": 128}
 ALL_OPS = tuple(CATALOGUE.ops)
-DEFAULT = LoadedRoute(
-    capability=70,
-    batched=True,
-    legacy_lane=True,
-    legacy_lane_reason=None,
-    qpn_m1=False,
-    grouped_decode=True,
-    indexed_prefill=True,
-    chunk_tokens=0,
-    strict_w13=False,
-    exact_w2=False,
-    active_exact_w2=False,
-    token_cap=0,
-    hidden=2560,
-    w2_n=2560,
-    experts=512,
-)
+DEFAULT = QWEN38_LOADED
 
 
 def var(key: str) -> str:

@@ -18,7 +18,7 @@ from native.kernels import nvfp4_sm70 as nv
 from native.layers import Nvfp4Layer
 from policies import PROJECT
 from policies.awq_moe_admission import CallFacts, TensorFacts, active_exact_w2_call
-from policies.awq_moe_routes import LoadedRoute, select_route
+from policies.awq_moe_routes import select_route
 from policies.variables import FIELDS, RETIRED
 from routectl.errors import InputError
 from routectl.namespaces.native_ns import InMemoryNamespace
@@ -26,6 +26,7 @@ from routectl.policy.resolve import PolicyDeprecationWarning, ResolvedPolicy
 from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
 from tests import contract_literals as C
+from tests.policy_helpers import QWEN38_LOADED
 
 QUALIFIED = EngineConfig(
     tp=4,
@@ -501,23 +502,7 @@ def test_active_exact_w2_slot_boundary(m: int, top_k: int, admitted: bool) -> No
     assert off_ok is False and off_reason is not None and off_reason.code == "policy"
 
 
-ACTIVE = LoadedRoute(
-    capability=70,
-    batched=True,
-    legacy_lane=True,
-    legacy_lane_reason=None,
-    qpn_m1=False,
-    grouped_decode=True,
-    indexed_prefill=True,
-    chunk_tokens=0,
-    strict_w13=False,
-    exact_w2=False,
-    active_exact_w2=True,
-    token_cap=0,
-    hidden=2560,
-    w2_n=2560,
-    experts=512,
-)
+ACTIVE = replace(QWEN38_LOADED, active_exact_w2=True)
 
 
 def moe_call(m: int, top_k: int) -> CallFacts:
