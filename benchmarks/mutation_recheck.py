@@ -1,0 +1,322 @@
+"""Re-check mutmut's survivors against the retained snapshots, each mutant active from the
+first import.
+
+`mutmut run` forks every mutant from a process that has already imported the project and
+run the selected tests, and runs only the tests its call map ties to the mutated function;
+the comparison with the retained snapshots is not among them (it replays every category,
+about two seconds a mutant). So two kinds of mutant survive there unseen: code that runs at
+import or once behind a cache (category declarations, field tables: the parent already holds
+their result), and changes that only the shipped rows show. This script runs each named
+mutant again in a fresh child of a parent that has imported only third-party packages
+(torch, pydantic, ...), so the project is imported with the mutant switched on, and compares
+a fresh replay with the retained snapshots (the library's `run_check`, what `routectl check`
+does in CI) for every category whose replay reaches the mutated function: the map is traced
+once per run, from the unmutated tree. A mutant no replay reaches is recorded `unreached`
+(no row can show it; only tests can).
+
+Results go to a JSON-lines file, one object per mutant: `status` (`killed`, `survived`,
+`unreached`, `timeout`), `detail` (the categories whose rows moved, or the error) and the
+seconds taken. A rerun skips the mutants already in the file, so a long run can stop and go
+on. Run from the repository root after `python -m mutmut run` (it needs `mutants/`):
+
+    python benchmarks/mutation_recheck.py --status survived --status timeout
+    python benchmarks/mutation_recheck.py "policies.linear_fp8*"    # mutmut's names or globs
+    python benchmarks/mutation_recheck.py --summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import IO, Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MUTANTS = ROOT / "mutants"
+DEFAULT_RESULTS = MUTANTS / "recheck.jsonl"
+
+# Imported once in the parent, so each child starts with them loaded; nothing of the
+# project (routectl, policies, native) may be among them.
+PRELOAD = ("torch", "pydantic", "click", "orjson", "jsonschema_rs", "deepdiff", "wcmatch.glob")
+PROJECT_PACKAGES = ("routectl", "policies", "native")
+EVERY_CATEGORY = "*"  # a function reached at import: it may change any category
+
+MUTANT_NAME = re.compile(r"^(?P<module>[\w.]+?)\.x(?P<sep>_|ǁ)(?P<rest>.+)__mutmut_\d+$")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    status: str  # killed | survived | unreached | timeout
+    detail: str | None
+    seconds: float
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "detail": self.detail,
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def function_of(name: str) -> tuple[str, str]:
+    """(module, qualified function) of a mutmut mutant name: `pkg.mod.x_f__mutmut_3` is
+    `f`, `pkg.mod.xǁCǁm__mutmut_3` is `C.m`."""
+    match = MUTANT_NAME.match(name)
+    if match is None:
+        raise SystemExit(f"not a mutmut mutant name: {name!r}")
+    rest = match.group("rest")
+    qualname = rest.replace("ǁ", ".") if match.group("sep") == "ǁ" else rest
+    return match.group("module"), qualname
+
+
+def trace_reach() -> dict[tuple[str, str], set[str]]:
+    """Which categories' replay calls each project function (module, top qualified name);
+    functions called while the project is imported map to every category. Traced in a
+    child on the unmutated tree, so this process stays free of the project."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            os.close(read)
+            os.chdir(ROOT)
+            sys.path.insert(0, str(ROOT))
+            reach = _trace_here()
+            with os.fdopen(write, "w") as out:
+                json.dump([[m, f, sorted(c)] for (m, f), c in reach.items()], out)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as inp:
+        data = json.load(inp)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit("tracing the replay failed")
+    return {(m, f): set(c) for m, f, c in data}
+
+
+def _trace_here() -> dict[tuple[str, str], set[str]]:
+    codes: dict[str, set[CodeType]] = defaultdict(set)
+    current = [EVERY_CATEGORY]
+
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            codes[current[0]].add(frame.f_code)
+
+    sys.setprofile(hook)
+    try:
+        from policies import PROJECT
+        from routectl.replay.harness import replay_texts
+
+        categories = list(PROJECT.categories)
+        for category in categories:
+            category.rows()  # declared rows: built once, behind a cache
+        for category in categories:
+            current[0] = category.name
+            replay_texts(PROJECT, [category])
+    finally:
+        sys.setprofile(None)
+    roots = {str(ROOT / p) for p in PROJECT_PACKAGES}
+    reach: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for category, seen in codes.items():
+        for code in seen:
+            path = Path(code.co_filename)
+            if not any(str(path).startswith(r) for r in roots):
+                continue
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            module = module.removesuffix(".__init__")
+            top = code.co_qualname.split(".<locals>")[0]
+            reach[(module, top)].add(category)
+    return reach
+
+
+def categories_for(name: str, reach: dict[tuple[str, str], set[str]]) -> set[str] | None:
+    """The categories to compare for a mutant; None when no replay reaches its function."""
+    found = reach.get(function_of(name))
+    if not found:
+        return None
+    return {EVERY_CATEGORY} if EVERY_CATEGORY in found else found
+
+
+def mutmut_names(statuses: Sequence[str]) -> list[str]:
+    """Mutant names that `mutmut results --all true` lists with one of `statuses`."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = []
+    for line in proc.stdout.splitlines():
+        name, sep, status = line.strip().partition(": ")
+        if sep and status.strip() in statuses:
+            names.append(name)
+    return names
+
+
+def read_results(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            out[record["name"]] = record
+    return out
+
+
+def preload() -> None:
+    for module in PRELOAD:
+        importlib.import_module(module)
+    leaked = [m for m in sys.modules if m.split(".")[0] in PROJECT_PACKAGES]
+    if leaked:
+        raise SystemExit(f"a preloaded package imported the project: {sorted(leaked)[:5]}")
+
+
+def start(name: str, categories: set[str]) -> tuple[int, Path]:
+    """Fork a child that imports the project with the mutant on and checks `categories`
+    against the retained snapshots; it writes what it found to a file."""
+    fd, path = tempfile.mkstemp(prefix="recheck-", suffix=".txt")
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 3
+        try:
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.environ["MUTANT_UNDER_TEST"] = name
+            code = _check_here(categories)
+        except BaseException as exc:  # a crash under the mutant kills it too
+            print(f"error: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            code = 2
+        finally:
+            os._exit(code)
+    os.close(fd)
+    return pid, Path(path)
+
+
+def _check_here(categories: set[str]) -> int:
+    from policies import PROJECT
+    from routectl.review.check import run_check
+    from routectl.review.sources import SnapshotFiles
+
+    names = () if EVERY_CATEGORY in categories else tuple(sorted(categories))
+    result = run_check(PROJECT, names, baseline=SnapshotFiles.retained(MUTANTS / "snapshots"))
+    if result.ok:
+        return 0
+    moved = [n for n, v in result.outcome.categories.items() if not v.ok]
+    print("rows moved in: " + ", ".join(moved), flush=True)
+    return 1
+
+
+def finish(name: str, path: Path, began: float, status: int | None) -> Outcome:
+    text = path.read_text(errors="replace").strip().splitlines()
+    path.unlink(missing_ok=True)
+    seconds = time.monotonic() - began
+    detail = text[-1] if text else None
+    if status is None:
+        return Outcome(name, "timeout", None, seconds)
+    code = os.waitstatus_to_exitcode(status)
+    return Outcome(name, "survived" if code == 0 else "killed", detail, seconds)
+
+
+def recheck(names: Sequence[str], jobs: int, timeout: float, results: Path) -> None:
+    reach = trace_reach()
+    os.chdir(MUTANTS)
+    sys.path.insert(0, str(MUTANTS))
+    preload()
+    pending = list(names)
+    running: dict[int, tuple[str, Path, float]] = {}
+    with results.open("a") as out:
+        while pending or running:
+            while pending and len(running) < jobs:
+                name = pending.pop(0)
+                categories = categories_for(name, reach)
+                if categories is None:
+                    record(out, Outcome(name, "unreached", None, 0.0))
+                    continue
+                pid, path = start(name, categories)
+                running[pid] = (name, path, time.monotonic())
+            if not running:
+                continue
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                now = time.monotonic()
+                for child, (name, path, began) in list(running.items()):
+                    if now - began > timeout:
+                        os.kill(child, signal.SIGKILL)
+                        os.waitpid(child, 0)
+                        del running[child]
+                        record(out, finish(name, path, began, None))
+                select.select([], [], [], 0.02)
+                continue
+            name, path, began = running.pop(pid)
+            record(out, finish(name, path, began, status))
+
+
+def record(out: IO[str], outcome: Outcome) -> None:
+    print(f"{outcome.status:9s} {outcome.seconds:5.1f}s {outcome.name} {outcome.detail or ''}")
+    out.write(json.dumps(outcome.to_json(), sort_keys=True) + "\n")
+    out.flush()
+
+
+def summary(results: Path) -> None:
+    records = read_results(results)
+    by_status = Counter(str(r["status"]) for r in records.values())
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
+    print(f"{len(records)} re-checked: {counts}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutant names or fnmatch patterns")
+    parser.add_argument(
+        "--status", action="append", default=[], help="take mutmut's mutants with this status"
+    )
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    parser.add_argument("--summary", action="store_true")
+    parser.add_argument("--again", action="store_true", help="re-check those already done")
+    args = parser.parse_args(argv)
+    results = args.results.resolve()
+    if args.summary:
+        summary(results)
+        return
+    if not MUTANTS.is_dir():
+        raise SystemExit("no mutants/ folder: run `python -m mutmut run` first")
+    if args.status:
+        listed = mutmut_names(args.status)
+        names = [
+            n
+            for n in listed
+            if not args.names or any(fnmatch.fnmatchcase(n, p) for p in args.names)
+        ]
+    else:
+        names = list(args.names)
+    done = {} if args.again else read_results(results)
+    todo = [n for n in dict.fromkeys(names) if n not in done]
+    print(f"{len(todo)} mutants to re-check ({len(names) - len(todo)} already in {results})")
+    recheck(todo, args.jobs, args.timeout, results)
+    summary(results)
+
+
+if __name__ == "__main__":
+    main()
