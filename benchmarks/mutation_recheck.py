@@ -9,10 +9,11 @@ import or once behind a cache (category declarations, field tables: the parent a
 their result), and changes that only the shipped rows show. This script runs each named
 mutant again in a fresh child of a parent that has imported only third-party packages
 (torch, pydantic, ...), so the project is imported with the mutant switched on, and compares
-a fresh replay with the retained snapshots (the library's `run_check`, what `routectl check`
-does in CI) for every category whose replay reaches the mutated function: the map is traced
-once per run, from the unmutated tree. A mutant no replay reaches is recorded `unreached`
-(no row can show it; only tests can).
+a fresh replay with the retained snapshots wherever the mutated function is reached: every
+category through the library's `run_check` (what `routectl check` does in CI) when it runs at
+import, a whole category when it builds that category's rows, else each row whose replay
+calls it. The map is traced once per run, from the unmutated tree. A mutant no replay
+reaches is recorded `unreached` (no row can show it; only tests can).
 
 Results go to a JSON-lines file, one object per mutant: `status` (`killed`, `survived`,
 `unreached`, `timeout`), `detail` (the categories whose rows moved, or the error) and the
@@ -55,6 +56,16 @@ PRELOAD = ("torch", "pydantic", "click", "orjson", "jsonschema_rs", "deepdiff", 
 PROJECT_PACKAGES = ("routectl", "policies", "native")
 EVERY_CATEGORY = "*"  # a function reached at import: it may change any category
 
+# Re-checked first, in this order: the largest decision modules, then the rest of the
+# decision code; everything else after, in mutmut's order.
+PRIORITY = (
+    "native.kernels.fp8_sm70.*",
+    "policies.linear_*",
+    "native.kernels.*",
+    "policies.awq_moe*",
+    "policies.qualification.*",
+)
+
 MUTANT_NAME = re.compile(r"^(?P<module>[\w.]+?)\.x(?P<sep>_|ǁ)(?P<rest>.+)__mutmut_\d+$")
 
 
@@ -85,10 +96,14 @@ def function_of(name: str) -> tuple[str, str]:
     return match.group("module"), qualname
 
 
-def trace_reach() -> dict[tuple[str, str], set[str]]:
-    """Which categories' replay calls each project function (module, top qualified name);
-    functions called while the project is imported map to every category. Traced in a
-    child on the unmutated tree, so this process stays free of the project."""
+Reach = dict[tuple[str, str], set[tuple[str, str]]]
+
+
+def trace_reach() -> Reach:
+    """Which replays call each project function (module, top qualified name), as labels:
+    `(category, row id)` for a row's replay, `(category, "")` for building a category's
+    declared rows, `(EVERY_CATEGORY, "")` for what runs while the project is imported.
+    Traced in a child on the unmutated tree, so this process stays free of the project."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -99,7 +114,7 @@ def trace_reach() -> dict[tuple[str, str], set[str]]:
             sys.path.insert(0, str(ROOT))
             reach = _trace_here()
             with os.fdopen(write, "w") as out:
-                json.dump([[m, f, sorted(c)] for (m, f), c in reach.items()], out)
+                json.dump([[m, f, sorted(labels)] for (m, f), labels in reach.items()], out)
             code = 0
         finally:
             os._exit(code)
@@ -109,12 +124,12 @@ def trace_reach() -> dict[tuple[str, str], set[str]]:
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit("tracing the replay failed")
-    return {(m, f): set(c) for m, f, c in data}
+    return {(m, f): {(c, r) for c, r in labels} for m, f, labels in data}
 
 
-def _trace_here() -> dict[tuple[str, str], set[str]]:
-    codes: dict[str, set[CodeType]] = defaultdict(set)
-    current = [EVERY_CATEGORY]
+def _trace_here() -> Reach:
+    codes: dict[tuple[str, str], set[CodeType]] = defaultdict(set)
+    current = [(EVERY_CATEGORY, "")]
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
@@ -123,53 +138,66 @@ def _trace_here() -> dict[tuple[str, str], set[str]]:
     sys.setprofile(hook)
     try:
         from policies import PROJECT
-        from routectl.replay.harness import replay_texts
+        from routectl.replay.harness import replay_row
 
-        categories = list(PROJECT.categories)
-        for category in categories:
-            category.rows()  # declared rows: built once, behind a cache
-        for category in categories:
-            current[0] = category.name
-            replay_texts(PROJECT, [category])
+        for category in PROJECT.categories:
+            current[0] = (category.name, "")
+            specs = category.rows()  # the declared rows, built once behind a cache
+            for spec in specs:
+                current[0] = (category.name, spec.id)
+                replay_row(PROJECT, category, spec)
     finally:
         sys.setprofile(None)
-    roots = {str(ROOT / p) for p in PROJECT_PACKAGES}
-    reach: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for category, seen in codes.items():
+    roots = tuple(str(ROOT / p) for p in PROJECT_PACKAGES)
+    reach: Reach = defaultdict(set)
+    for label, seen in codes.items():
         for code in seen:
-            path = Path(code.co_filename)
-            if not any(str(path).startswith(r) for r in roots):
+            if not code.co_filename.startswith(roots):
                 continue
+            path = Path(code.co_filename)
             module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
             module = module.removesuffix(".__init__")
             top = code.co_qualname.split(".<locals>")[0]
-            reach[(module, top)].add(category)
+            reach[(module, top)].add(label)
     return reach
 
 
-def categories_for(name: str, reach: dict[tuple[str, str], set[str]]) -> set[str] | None:
-    """The categories to compare for a mutant; None when no replay reaches its function."""
-    found = reach.get(function_of(name))
-    if not found:
+@dataclass(frozen=True)
+class Plan:
+    """What to compare under a mutant: whole categories (`EVERY_CATEGORY` for all), and
+    single rows of others."""
+
+    categories: frozenset[str]
+    rows: tuple[tuple[str, str], ...]
+
+    def to_json(self) -> list[Any]:
+        return [sorted(self.categories), [list(r) for r in self.rows]]
+
+
+def plan_for(name: str, reach: Reach) -> Plan | None:
+    """The comparisons for a mutant; None when no replay reaches its function."""
+    labels = reach.get(function_of(name))
+    if not labels:
         return None
-    return {EVERY_CATEGORY} if EVERY_CATEGORY in found else found
+    if (EVERY_CATEGORY, "") in labels:
+        return Plan(frozenset({EVERY_CATEGORY}), ())
+    whole = frozenset(c for c, r in labels if not r)
+    rows = tuple(sorted((c, r) for c, r in labels if r and c not in whole))
+    return Plan(whole, rows)
 
 
 def mutmut_names(statuses: Sequence[str]) -> list[str]:
     """Mutant names that `mutmut results --all true` lists with one of `statuses`."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    names = []
-    for line in proc.stdout.splitlines():
-        name, sep, status = line.strip().partition(": ")
-        if sep and status.strip() in statuses:
-            names.append(name)
-    return names
+    return [name for name, status in mutmut_statuses().items() if status in statuses]
+
+
+def by_priority(names: Sequence[str]) -> list[str]:
+    def rank(name: str) -> int:
+        return next(
+            (i for i, p in enumerate(PRIORITY) if fnmatch.fnmatchcase(name, p)), len(PRIORITY)
+        )
+
+    return sorted(names, key=rank)
 
 
 def read_results(path: Path) -> dict[str, dict[str, Any]]:
@@ -191,9 +219,9 @@ def preload() -> None:
         raise SystemExit(f"a preloaded package imported the project: {sorted(leaked)[:5]}")
 
 
-def start(name: str, categories: set[str]) -> tuple[int, Path]:
-    """Fork a child that imports the project with the mutant on and checks `categories`
-    against the retained snapshots; it writes what it found to a file."""
+def start(name: str, plan: Plan) -> tuple[int, Path]:
+    """Fork a child that imports the project with the mutant on and compares what `plan`
+    names with the retained snapshots; it writes what it found to a file."""
     fd, path = tempfile.mkstemp(prefix="recheck-", suffix=".txt")
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -202,7 +230,7 @@ def start(name: str, categories: set[str]) -> tuple[int, Path]:
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.environ["MUTANT_UNDER_TEST"] = name
-            code = _check_here(categories)
+            code = _check_here(plan)
         except BaseException as exc:  # a crash under the mutant kills it too
             print(f"error: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             code = 2
@@ -212,16 +240,43 @@ def start(name: str, categories: set[str]) -> tuple[int, Path]:
     return pid, Path(path)
 
 
-def _check_here(categories: set[str]) -> int:
+def _check_here(plan: Plan) -> int:
+    """Whole categories through the library's check (`run_check`, as `routectl check`);
+    single rows replayed and compared by canonical text, as the check compares rows, and
+    their category's declared row ids with the retained file's."""
+    import orjson
+
     from policies import PROJECT
+    from routectl.replay.harness import plain_row_text, replay_row, row_text
     from routectl.review.check import run_check
     from routectl.review.sources import SnapshotFiles
 
-    names = () if EVERY_CATEGORY in categories else tuple(sorted(categories))
-    result = run_check(PROJECT, names, baseline=SnapshotFiles.retained(MUTANTS / "snapshots"))
-    if result.ok:
+    moved: list[str] = []
+    if plan.categories:
+        names = () if EVERY_CATEGORY in plan.categories else tuple(sorted(plan.categories))
+        retained = SnapshotFiles.retained(MUTANTS / "snapshots")
+        result = run_check(PROJECT, names, baseline=retained)
+        moved += [n for n, v in result.outcome.categories.items() if not v.ok]
+        if result.outcome.stale:
+            moved.append("stale categories")
+    by_category: dict[str, list[str]] = defaultdict(list)
+    for category_name, row_id in plan.rows:
+        by_category[category_name].append(row_id)
+    for category_name, ids in by_category.items():
+        category = PROJECT.category(category_name)
+        data = orjson.loads((MUTANTS / "snapshots" / f"{category_name}.json").read_bytes())
+        retained_rows = {row["id"]: row for row in data["rows"]}
+        specs = {spec.id: spec for spec in category.rows()}
+        if set(specs) != set(retained_rows):
+            moved.append(f"{category_name} (declared rows)")
+            continue
+        for row_id in ids:
+            fresh = replay_row(PROJECT, category, specs[row_id])[0]
+            if row_text(fresh) != plain_row_text(retained_rows[row_id]):
+                moved.append(f"{category_name}:{row_id}")
+                break
+    if not moved:
         return 0
-    moved = [n for n, v in result.outcome.categories.items() if not v.ok]
     print("rows moved in: " + ", ".join(moved), flush=True)
     return 1
 
@@ -248,11 +303,11 @@ def recheck(names: Sequence[str], jobs: int, timeout: float, results: Path) -> N
         while pending or running:
             while pending and len(running) < jobs:
                 name = pending.pop(0)
-                categories = categories_for(name, reach)
-                if categories is None:
+                plan = plan_for(name, reach)
+                if plan is None:
                     record(out, Outcome(name, "unreached", None, 0.0))
                     continue
-                pid, path = start(name, categories)
+                pid, path = start(name, plan)
                 running[pid] = (name, path, time.monotonic())
             if not running:
                 continue
@@ -278,10 +333,51 @@ def record(out: IO[str], outcome: Outcome) -> None:
 
 
 def summary(results: Path) -> None:
+    """Per module, in Markdown: mutmut's counts, then what the re-check made of its
+    survivors (timeouts and mutants without tests are re-checked too)."""
     records = read_results(results)
-    by_status = Counter(str(r["status"]) for r in records.values())
-    counts = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
-    print(f"{len(records)} re-checked: {counts}")
+    stage1: dict[str, Counter[str]] = defaultdict(Counter)
+    for name, status in mutmut_statuses().items():
+        stage1[function_of(name)[0]][status] += 1
+    stage2: dict[str, Counter[str]] = defaultdict(Counter)
+    for name, record in records.items():
+        stage2[function_of(name)[0]][str(record["status"])] += 1
+    columns1 = ("killed", "survived", "timeout", "no tests", "not checked")
+    columns2 = ("killed", "survived", "unreached", "timeout")
+    print(
+        "| module | mutants | "
+        + " | ".join(f"mutmut {c}" for c in columns1)
+        + " | "
+        + " | ".join(f"re-check {c}" for c in columns2)
+        + " |"
+    )
+    print("|---" * (2 + len(columns1) + len(columns2)) + "|")
+    total1: Counter[str] = Counter()
+    total2: Counter[str] = Counter()
+    for module in sorted(stage1):
+        one, two = stage1[module], stage2[module]
+        total1 += one
+        total2 += two
+        cells = [str(one[c]) for c in columns1] + [str(two[c]) for c in columns2]
+        print(f"| {module} | {sum(one.values())} | " + " | ".join(cells) + " |")
+    cells = [str(total1[c]) for c in columns1] + [str(total2[c]) for c in columns2]
+    print(f"| **total** | {sum(total1.values())} | " + " | ".join(cells) + " |")
+
+
+def mutmut_statuses() -> dict[str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = {}
+    for line in proc.stdout.splitlines():
+        name, sep, status = line.strip().partition(": ")
+        if sep:
+            out[name] = status.strip()
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -312,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     else:
         names = list(args.names)
     done = {} if args.again else read_results(results)
-    todo = [n for n in dict.fromkeys(names) if n not in done]
+    todo = by_priority([n for n in dict.fromkeys(names) if n not in done])
     print(f"{len(todo)} mutants to re-check ({len(names) - len(todo)} already in {results})")
     recheck(todo, args.jobs, args.timeout, results)
     summary(results)
