@@ -61,6 +61,10 @@ CONFIGS = {
     # chains before all its activations are loaded.
     "no-predecode": triton_qpn.QpnConfig(w2_predecode=False),
     "no-predecode-no-x-first": triton_qpn.QpnConfig(w2_predecode=False, w13_x_first=False),
+    # W13 with 48 registers a thread instead of 109 (its activations loaded as they are
+    # used): more of W2's programs fit beside W13's, and load and decode while it runs.
+    "no-x-first": triton_qpn.QpnConfig(w13_x_first=False),
+    "no-x-first-c4w2": triton_qpn.QpnConfig(w13_x_first=False, w2_columns=4, w2_warps=2),
     # The default before 2026-12-01's second session: 200 W13 and 160 W2 programs.
     "p8w4-c16w4": triton_qpn.QpnConfig(w13_pairs=8, w2_columns=16),
     "p8w4-c8w4": triton_qpn.QpnConfig(w13_pairs=8, w2_columns=8),
