@@ -57,10 +57,22 @@ STEP_BYTES = {True: WORD_BYTES + 3 * META_RECORDS, False: WORD_BYTES + 4 * META_
 CONFIGS = {
     "default": triton_qpn.DEFAULT_CONFIG,
     "no-pdl": triton_qpn.QpnConfig(pdl=False),
-    "p4w4-c8w4": triton_qpn.QpnConfig(w13_pairs=4, w2_columns=8),
+    # The default's parts one by one: W2 decoding after the wait, then also W13 starting its
+    # chains before all its activations are loaded.
+    "no-predecode": triton_qpn.QpnConfig(w2_predecode=False),
+    "no-predecode-no-x-first": triton_qpn.QpnConfig(w2_predecode=False, w13_x_first=False),
+    # W13 with 48 registers a thread instead of 109 (its activations loaded as they are
+    # used): more of W2's programs fit beside W13's, and load and decode while it runs.
+    "no-x-first": triton_qpn.QpnConfig(w13_x_first=False),
+    "no-x-first-c4w2": triton_qpn.QpnConfig(w13_x_first=False, w2_columns=4, w2_warps=2),
+    # The default before 2026-12-01's second session: 200 W13 and 160 W2 programs.
+    "p8w4-c16w4": triton_qpn.QpnConfig(w13_pairs=8, w2_columns=16),
+    "p8w4-c8w4": triton_qpn.QpnConfig(w13_pairs=8, w2_columns=8),
     "p8w8-c16w8": triton_qpn.QpnConfig(w13_pairs=8, w13_warps=8, w2_columns=16, w2_warps=8),
     # Two chains per thread (two slices, resp. route slots): more independent work per warp.
     "p4w2-c8w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=8, w2_warps=2),
+    # Smaller W2 programs (2 warps): finer spreading of the grid over the 132 SMs.
+    "p4w4-c4w2": triton_qpn.QpnConfig(w2_columns=4, w2_warps=2),
 }
 LAYOUTS = {"3-byte": True, "4-byte": False}
 

@@ -13,8 +13,11 @@ Speed (benchmarks/RESULTS.md): the step is latency-bound, so a chain's loads (it
 metadata records, 160 activations) are written before its first multiply, unrolled, with no
 loop between them; the columns lie along a warp's lanes (a warp reads few cache lines per
 load); compiled, a word's 8 weights are decoded with four FP16x2 FMAs and the activations
-read 16 bytes at a time; W2 is launched with programmatic dependent launch, so it loads its
-weights while W13 runs.
+read 16 bytes at a time; W2 is launched with programmatic dependent launch, so it loads and
+decodes its weights (to FP16 pairs) while W13 runs and, after the wait, only converts,
+multiplies and adds. What is left on a chain's path is kept off it: W13's chains start once
+all their activations are in registers (loaded together, not one cache round trip after
+another), and the router-weighted sum is one FMA instruction per route.
 
 Rounding points, and why each is exact on a GPU and in Triton's interpreter alike:
 - decode, compiled: fma.rn.f16x2 on q (exact: 1024 + q minus 1024), one rounding, any bias.
@@ -27,9 +30,10 @@ Rounding points, and why each is exact on a GPU and in Triton's interpreter alik
 - dots: FP16 x FP16 products are exact in FP32; each step rounds once, contracted or not.
 - SiLU: exp in FP64 rounded to FP32 (as the reference computes it), the division with
   `div_rn` (IEEE), never the approximate `/` or `exp`.
-- the router-weighted sum: FP32 x FP16 products need 35 bits, so the FMA is done in FP64 with
-  TwoSum and rounding to odd, then rounded to FP32 once (53 >= 24 + 2), which is fmaf exactly.
-  (Triton's interpreter evaluates `tl.fma` as a multiply and an add.)
+- the router-weighted sum: compiled, `tl.fma` (fma.rn.f32, fmaf). Interpreted: FP32 x FP16
+  products need 35 bits and Triton's interpreter evaluates `tl.fma` as a multiply and an add,
+  so the FMA is done in FP64 with TwoSum and rounding to odd, then rounded to FP32 once
+  (53 >= 24 + 2), which is fmaf exactly.
 
 Validation (the shared validator) reads only tensor metadata, so a call makes no device
 synchronisation and allocates nothing: it can be captured in a CUDA graph.
@@ -98,14 +102,19 @@ class QpnGeometry:
 class QpnConfig:
     """Launch parameters: W13 gate/up pairs per program (its columns x the 16 slices are its
     chains), W2 output columns per program (x 16 route slots), warps (with fewer threads than
-    chains a thread takes two), and whether W2 is launched with programmatic dependent launch
-    (compiled kernels only)."""
+    chains a thread takes two), and three choices that change only how the compiled kernels
+    are scheduled, never a result: whether W2 is launched with programmatic dependent launch,
+    whether W13's chains wait for all their activations before the first multiply
+    (w13_x_first) and whether W2 decodes its weights before its grid-dependency wait
+    (w2_predecode)."""
 
-    w13_pairs: int = 8
+    w13_pairs: int = 4
     w13_warps: int = 4
-    w2_columns: int = 16
+    w2_columns: int = 8
     w2_warps: int = 4
     pdl: bool = True
+    w13_x_first: bool = True
+    w2_predecode: bool = True
 
     def __post_init__(self) -> None:
         for blocks in (self.w13_pairs, self.w2_columns // 2, self.w13_warps, self.w2_warps):
@@ -232,6 +241,82 @@ cvt.f32.f16 $7, hi;
 )
 
 
+# The 8 weights of a prepared word as four FP16x2 pairs (logical k 2m, 2m + 1 in pair m),
+# decoded as in _DECODE8_ASM but left in FP16: W2 decodes its words this way before it
+# waits for W13 (while W13 runs) and converts each weight to FP32 only after.
+_DECODE4_ASM = tl.constexpr(
+    """{
+.reg .b32 s2, b2, k, t, u;
+mov.b32 s2, {$5, $5};
+mov.b32 b2, {$6, $6};
+mov.b32 k, 0x64006400;
+lop3.b32 t, $4, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 $0, t, s2, b2;
+shr.u32 u, $4, 4;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 $1, t, s2, b2;
+shr.u32 u, $4, 8;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 $2, t, s2, b2;
+shr.u32 u, $4, 12;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 $3, t, s2, b2;
+}"""
+)
+
+
+@triton.jit
+def _decoded(words, meta, WORDS: tl.constexpr, GROUP: tl.constexpr):
+    """Compiled only: the WORDS words' weights as FP16x2 pairs, a tuple of 4 * WORDS int32
+    (pair 4j + m: logical k 8j + 2m and 8j + 2m + 1)."""
+    pairs = ()
+    for j in tl.static_range(WORDS):
+        scale, bias = meta[j // (GROUP // 8)]
+        pairs = pairs + tl.inline_asm_elementwise(
+            _DECODE4_ASM,
+            "=r,=r,=r,=r,r,h,h",
+            [words[j], scale, bias],
+            dtype=(tl.int32,) * 4,
+            is_pure=True,
+            pack=1,
+        )
+    return pairs
+
+
+@triton.jit
+def _wait_after(pairs, COUNT: tl.constexpr, e):
+    """The grid-dependency wait, after every pair of `pairs` is computed: the wait is
+    predicated on (OR of the pairs) & min(e, 0) == 0, true for every thread (e >= 0) but not
+    known to the compilers, so the decode feeding it runs while the preceding grid still runs
+    (unpredicated, ptxas moved the decode below the wait). Returns +0.0 bits, read after."""
+    bits = pairs[0]
+    for j in tl.static_range(1, COUNT):
+        bits = bits | pairs[j]
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.eq.b32 p, $1, 0; @p griddepcontrol.wait; mov.b32 $0, $1; }",
+        "=r,r",
+        [bits & tl.minimum(e, 0)],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def _chains_decoded(acc, pairs, xs, COUNT: tl.constexpr):
+    """acc + the dot of the FP16x2 weight pairs `pairs` with the activation pairs `xs` (COUNT
+    of each), one FP32 rounding per k, in k order."""
+    for j in tl.static_range(COUNT):
+        for h in tl.static_range(2):
+            # FP16 x FP16 is exact in FP32: one rounding per step, fused or not.
+            acc = acc + _half(xs[j], h) * _half(pairs[j], h)
+    return acc
+
+
 @triton.jit
 def _chains(
     acc,
@@ -324,6 +409,19 @@ def _activations(at, PAIRS: tl.constexpr, HW_FMA: tl.constexpr, AFTER_WAIT: tl.c
 
 
 @triton.jit
+def _zero_after(xs, PAIRS: tl.constexpr, e):
+    """+0.0 (the chains' start), computed from every activation loaded and the expert index
+    e >= 0 (min(e, 0) is a zero the compiler cannot see through): the first multiply then
+    waits for all of them, so ptxas issues the activation loads together, where their
+    latencies overlap, instead of each just before its use (to save registers), where each
+    is one more cache round trip on the chain's path."""
+    bits = xs[0]
+    for j in tl.static_range(1, PAIRS):
+        bits = bits | xs[j]
+    return (bits & tl.minimum(e, 0)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _w13_kernel(
     x_ptr,
     w_ptr,
@@ -339,6 +437,7 @@ def _w13_kernel(
     COMPACT: tl.constexpr,
     HW_FMA: tl.constexpr,
     PDL: tl.constexpr,
+    X_FIRST: tl.constexpr,
 ):
     """W13, one (column, slice) chain per element; a chain's loads (its 20 words, its 5
     groups' metadata, its slice's activations as int32 pairs, one address per slice across a
@@ -374,6 +473,8 @@ def _w13_kernel(
         meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
     xs = _activations(x_at, SLICE_K // 2, HW_FMA, False)
     acc = tl.zeros((2 * PAIRS, SLICES), dtype=tl.float32)
+    if X_FIRST:
+        acc = acc + _zero_after(xs, SLICE_K // 2, e)
     acc = _chains(acc, words, meta, xs, SLICE_K // 8, GROUP, HW_FMA, not COMPACT)
     slices = _columns16(acc, slice_)
     total = slices[0]
@@ -407,6 +508,7 @@ def _w2_kernel(
     COMPACT: tl.constexpr,
     HW_FMA: tl.constexpr,
     PDL: tl.constexpr,
+    PREDECODE: tl.constexpr,
 ):
     """W2, one (column, route) chain per element, loads first as in W13; then the routes'
     results exchanged once and summed with the router weights in route order."""
@@ -427,18 +529,31 @@ def _w2_kernel(
     meta = ()
     for g in tl.static_range(K // GROUP):
         meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
-    if PDL:
-        if tl.target_info.cuda_capability_geq(9, 0):
-            # Launched while W13 runs: the words and metadata above (which W13 does not
-            # write) are loaded meanwhile; the intermediate only once W13 has completed.
-            gdc.gdc_wait()
-    xs = _activations(x_at, K // 2, HW_FMA, PDL)
     acc = tl.zeros((COLUMNS, ROUTES), dtype=tl.float32)
-    acc = _chains(acc, words, meta, xs, K // 8, GROUP, HW_FMA, not COMPACT)
+    if HW_FMA and PREDECODE:
+        # Decoded to FP16x2 while W13 runs (nothing here reads W13's output), then the wait.
+        pairs = _decoded(words, meta, K // 8, GROUP)
+        if PDL and tl.target_info.cuda_capability_geq(9, 0):
+            # +0.0, read after the wait: the chains start after it.
+            acc = acc + _wait_after(pairs, K // 2, e).to(tl.float32, bitcast=True)
+        xs = _activations(x_at, K // 2, HW_FMA, PDL)
+        acc = _chains_decoded(acc, pairs, xs, K // 2)
+    else:
+        if PDL:
+            if tl.target_info.cuda_capability_geq(9, 0):
+                # Launched while W13 runs: the words and metadata above (which W13 does not
+                # write) are loaded meanwhile; the intermediate only once W13 has completed.
+                gdc.gdc_wait()
+        xs = _activations(x_at, K // 2, HW_FMA, PDL)
+        acc = _chains(acc, words, meta, xs, K // 8, GROUP, HW_FMA, not COMPACT)
     routes = _columns16(tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0), route)
     out = tl.zeros((COLUMNS,), dtype=tl.float32)
     for r in tl.static_range(TOPK):
-        out = _fma_fp32(tl.load(topk_ptr + r), routes[r], out)
+        if HW_FMA:
+            # fma.rn.f32: fmaf, one rounding (the compiled kernels' FMA is exact).
+            out = tl.fma(tl.load(topk_ptr + r), routes[r], out)
+        else:
+            out = _fma_fp32(tl.load(topk_ptr + r), routes[r], out)
     tl.store(out_ptr + _lane_columns(block, COLUMNS), out.to(tl.float16))
 
 
@@ -484,6 +599,7 @@ def launch_w13(
         COMPACT=compact,
         HW_FMA=_HW_FMA,
         PDL=_pdl(config),
+        X_FIRST=config.w13_x_first,
         num_warps=config.w13_warps,
     )
 
@@ -525,6 +641,7 @@ def launch_w2(
         COMPACT=compact,
         HW_FMA=_HW_FMA,
         PDL=pdl,
+        PREDECODE=config.w2_predecode,
         num_warps=config.w2_warps,
         launch_pdl=pdl,
     )
