@@ -566,6 +566,72 @@ def test_layers_turbomind_cannot_load_go_to_moe_wna16(changes, code):
     assert d.kernel == MOE_WNA16 and d.selection.verdicts[0].code == code
 
 
+# A layer that splits into whole groups of 32, 64 and 128 at TP 4 (local W2 K 256).
+SPLITS = {"experts": 64, "top_k": 8, "hidden": 2048, "intermediate": 1024, "group": 128}
+
+
+@pytest.mark.parametrize(
+    ("changes", "turbomind", "wna16", "chosen"),
+    [
+        # CONTRACTS 2.3/3.1: TurboMind AWQ is asymmetric uint4 with zero points, group in
+        # {32, 64, 128}; anything else goes to MoeWNA16 with the reason named.
+        ({"group": 32}, (True, None, None, None), (True, None, None, True), TURBOMIND),
+        ({"group": 64}, (True, None, None, None), (True, None, None, True), TURBOMIND),
+        ({"group": 128}, (True, None, None, None), (True, None, None, True), TURBOMIND),
+        (
+            {"bits": 8},
+            (False, "weight_bits", "only 4-bit AWQ, got 8-bit", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+        (
+            {"zero_points": False},
+            (False, "zero_points", "requires zero points", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+        (
+            {"bias": True},
+            (False, "bias", "MoE bias is not supported", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+        (
+            {"group": 16},
+            (False, "group_size", "checkpoint group 16 not in 32, 64, 128", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+        (
+            {"prepared_group": 256},
+            (False, "group_size", "prepared group 256 not in 32, 64, 128", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+    ],
+)
+def test_method_selection_names_each_layer_refusal(changes, turbomind, wna16, chosen):
+    selection = decide({**SPLITS, **changes}).decision.selection
+    (tm, wn) = selection.verdicts
+    assert (tm.name, wn.name) == (TURBOMIND, MOE_WNA16)
+    assert (tm.ok, tm.code, tm.message, tm.stage) == turbomind
+    # MoeWNA16's verdict: (ok, code, message, not needed after an earlier choice).
+    assert (wn.ok, wn.code, wn.message, wn.not_needed) == wna16
+    assert selection.chosen == chosen
+
+
+@pytest.mark.parametrize("bits", [3, 2])
+def test_bits_neither_method_serves_is_a_load_error(bits):
+    with pytest.raises(SelectionError) as info:
+        decide({**SPLITS, "bits": bits})
+    assert info.value.code == "no_moe_method"
+    assert info.value.message == (
+        "no AWQ MoE method can load model.layers.0.mlp.experts: "
+        f"TurboMindAwqMoE: only 4-bit AWQ, got {bits}-bit; "
+        f"MoeWNA16: MoeWNA16 serves 4- or 8-bit weights, got {bits}"
+    )
+
+
 # --- preparation ----------------------------------------------------------------------------
 
 

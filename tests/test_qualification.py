@@ -162,3 +162,61 @@ def test_qualification_verdicts_name_every_engine_rule():
     assert verdicts[1][1][1].code == "qpn4_concurrency"
     single = dataclasses.replace(QUALIFIED, spec_method="none", spec_tokens=0, max_num_seqs=1)
     assert dict(q.qualification_verdicts(Hardware(70), single))["qpn4_workload"] == (True, None)
+
+
+# --- the SM70 FP8 PP2 x TP4 runtime contract (CONTRACTS-fp8 3.3) ---------------------------------
+# "PP == 2, TP == 4, max_num_seqs == 1, no DBO, ubatch <= 1, no speculative config", checked in
+# that order; the codes are the stable ones the FP8 rows record.
+PP2_TP4 = EngineConfig(tp=4, pp=2, max_num_seqs=1, spec_method="none", dbo=False, ubatch=0)
+
+
+@pytest.mark.parametrize("ubatch", [0, 1])
+def test_the_pp2_tp4_runtime_contract_is_met(ubatch):
+    engine = dataclasses.replace(PP2_TP4, ubatch=ubatch)
+    assert q.fp8_pp2_tp4_contract(engine) == (True, None)
+
+
+@pytest.mark.parametrize(
+    "changes, code, message",
+    [
+        (dict(pp=1), "fp8_pp_not_2", "PP2 x TP4 needs pipeline parallel size 2 (PP=1)"),
+        (dict(pp=4), "fp8_pp_not_2", "PP2 x TP4 needs pipeline parallel size 2 (PP=4)"),
+        (dict(tp=2), "fp8_tp_not_4", "PP2 x TP4 needs tensor parallel size 4 (TP=2)"),
+        (dict(tp=8), "fp8_tp_not_4", "PP2 x TP4 needs tensor parallel size 4 (TP=8)"),
+        (
+            dict(max_num_seqs=2),
+            "fp8_pp2_tp4_concurrency",
+            "PP2 x TP4 needs max_num_seqs == 1 (max_num_seqs=2)",
+        ),
+        (dict(dbo=True), "fp8_pp2_tp4_dbo", "PP2 x TP4 needs dual batch overlap off"),
+        (dict(ubatch=2), "fp8_pp2_tp4_ubatch", "PP2 x TP4 needs ubatch <= 1 (ubatch=2)"),
+        (
+            dict(spec_method="mtp", spec_tokens=4),
+            "fp8_pp2_tp4_speculation",
+            "PP2 x TP4 needs no speculation (speculative method mtp)",
+        ),
+    ],
+)
+def test_each_pp2_tp4_rule_rejects_with_its_code_and_message(changes, code, message):
+    ok, reason = q.fp8_pp2_tp4_contract(dataclasses.replace(PP2_TP4, **changes))
+    assert (ok, reason.code, reason.message) == (False, code, message)
+
+
+def test_pp2_tp4_rules_apply_in_contract_order():
+    # Every rule broken at once: PP is named first, then TP, then concurrency, DBO, ubatch and
+    # speculation (CONTRACTS-fp8 3.3 order).
+    broken = dict(pp=1, tp=2, max_num_seqs=2, dbo=True, ubatch=2, spec_method="mtp")
+    order = ["pp", "tp", "max_num_seqs", "dbo", "ubatch", "spec_method"]
+    codes = []
+    for fixed in range(len(order) + 1):
+        changes = {k: v for k, v in broken.items() if k not in order[:fixed]}
+        codes.append(q.fp8_pp2_tp4_contract(dataclasses.replace(PP2_TP4, **changes))[1])
+    assert [r.code if r else None for r in codes] == [
+        "fp8_pp_not_2",
+        "fp8_tp_not_4",
+        "fp8_pp2_tp4_concurrency",
+        "fp8_pp2_tp4_dbo",
+        "fp8_pp2_tp4_ubatch",
+        "fp8_pp2_tp4_speculation",
+        None,
+    ]
