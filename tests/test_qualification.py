@@ -220,3 +220,78 @@ def test_pp2_tp4_rules_apply_in_contract_order():
         "fp8_pp2_tp4_speculation",
         None,
     ]
+
+
+# --- reason messages, literally: a refused engine or layer is told which value broke which rule
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(spec_method="mtp"), "speculative method is mtp, not dflash"),
+        (dict(spec_tokens=5), "5 speculative tokens, not 7"),
+        (dict(selector_top_k=8), "draft selector_top_k is 8, not 16"),
+        (dict(pp=2), "pipeline parallel size is 2, not 1"),
+        (dict(dbo=True), "dual batch overlap is enabled"),
+        (dict(ubatch=2), "ubatch size is 2, above 1"),
+    ],
+)
+def test_workload_messages_literally(changes, message):
+    assert q.nvfp4_workload_qualified(dataclasses.replace(QUALIFIED, **changes))[1].message == (
+        message
+    )
+
+
+def test_qpn4_workload_messages_literally():
+    seqs = q.qpn4_workload_qualified(dataclasses.replace(QPN4_WORKLOAD, max_num_seqs=3))[1]
+    assert seqs.message == "QPN4 needs max_num_seqs == 1 (max_num_seqs=3)"
+    spec = dataclasses.replace(QPN4_WORKLOAD, spec_method="mtp", spec_tokens=4)
+    assert q.qpn4_workload_qualified(spec)[1].message == (
+        "QPN4 needs no speculation (speculative method mtp)"
+    )
+
+
+@pytest.mark.parametrize(
+    "layer, gated, code, message",
+    [
+        (down(4350), False, "qpn4_down_k", "QPN4 down_proj needs K > 0 and K % 128 == 0 (K=4350)"),
+        (down(-128), False, "qpn4_down_k", "QPN4 down_proj needs K > 0 and K % 128 == 0 (K=-128)"),
+        (down(n=4096), False, "qpn4_down_n", "QPN4 down_proj needs N == 5120 (N=4096)"),
+        (
+            gate_up(),
+            False,
+            "qpn4_gate_up_needs_dense_gated_silu",
+            "QPN4 gate_up_proj needs dense_gated_silu",
+        ),
+        (gate_up(4096), True, "qpn4_gate_up_k", "QPN4 gate_up_proj needs K == 5120 (K=4096)"),
+        (
+            gate_up(n=-64, logical_widths=(-32, -32)),
+            True,
+            "qpn4_gate_up_n",
+            "QPN4 gate_up_proj needs N > 0 and N % 64 == 0 (N=-64)",
+        ),
+        (
+            gate_up(logical_widths=(4096, 4608)),
+            True,
+            "qpn4_gate_up_widths",
+            "QPN4 gate_up_proj needs logical widths [N/2, N/2] (widths [4096, 4608], N=8704)",
+        ),
+        (
+            Nvfp4Layer.of("model.layers.0.self_attn.o_proj", 5120, 5120),
+            True,
+            "qpn4_role_unqualified",
+            "QPN4 qualifies only down_proj and gate_up_proj (role o_proj)",
+        ),
+    ],
+)
+def test_qpn4_layer_codes_and_messages_literally(layer, gated, code, message):
+    assert q.qpn4_layer_qualified(layer, gated) == (False, (code, message))
+
+
+def test_role_messages_literally():
+    assert q.qpn2_role_qualified("lm_head")[1].message == (
+        "projection role not yet quality-qualified for QPN2 (role lm_head)"
+    )
+    assert q.awq_exact_dense_role_qualified("qkv_proj")[1].message == (
+        "role qkv_proj is not qualified for AWQ exact-dense prefill"
+    )
