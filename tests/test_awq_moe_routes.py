@@ -620,6 +620,56 @@ def test_method_selection_names_each_layer_refusal(changes, turbomind, wna16, ch
     assert selection.chosen == chosen
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "stage", "code", "message"),
+    [
+        # CONTRACTS 3.1: the family exists only when 70 <= capability < 75.
+        (
+            {"capability": 75},
+            "capability",
+            "capability",
+            "requires 70 <= capability < 75 (Volta), got capability 75",
+        ),
+        (
+            {"removed": ("awq_sm70_prepare",)},
+            "ops",
+            "missing_native_ops",
+            "missing native AWQ MoE operators: [awq_sm70_prepare]",
+        ),
+        ({"spec": {**QWEN38, "bits": 8}}, "capability", "weight_bits", "only 4-bit AWQ, got 8-bit"),
+    ],
+)
+def test_a_turbomind_refusal_by_hardware_build_or_layer_is_a_recorded_fallback(
+    kwargs, stage, code, message
+):
+    """The policy asked for TurboMind (sm70_turbomind.awq_moe) and got MoeWNA16: the
+    decision records that as a fallback of the family switch with TurboMind's reason."""
+    d = decide(**kwargs).decision
+    first = d.selection.verdicts[0]
+    assert (first.name, first.ok, first.stage, first.code, first.message) == (
+        TURBOMIND,
+        False,
+        stage,
+        code,
+        message,
+    )
+    assert d.kernel == MOE_WNA16 and d.selection.fallback
+    assert [f.to_json() for f in d.fallbacks] == [
+        {
+            "field": "sm70_turbomind.awq_moe",
+            "requested": True,
+            "effective": False,
+            "reason": message,
+        }
+    ]
+
+
+def test_a_policy_refusal_is_no_fallback():
+    d = decide(env=moe_env(disable="1")).decision
+    assert (d.kernel, d.selection.verdicts[0].stage, d.fallbacks) == (MOE_WNA16, "policy", ())
+    assert not d.selection.fallback
+
+
 @pytest.mark.parametrize("bits", [3, 2])
 def test_bits_neither_method_serves_is_a_load_error(bits):
     with pytest.raises(SelectionError) as info:
