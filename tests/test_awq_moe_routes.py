@@ -742,6 +742,18 @@ def test_moe_wna16_prepares_nothing_and_selection_only_prepares_nothing():
     assert decision.kernel == TURBOMIND and ns_.calls == []
 
 
+def test_a_layer_loaded_without_banks_carries_its_rank_layer():
+    """MoeWNA16 and selection-only loads prepare nothing, but the engine (and the startup
+    report's replay) still gets the rank's layer: 512 experts, W2 K 160 at TP 4 (3.2)."""
+    rank = AwqMoeLayer.for_rank(QWEN38, 4)
+    assert (rank.num_experts, rank.w2_k) == (512, 160)
+    wna16, _ = load(moe_env(disable="1"))
+    assert wna16.state == {"layer": rank}
+    assert wna16.decision.capability == 70
+    selected = select_awq_moe(QWEN38, resolve(), Hardware(70), EngineConfig(tp=4), recorder())
+    assert selected.state == {"layer": rank}
+
+
 def meta_inputs(m: int, top_k: int = 10):
     return (
         torch.empty((m, 2560), dtype=torch.float16, device="meta"),
