@@ -880,6 +880,69 @@ def test_real_tensors_are_prepared_into_real_banks():
             assert torch.equal(prepared.resident[f"{name}_metadata"][e], meta)
 
 
+SMALL = {"experts": 3, "top_k": 2, "hidden": 64, "intermediate": 64, "group": 32}
+
+
+def small_checkpoint(experts: int) -> MoeCheckpoint:
+    """Distinct per-expert tensors of the SMALL layer at TP 1 (W13 K 64 / N 128, W2 K 64 /
+    N 64), `experts` of them in each bank."""
+    layer = AwqMoeLayer.for_rank(SMALL, 1)
+    gen = torch.Generator().manual_seed(2)
+
+    def bank(name: str) -> ExpertBank:
+        qweight, qzeros, scales = layer.checkpoint_shapes(name)
+        return ExpertBank.from_stacked(
+            torch.randint(0, 2**31 - 1, (experts, *qweight), dtype=torch.int32, generator=gen),
+            torch.randint(0, 2**31 - 1, (experts, *qzeros), dtype=torch.int32, generator=gen),
+            (torch.rand((experts, *scales), generator=gen) * 0.01).half(),
+        )
+
+    return MoeCheckpoint(bank("w13"), bank("w2"))
+
+
+def load_small(checkpoint: MoeCheckpoint, prepare: object) -> object:
+    namespace = InMemoryNamespace(ALL_OPS, impls={"awq_sm70_prepare": prepare})
+    return load_awq_moe(
+        SMALL, resolve(tp=1), Hardware(70), EngineConfig(tp=1), namespace, tensors=checkpoint
+    )
+
+
+def test_a_checkpoint_with_another_expert_count_is_refused():
+    import native.reference  # noqa: F401  (registers routectl::awq_sm70_prepare)
+
+    with pytest.raises(ValueError) as info:
+        load_small(small_checkpoint(2), torch.ops.routectl.awq_sm70_prepare)
+    assert str(info.value) == "w13 checkpoint has 2 experts, the layer 3"
+
+
+@pytest.mark.parametrize(
+    ("trim", "message"),
+    [
+        # Expert 1's prepared words one column short: (K, N/8) = (64, 16) for W13 of K 64,
+        # N 128; metadata (K/g, N) = (2, 128) (CONTRACTS 3.2 shapes at group 32).
+        ("words", "(64, 15)/(2, 128) for expert 1 of w13, expert 0 gave (64, 16)/(2, 128)"),
+        ("meta", "(64, 16)/(2, 127) for expert 1 of w13, expert 0 gave (64, 16)/(2, 128)"),
+    ],
+)
+def test_a_prepare_op_whose_shapes_change_between_experts_is_refused(trim, message):
+    """Every expert must prepare to expert 0's shapes (they are stacked into one bank)."""
+    import native.reference  # noqa: F401  (registers routectl::awq_sm70_prepare)
+
+    prepare = torch.ops.routectl.awq_sm70_prepare
+    calls: list[int] = []
+
+    def uneven(**kwargs: object) -> object:
+        words, meta = prepare(**kwargs)
+        calls.append(1)
+        if len(calls) == 2:  # the second expert of W13
+            return (words[:, :-1], meta) if trim == "words" else (words, meta[:, :-1])
+        return words, meta
+
+    with pytest.raises(ValueError) as info:
+        load_small(small_checkpoint(3), uneven)
+    assert str(info.value) == f"awq_sm70_prepare returned {message}"
+
+
 def test_a_shared_checkpoint_runs_the_prepare_op_once_per_expert():
     """Experts holding one set of tensors: the executing namespace still prepares each
     expert (E runs) and every bank slot holds that expert's prepared tensors."""
