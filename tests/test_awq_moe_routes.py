@@ -680,6 +680,11 @@ def test_bits_neither_method_serves_is_a_load_error(bits):
         f"TurboMindAwqMoE: only 4-bit AWQ, got {bits}-bit; "
         f"MoeWNA16: MoeWNA16 serves 4- or 8-bit weights, got {bits}"
     )
+    # Both refusals are the layer's (capability stage), so the error row shows no fallback.
+    assert [(v.name, v.code, v.stage) for v in info.value.verdicts] == [
+        (TURBOMIND, "weight_bits", "capability"),
+        (MOE_WNA16, "weight_bits", "capability"),
+    ]
 
 
 # --- preparation ----------------------------------------------------------------------------
