@@ -920,6 +920,17 @@ def test_a_checkpoint_with_another_expert_count_is_refused():
     assert str(info.value) == "w13 checkpoint has 2 experts, the layer 3"
 
 
+def test_a_bank_whose_tensor_lists_disagree_is_refused():
+    """3 qweights but 2 scales: refused before any bank slot is left unprepared (stacked
+    banks are allocated uninitialised, so a silently shorter loop would serve garbage)."""
+    import native.reference  # noqa: F401  (registers routectl::awq_sm70_prepare)
+
+    full = small_checkpoint(3)
+    short = ExpertBank(full.w13.qweight, full.w13.qzeros, full.w13.scales[:2])
+    with pytest.raises(ValueError, match="zip\\(\\) argument 2 is shorter than argument 1"):
+        load_small(MoeCheckpoint(short, full.w2), torch.ops.routectl.awq_sm70_prepare)
+
+
 @pytest.mark.parametrize(
     ("trim", "message"),
     [
