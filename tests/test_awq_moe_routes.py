@@ -316,6 +316,76 @@ def test_the_decomposed_lane_reduces_with_either_op():
         )
 
 
+def test_one_token_lanes_refuse_other_token_counts_with_their_message():
+    choice = select_route(call(2), QPN, ns())
+    for name in ("lane.qpn_m1", "lane.legacy_single_token", "lane.single_token_decomposed"):
+        assert _lane(choice, name) == (False, "token_count", "M = 2 is not 1", "policy")
+
+
+def test_qpn_m1_refusals_by_capability_and_call_inputs_carry_their_stages():
+    # CONTRACTS 3.5: the engine op needs capability exactly 70; 3.4: the call's inputs.
+    sm72 = select_route(call(1), replace(QPN, capability=72), ns())
+    assert _lane(sm72, "lane.qpn_m1")[0::3] == (False, "capability")
+    bf16 = select_route(call(1, dtype="bfloat16"), QPN, ns())
+    assert _lane(bf16, "lane.qpn_m1")[1::2] == ("call_inputs", "call")
+
+
+def test_the_decomposed_lane_without_either_reduce_op_is_refused_at_the_ops_stage():
+    unbatched = replace(DEFAULT, batched=False, legacy_lane=False, legacy_lane_reason="off")
+    both = ns("moe_unpermute", "awq_moe_single_token_weighted_reduce_out")
+    # The routed lane then has no reduce either: the call is refused, every verdict kept.
+    with pytest.raises(SelectionError) as info:
+        select_route(call(1), unbatched, both)
+    verdicts = {v.name: v for v in info.value.verdicts}
+    decomposed = verdicts["lane.single_token_decomposed"]
+    # The reduce the contract falls back to (moe_unpermute) is the one named.
+    assert (decomposed.ok, decomposed.code, decomposed.message, decomposed.stage) == (
+        False,
+        "missing_native_ops",
+        "missing native AWQ MoE operators: [moe_unpermute]",
+        "ops",
+    )
+
+
+def test_per_expert_dispatch_refusal_messages_name_the_switch():
+    unbatched = select_route(call(16), replace(DEFAULT, batched=False), ns())
+    assert _lane(unbatched, "w13.per_expert_dispatch") == (
+        False,
+        "not_batched",
+        "batched GEMM is off for this layer",
+        "policy",
+    )
+    strict = select_route(call(16), replace(DEFAULT, strict_w13=True), ns())
+    assert _lane(strict, "w13.per_expert_dispatch") == (
+        False,
+        "policy",
+        "disabled by sm70_awq_moe.strict_w13",
+        "policy",
+    )
+
+
+def test_no_stage_for_a_slot_is_a_selection_error_with_every_verdict_so_far():
+    missing = ns("awq_moe_gemm_sm70_per_expert_dispatch_out", "awq_moe_dense_stage_sm70_out")
+    with pytest.raises(SelectionError) as info:
+        select_route(call(9), DEFAULT, missing)
+    error = info.value
+    assert error.code == "no_moe_stage"
+    assert error.message.startswith("no AWQ MoE stage can serve w13 at M = 9: ")
+    assert [v.name for v in error.verdicts] == [
+        "lane.zero_output",
+        "lane.qpn_m1",
+        "lane.legacy_single_token",
+        "lane.single_token_decomposed",
+        "lane.routed",
+        "permute.permute_metadata",
+        "permute.permute",
+        "w13.indexed_prefill_w13",
+        "w13.active_grouped",
+        "w13.per_expert_dispatch",
+        "w13.dense_stage",
+    ]
+
+
 def test_a_missing_stage_op_is_refused_at_the_ops_stage():
     choice = select_route(call(16), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out"))
     verdict = next(v for v in choice.verdicts if v.name == "w13.per_expert_dispatch")
