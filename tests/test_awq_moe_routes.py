@@ -386,6 +386,50 @@ def test_no_stage_for_a_slot_is_a_selection_error_with_every_verdict_so_far():
     ]
 
 
+@pytest.mark.parametrize(
+    ("missing", "reduce_op"),
+    [
+        ((), "awq_moe_single_token_weighted_reduce_out"),
+        (("awq_moe_single_token_weighted_reduce_out",), "moe_unpermute"),
+    ],
+)
+def test_the_decomposed_lane_runs_w13_w2_and_a_reduce(missing, reduce_op):
+    # CONTRACTS 3.4: M = 1, decomposed lane: W13 awq_moe_single_token_dense_w13_sm70_out, SiLU
+    # (inside the engine), W2 awq_moe_single_token_dense_stage_sm70_out, reduce
+    # awq_moe_single_token_weighted_reduce_out when present else moe_unpermute.
+    unbatched = replace(DEFAULT, batched=False, legacy_lane=False, legacy_lane_reason="off")
+    choice = select_route(call(1), unbatched, ns(*missing))
+    assert (choice.m, choice.plan.lane, choice.plan.permute) == (1, "decomposed", None)
+    assert [stage.op for stage in choice.plan.stages()] == [
+        "awq_moe_single_token_dense_w13_sm70_out",
+        "awq_moe_single_token_dense_stage_sm70_out",
+        reduce_op,
+    ]
+    routed_lane = _lane(
+        select_route(call(1), DEFAULT, ns("awq_moe_single_token_sm70_out")),
+        "lane.single_token_decomposed",
+    )
+    assert routed_lane == (False, "policy", "batched GEMM on and strict_w13 off", "policy")
+
+
+@pytest.mark.parametrize(("m", "lane"), [(0, "zero"), (1, "legacy"), (2, "routed")])
+def test_every_lane_records_the_calls_token_count(m, lane):
+    choice = select_route(call(m), DEFAULT, ns())
+    assert (choice.m, choice.plan.lane, choice.to_json()["m"]) == (m, lane, m)
+    assert select_route(call(1), QPN, ns()).m == 1
+
+
+def test_the_routed_lane_refuses_no_call_of_one_or_more_tokens():
+    zero = select_route(call(0), DEFAULT, ns())
+    assert _lane(zero, "lane.routed") == (False, "token_count", "M = 0 is not at least 1", "policy")
+    assert _lane(zero, "lane.single_token_decomposed") == (
+        False,
+        "token_count",
+        "M = 0 is not 1",
+        "policy",
+    )
+
+
 def test_a_missing_stage_op_is_refused_at_the_ops_stage():
     choice = select_route(call(16), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out"))
     verdict = next(v for v in choice.verdicts if v.name == "w13.per_expert_dispatch")
