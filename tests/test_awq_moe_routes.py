@@ -652,6 +652,25 @@ def test_moe_wna16_outside_the_family(env, capability, code, fallback):
     assert bool(d.fallbacks) is fallback
 
 
+@pytest.mark.parametrize(
+    ("env", "removed", "reason"),
+    [
+        # CONTRACTS 3.4: the legacy lane is built when the layer is batched, legacy_compact is
+        # on and awq_moe_single_token_sm70_out is present; the M = 1 refusal names which.
+        (moe_env(batched="0"), (), "batched GEMM is off for layer 0"),
+        (moe_env(legacy_compact="0"), (), "sm70_awq_moe.legacy_compact is off"),
+        (
+            {},
+            ("awq_moe_single_token_sm70_out",),
+            "missing native legacy single-token operators: [awq_moe_single_token_sm70_out]",
+        ),
+    ],
+)
+def test_the_legacy_lane_not_built_names_why(env, removed, reason):
+    route = decide(env=env, removed=removed).route
+    assert (route.legacy_lane, route.legacy_lane_reason) == (False, reason)
+
+
 def test_sm72_is_inside_the_family_but_not_qpn_m1():
     assert decide(capability=72).decision.kernel == TURBOMIND
     with pytest.raises(SelectionError, match="CUDA arch 7.0"):
