@@ -652,6 +652,13 @@ def test_moe_wna16_outside_the_family(env, capability, code, fallback):
     assert bool(d.fallbacks) is fallback
 
 
+def test_a_rank_layer_is_decided_as_its_model_level_spec():
+    # decide_awq_moe takes the model-level description or the rank's AwqMoeLayer itself.
+    rank = AwqMoeLayer.for_rank(QWEN38, 4)
+    assert decide(rank).decision == decide(QWEN38).decision
+    assert decide(rank).layer is rank
+
+
 @pytest.mark.parametrize(
     ("env", "removed", "reason"),
     [
