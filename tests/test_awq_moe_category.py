@@ -16,6 +16,7 @@ from policies.categories.awq_moe import (
     TOKEN_COUNTS,
     model_totals,
 )
+from policies.families import sections_of
 from policies.variables import FIELDS
 from routectl.replay.harness import find_row, replay_category
 from routectl.rows import ROW_ID
@@ -267,3 +268,12 @@ def test_runs_are_deterministic_and_rows_own_their_routes(rows):
     assert again == rows
     a, b = again[DEFAULT], again["qwen38_awq_moe/float16/tp4/none/c8/q8192"]
     assert a == b and a is not b and a["dispatch"] is not b["dispatch"]
+
+
+def test_the_category_reads_the_moe_family_sections():
+    # CONTRACTS 1.3/3.1: the family is decided by sm70_turbomind.awq_moe (and the legacy
+    # backend override) and the sm70_awq_moe section; `explain` shows these two sections.
+    assert AWQ_MOE_CATEGORY.policy_sections == ("sm70_turbomind", "sm70_awq_moe")
+    assert sections_of("sm70-awq-moe") == ("sm70_turbomind", "sm70_awq_moe")
+    with pytest.raises(KeyError, match="no family 'sm99-moe'"):
+        sections_of("sm99-moe")

@@ -316,6 +316,120 @@ def test_the_decomposed_lane_reduces_with_either_op():
         )
 
 
+def test_one_token_lanes_refuse_other_token_counts_with_their_message():
+    choice = select_route(call(2), QPN, ns())
+    for name in ("lane.qpn_m1", "lane.legacy_single_token", "lane.single_token_decomposed"):
+        assert _lane(choice, name) == (False, "token_count", "M = 2 is not 1", "policy")
+
+
+def test_qpn_m1_refusals_by_capability_and_call_inputs_carry_their_stages():
+    # CONTRACTS 3.5: the engine op needs capability exactly 70; 3.4: the call's inputs.
+    sm72 = select_route(call(1), replace(QPN, capability=72), ns())
+    assert _lane(sm72, "lane.qpn_m1")[0::3] == (False, "capability")
+    bf16 = select_route(call(1, dtype="bfloat16"), QPN, ns())
+    assert _lane(bf16, "lane.qpn_m1")[1::2] == ("call_inputs", "call")
+
+
+def test_the_decomposed_lane_without_either_reduce_op_is_refused_at_the_ops_stage():
+    unbatched = replace(DEFAULT, batched=False, legacy_lane=False, legacy_lane_reason="off")
+    both = ns("moe_unpermute", "awq_moe_single_token_weighted_reduce_out")
+    # The routed lane then has no reduce either: the call is refused, every verdict kept.
+    with pytest.raises(SelectionError) as info:
+        select_route(call(1), unbatched, both)
+    verdicts = {v.name: v for v in info.value.verdicts}
+    decomposed = verdicts["lane.single_token_decomposed"]
+    # The reduce the contract falls back to (moe_unpermute) is the one named.
+    assert (decomposed.ok, decomposed.code, decomposed.message, decomposed.stage) == (
+        False,
+        "missing_native_ops",
+        "missing native AWQ MoE operators: [moe_unpermute]",
+        "ops",
+    )
+
+
+def test_per_expert_dispatch_refusal_messages_name_the_switch():
+    unbatched = select_route(call(16), replace(DEFAULT, batched=False), ns())
+    assert _lane(unbatched, "w13.per_expert_dispatch") == (
+        False,
+        "not_batched",
+        "batched GEMM is off for this layer",
+        "policy",
+    )
+    strict = select_route(call(16), replace(DEFAULT, strict_w13=True), ns())
+    assert _lane(strict, "w13.per_expert_dispatch") == (
+        False,
+        "policy",
+        "disabled by sm70_awq_moe.strict_w13",
+        "policy",
+    )
+
+
+def test_no_stage_for_a_slot_is_a_selection_error_with_every_verdict_so_far():
+    missing = ns("awq_moe_gemm_sm70_per_expert_dispatch_out", "awq_moe_dense_stage_sm70_out")
+    with pytest.raises(SelectionError) as info:
+        select_route(call(9), DEFAULT, missing)
+    error = info.value
+    assert error.code == "no_moe_stage"
+    assert error.message.startswith("no AWQ MoE stage can serve w13 at M = 9: ")
+    assert [v.name for v in error.verdicts] == [
+        "lane.zero_output",
+        "lane.qpn_m1",
+        "lane.legacy_single_token",
+        "lane.single_token_decomposed",
+        "lane.routed",
+        "permute.permute_metadata",
+        "permute.permute",
+        "w13.indexed_prefill_w13",
+        "w13.active_grouped",
+        "w13.per_expert_dispatch",
+        "w13.dense_stage",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("missing", "reduce_op"),
+    [
+        ((), "awq_moe_single_token_weighted_reduce_out"),
+        (("awq_moe_single_token_weighted_reduce_out",), "moe_unpermute"),
+    ],
+)
+def test_the_decomposed_lane_runs_w13_w2_and_a_reduce(missing, reduce_op):
+    # CONTRACTS 3.4: M = 1, decomposed lane: W13 awq_moe_single_token_dense_w13_sm70_out, SiLU
+    # (inside the engine), W2 awq_moe_single_token_dense_stage_sm70_out, reduce
+    # awq_moe_single_token_weighted_reduce_out when present else moe_unpermute.
+    unbatched = replace(DEFAULT, batched=False, legacy_lane=False, legacy_lane_reason="off")
+    choice = select_route(call(1), unbatched, ns(*missing))
+    assert (choice.m, choice.plan.lane, choice.plan.permute) == (1, "decomposed", None)
+    assert [stage.op for stage in choice.plan.stages()] == [
+        "awq_moe_single_token_dense_w13_sm70_out",
+        "awq_moe_single_token_dense_stage_sm70_out",
+        reduce_op,
+    ]
+    routed_lane = _lane(
+        select_route(call(1), DEFAULT, ns("awq_moe_single_token_sm70_out")),
+        "lane.single_token_decomposed",
+    )
+    assert routed_lane == (False, "policy", "batched GEMM on and strict_w13 off", "policy")
+
+
+@pytest.mark.parametrize(("m", "lane"), [(0, "zero"), (1, "legacy"), (2, "routed")])
+def test_every_lane_records_the_calls_token_count(m, lane):
+    choice = select_route(call(m), DEFAULT, ns())
+    assert (choice.m, choice.plan.lane, choice.to_json()["m"]) == (m, lane, m)
+    assert select_route(call(1), QPN, ns()).m == 1
+
+
+def test_the_routed_lane_refuses_no_call_of_one_or_more_tokens():
+    zero = select_route(call(0), DEFAULT, ns())
+    assert _lane(zero, "lane.routed") == (False, "token_count", "M = 0 is not at least 1", "policy")
+    assert _lane(zero, "lane.single_token_decomposed") == (
+        False,
+        "token_count",
+        "M = 0 is not 1",
+        "policy",
+    )
+
+
 def test_a_missing_stage_op_is_refused_at_the_ops_stage():
     choice = select_route(call(16), DEFAULT, ns("awq_moe_gemm_sm70_per_expert_dispatch_out"))
     verdict = next(v for v in choice.verdicts if v.name == "w13.per_expert_dispatch")
@@ -538,6 +652,32 @@ def test_moe_wna16_outside_the_family(env, capability, code, fallback):
     assert bool(d.fallbacks) is fallback
 
 
+def test_a_rank_layer_is_decided_as_its_model_level_spec():
+    # decide_awq_moe takes the model-level description or the rank's AwqMoeLayer itself.
+    rank = AwqMoeLayer.for_rank(QWEN38, 4)
+    assert decide(rank).decision == decide(QWEN38).decision
+    assert decide(rank).layer is rank
+
+
+@pytest.mark.parametrize(
+    ("env", "removed", "reason"),
+    [
+        # CONTRACTS 3.4: the legacy lane is built when the layer is batched, legacy_compact is
+        # on and awq_moe_single_token_sm70_out is present; the M = 1 refusal names which.
+        (moe_env(batched="0"), (), "batched GEMM is off for layer 0"),
+        (moe_env(legacy_compact="0"), (), "sm70_awq_moe.legacy_compact is off"),
+        (
+            {},
+            ("awq_moe_single_token_sm70_out",),
+            "missing native legacy single-token operators: [awq_moe_single_token_sm70_out]",
+        ),
+    ],
+)
+def test_the_legacy_lane_not_built_names_why(env, removed, reason):
+    route = decide(env=env, removed=removed).route
+    assert (route.legacy_lane, route.legacy_lane_reason) == (False, reason)
+
+
 def test_sm72_is_inside_the_family_but_not_qpn_m1():
     assert decide(capability=72).decision.kernel == TURBOMIND
     with pytest.raises(SelectionError, match="CUDA arch 7.0"):
@@ -564,6 +704,127 @@ def test_a_checkpoint_that_cannot_split_is_an_error():
 def test_layers_turbomind_cannot_load_go_to_moe_wna16(changes, code):
     d = decide({**QWEN38, **changes}).decision
     assert d.kernel == MOE_WNA16 and d.selection.verdicts[0].code == code
+
+
+# A layer that splits into whole groups of 32, 64 and 128 at TP 4 (local W2 K 256).
+SPLITS = {"experts": 64, "top_k": 8, "hidden": 2048, "intermediate": 1024, "group": 128}
+
+
+@pytest.mark.parametrize(
+    ("changes", "turbomind", "wna16", "chosen"),
+    [
+        # CONTRACTS 2.3/3.1: TurboMind AWQ is asymmetric uint4 with zero points, group in
+        # {32, 64, 128}; anything else goes to MoeWNA16 with the reason named.
+        ({"group": 32}, (True, None, None, None), (True, None, None, True), TURBOMIND),
+        ({"group": 64}, (True, None, None, None), (True, None, None, True), TURBOMIND),
+        ({"group": 128}, (True, None, None, None), (True, None, None, True), TURBOMIND),
+        (
+            {"bits": 8},
+            (False, "weight_bits", "only 4-bit AWQ, got 8-bit", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+        (
+            {"zero_points": False},
+            (False, "zero_points", "requires zero points", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+        (
+            {"bias": True},
+            (False, "bias", "MoE bias is not supported", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+        (
+            {"group": 16},
+            (False, "group_size", "checkpoint group 16 not in 32, 64, 128", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+        (
+            {"prepared_group": 256},
+            (False, "group_size", "prepared group 256 not in 32, 64, 128", "capability"),
+            (True, None, None, False),
+            MOE_WNA16,
+        ),
+    ],
+)
+def test_method_selection_names_each_layer_refusal(changes, turbomind, wna16, chosen):
+    selection = decide({**SPLITS, **changes}).decision.selection
+    (tm, wn) = selection.verdicts
+    assert (tm.name, wn.name) == (TURBOMIND, MOE_WNA16)
+    assert (tm.ok, tm.code, tm.message, tm.stage) == turbomind
+    # MoeWNA16's verdict: (ok, code, message, not needed after an earlier choice).
+    assert (wn.ok, wn.code, wn.message, wn.not_needed) == wna16
+    assert selection.chosen == chosen
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "stage", "code", "message"),
+    [
+        # CONTRACTS 3.1: the family exists only when 70 <= capability < 75.
+        (
+            {"capability": 75},
+            "capability",
+            "capability",
+            "requires 70 <= capability < 75 (Volta), got capability 75",
+        ),
+        (
+            {"removed": ("awq_sm70_prepare",)},
+            "ops",
+            "missing_native_ops",
+            "missing native AWQ MoE operators: [awq_sm70_prepare]",
+        ),
+        ({"spec": {**QWEN38, "bits": 8}}, "capability", "weight_bits", "only 4-bit AWQ, got 8-bit"),
+    ],
+)
+def test_a_turbomind_refusal_by_hardware_build_or_layer_is_a_recorded_fallback(
+    kwargs, stage, code, message
+):
+    """The policy asked for TurboMind (sm70_turbomind.awq_moe) and got MoeWNA16: the
+    decision records that as a fallback of the family switch with TurboMind's reason."""
+    d = decide(**kwargs).decision
+    first = d.selection.verdicts[0]
+    assert (first.name, first.ok, first.stage, first.code, first.message) == (
+        TURBOMIND,
+        False,
+        stage,
+        code,
+        message,
+    )
+    assert d.kernel == MOE_WNA16 and d.selection.fallback
+    assert [f.to_json() for f in d.fallbacks] == [
+        {
+            "field": "sm70_turbomind.awq_moe",
+            "requested": True,
+            "effective": False,
+            "reason": message,
+        }
+    ]
+
+
+def test_a_policy_refusal_is_no_fallback():
+    d = decide(env=moe_env(disable="1")).decision
+    assert (d.kernel, d.selection.verdicts[0].stage, d.fallbacks) == (MOE_WNA16, "policy", ())
+    assert not d.selection.fallback
+
+
+@pytest.mark.parametrize("bits", [3, 2])
+def test_bits_neither_method_serves_is_a_load_error(bits):
+    with pytest.raises(SelectionError) as info:
+        decide({**SPLITS, "bits": bits})
+    assert info.value.code == "no_moe_method"
+    assert info.value.message == (
+        "no AWQ MoE method can load model.layers.0.mlp.experts: "
+        f"TurboMindAwqMoE: only 4-bit AWQ, got {bits}-bit; "
+        f"MoeWNA16: MoeWNA16 serves 4- or 8-bit weights, got {bits}"
+    )
+    # Both refusals are the layer's (capability stage), so the error row shows no fallback.
+    assert [(v.name, v.code, v.stage) for v in info.value.verdicts] == [
+        (TURBOMIND, "weight_bits", "capability"),
+        (MOE_WNA16, "weight_bits", "capability"),
+    ]
 
 
 # --- preparation ----------------------------------------------------------------------------
@@ -624,6 +885,18 @@ def test_moe_wna16_prepares_nothing_and_selection_only_prepares_nothing():
     ns_ = recorder()
     decision = select_awq_moe(QWEN38, resolve(), Hardware(70), EngineConfig(tp=4), ns_).decision
     assert decision.kernel == TURBOMIND and ns_.calls == []
+
+
+def test_a_layer_loaded_without_banks_carries_its_rank_layer():
+    """MoeWNA16 and selection-only loads prepare nothing, but the engine (and the startup
+    report's replay) still gets the rank's layer: 512 experts, W2 K 160 at TP 4 (3.2)."""
+    rank = AwqMoeLayer.for_rank(QWEN38, 4)
+    assert (rank.num_experts, rank.w2_k) == (512, 160)
+    wna16, _ = load(moe_env(disable="1"))
+    assert wna16.state == {"layer": rank}
+    assert wna16.decision.capability == 70
+    selected = select_awq_moe(QWEN38, resolve(), Hardware(70), EngineConfig(tp=4), recorder())
+    assert selected.state == {"layer": rank}
 
 
 def meta_inputs(m: int, top_k: int = 10):
@@ -750,6 +1023,80 @@ def test_real_tensors_are_prepared_into_real_banks():
             )
             assert torch.equal(prepared.resident[f"{name}_weights"][e], words)
             assert torch.equal(prepared.resident[f"{name}_metadata"][e], meta)
+
+
+SMALL = {"experts": 3, "top_k": 2, "hidden": 64, "intermediate": 64, "group": 32}
+
+
+def small_checkpoint(experts: int) -> MoeCheckpoint:
+    """Distinct per-expert tensors of the SMALL layer at TP 1 (W13 K 64 / N 128, W2 K 64 /
+    N 64), `experts` of them in each bank."""
+    layer = AwqMoeLayer.for_rank(SMALL, 1)
+    gen = torch.Generator().manual_seed(2)
+
+    def bank(name: str) -> ExpertBank:
+        qweight, qzeros, scales = layer.checkpoint_shapes(name)
+        return ExpertBank.from_stacked(
+            torch.randint(0, 2**31 - 1, (experts, *qweight), dtype=torch.int32, generator=gen),
+            torch.randint(0, 2**31 - 1, (experts, *qzeros), dtype=torch.int32, generator=gen),
+            (torch.rand((experts, *scales), generator=gen) * 0.01).half(),
+        )
+
+    return MoeCheckpoint(bank("w13"), bank("w2"))
+
+
+def load_small(checkpoint: MoeCheckpoint, prepare: object) -> object:
+    namespace = InMemoryNamespace(ALL_OPS, impls={"awq_sm70_prepare": prepare})
+    return load_awq_moe(
+        SMALL, resolve(tp=1), Hardware(70), EngineConfig(tp=1), namespace, tensors=checkpoint
+    )
+
+
+def test_a_checkpoint_with_another_expert_count_is_refused():
+    import native.reference  # noqa: F401  (registers routectl::awq_sm70_prepare)
+
+    with pytest.raises(ValueError) as info:
+        load_small(small_checkpoint(2), torch.ops.routectl.awq_sm70_prepare)
+    assert str(info.value) == "w13 checkpoint has 2 experts, the layer 3"
+
+
+def test_a_bank_whose_tensor_lists_disagree_is_refused():
+    """3 qweights but 2 scales: refused before any bank slot is left unprepared (stacked
+    banks are allocated uninitialised, so a silently shorter loop would serve garbage)."""
+    import native.reference  # noqa: F401  (registers routectl::awq_sm70_prepare)
+
+    full = small_checkpoint(3)
+    short = ExpertBank(full.w13.qweight, full.w13.qzeros, full.w13.scales[:2])
+    with pytest.raises(ValueError, match="zip\\(\\) argument 2 is shorter than argument 1"):
+        load_small(MoeCheckpoint(short, full.w2), torch.ops.routectl.awq_sm70_prepare)
+
+
+@pytest.mark.parametrize(
+    ("trim", "message"),
+    [
+        # Expert 1's prepared words one column short: (K, N/8) = (64, 16) for W13 of K 64,
+        # N 128; metadata (K/g, N) = (2, 128) (CONTRACTS 3.2 shapes at group 32).
+        ("words", "(64, 15)/(2, 128) for expert 1 of w13, expert 0 gave (64, 16)/(2, 128)"),
+        ("meta", "(64, 16)/(2, 127) for expert 1 of w13, expert 0 gave (64, 16)/(2, 128)"),
+    ],
+)
+def test_a_prepare_op_whose_shapes_change_between_experts_is_refused(trim, message):
+    """Every expert must prepare to expert 0's shapes (they are stacked into one bank)."""
+    import native.reference  # noqa: F401  (registers routectl::awq_sm70_prepare)
+
+    prepare = torch.ops.routectl.awq_sm70_prepare
+    calls: list[int] = []
+
+    def uneven(**kwargs: object) -> object:
+        words, meta = prepare(**kwargs)
+        calls.append(1)
+        if len(calls) == 2:  # the second expert of W13
+            return (words[:, :-1], meta) if trim == "words" else (words, meta[:, :-1])
+        return words, meta
+
+    with pytest.raises(ValueError) as info:
+        load_small(small_checkpoint(3), uneven)
+    assert str(info.value) == f"awq_sm70_prepare returned {message}"
 
 
 def test_a_shared_checkpoint_runs_the_prepare_op_once_per_expert():

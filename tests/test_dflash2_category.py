@@ -12,7 +12,7 @@ from policies import PROJECT
 from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.dflash2 import gdn_admissions
 from routectl.reasons import OK, Check, reject
-from routectl.replay.harness import replay_category, resolve_row
+from routectl.replay.harness import find_row, replay_category, replay_row, resolve_row
 from routectl.review.snapshot import validate_rows
 from routectl.workload import EngineConfig, Hardware
 from tests.test_dflash2_policy import ALLOW_CANDIDATE_ORDER, DENSE_ORDER, TABLE
@@ -249,3 +249,46 @@ def test_policy_rows_are_strict_in_the_snapshot_schema(rows):
     ]
     for bad in broken:
         assert validate_rows("sm70-dflash2-policy", "basis", [{**base, "route": bad}]), bad
+
+
+# --- the route matrix's cells and reasons (what a reviewer reads) ------------------------------
+# Outcomes from CONTRACTS-dflash2 4.5: qualified TP4 rows admit all four guards, TP2 rows all
+# but the combined split (`local_tail_layout`); unqualified rows have all 18 options off and no
+# guard; an alias "0" turns its field off and removes its own guard; the retired names warn as
+# obsolete / removed (1.4).
+MATRIX_CELLS = {
+    "27b_dflash2_nvfp4/fp8_e4m3/tp4/dflash/c4/q8192": (
+        ("qualified; 18/18 on; guards admitted: verify, norm, split, combined_split", "value"),
+        "qualified defaults, every guard admitted",
+    ),
+    "27b_dflash2_nvfp4/fp8_e4m3/tp2/dflash/c4/q8192": (
+        ("qualified; 18/18 on; guards admitted: verify, norm, split", "value"),
+        "guard combined_split refused [local_tail_layout]",
+    ),
+    "27b_dflash2_nvfp4/fp8_e4m3/tp4/mtp/c4/q8192": (
+        ("not qualified (spec_method_not_dflash); 0/18 on; guards admitted: none", "status"),
+        "[spec_method_not_dflash] speculative method is mtp, not dflash",
+    ),
+    "edge:fused_gdn_verify_0": (
+        ("qualified; 17/18 on; guards admitted: norm, split, combined_split", "value"),
+        "fused_gdn_verify off (alias:VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY); "
+        "guard verify refused [policy_disabled]; "
+        "warns VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY (deprecated)",
+    ),
+    "edge:retired_order_pair": (
+        ("qualified; 18/18 on; guards admitted: verify, norm, split, combined_split", "value"),
+        "warns VLLM_SM70_DFLASH2_QPN8_DENSE_ORDER (obsolete); "
+        "warns VLLM_SM70_DFLASH2_QPN8_ALLOW_CANDIDATE_ORDER (removed)",
+    ),
+}
+
+
+@pytest.mark.parametrize("row_id", sorted(MATRIX_CELLS))
+def test_matrix_cells_show_qualification_options_and_guards(row_id):
+    # One row replayed alone (not the category's module fixture): cheap enough to run per
+    # mutant.
+    spec = find_row(DFLASH2_POLICY_CATEGORY, row_id)
+    route = replay_row(PROJECT, DFLASH2_POLICY_CATEGORY, spec)[0]["route"]
+    label, reason = MATRIX_CELLS[row_id]
+    assert DFLASH2_POLICY_CATEGORY.matrix_label(route) == label
+    assert DFLASH2_POLICY_CATEGORY.matrix_reason(route) == reason

@@ -270,6 +270,42 @@ def test_verifier_qualification_reports_the_first_failing_rule(capability, engin
     assert not ok and reason.code == code and words in reason.message
 
 
+@pytest.mark.parametrize(
+    "capability,engine,message",
+    [
+        (
+            75,
+            VERIFIER,
+            "capability 75 is not exactly 70 (the verifier is qualified on Volta V100 only)",
+        ),
+        (
+            70,
+            dataclasses.replace(VERIFIER, model=None),
+            "model architectures (unknown) do not include Qwen3_5ForConditionalGeneration",
+        ),
+        (
+            70,
+            facts(architectures=()),
+            "model architectures (unknown) do not include Qwen3_5ForConditionalGeneration",
+        ),
+        (
+            70,
+            facts(architectures=("Qwen4A", "Qwen4B")),
+            "model architectures (Qwen4A, Qwen4B) do not include Qwen3_5ForConditionalGeneration",
+        ),
+        (70, facts(dtype=None), "model dtype is unknown, not float16"),
+        (70, facts(dtype="bfloat16"), "model dtype is bfloat16, not float16"),
+        (70, facts(hidden_size=2048), "model hidden size is 2048, not 5120"),
+        (70, facts(num_attention_heads=None), "model attention heads is unknown, not 24"),
+        (70, facts(num_key_value_heads=8), "model KV heads is 8, not 4"),
+        (70, facts(head_dim=None), "model head dim is unknown, not 256"),
+    ],
+)
+def test_verifier_qualification_messages_literally(capability, engine, message):
+    """What a refused verifier engine is told: the rule and the offending (or unknown) value."""
+    assert dflash2_verifier_qualified(Hardware(capability), engine)[1].message == message
+
+
 def test_verifier_qualification_order_capability_then_model_then_workload():
     everything_wrong = dataclasses.replace(VERIFIER, spec_method="none", model=None)
     assert dflash2_verifier_qualified(Hardware(75), everything_wrong)[1].code == "capability_not_70"

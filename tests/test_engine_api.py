@@ -416,3 +416,50 @@ def test_invalid_report_is_rejected():
     document["layers"][0]["classes"][0]["name"] = "zero"
     with pytest.raises(InputError, match="invalid startup report"):
         validate_report(document, PROJECT)
+
+
+# --- the engine loaders: how the startup report replays each family on meta tensors ----------
+
+LINEAR_FAMILIES = sorted(f for f in FAMILY_CASES if f != FAMILY)
+
+
+@pytest.mark.parametrize("family", LINEAR_FAMILIES)
+def test_linear_loaders_replay_on_meta_and_take_a_workspace(family):
+    """A linear family's checkpoint and call inputs are meta tensors (no storage is
+    allocated for the report), the activation is (M, K) in the layer's dtype, and its loader
+    takes the engine's workspace."""
+    capability, spec, config = FAMILY_CASES[family]
+    loader = PROJECT.loaders[family]
+    tensors = loader.meta_tensors(spec)
+    assert tensors and all(t.device.type == "meta" for t in tensors.values())
+    session = start(PROJECT, config, Hardware(capability), QUALIFIED, environ={})
+    layer = session.load_layer(family, spec, None, _recording(), workspace=1 << 20)
+    (x,) = loader.call_inputs(spec, layer.prepared, 3)
+    assert (tuple(x.shape), x.dtype, x.device.type) == (
+        (3, spec.input_size),
+        torch.float16,
+        "meta",
+    )
+    assert loader.last_call is None
+
+
+def test_the_moe_loader_reports_its_last_call_and_takes_no_checkpoint():
+    loader = PROJECT.loaders[FAMILY]
+    assert loader.meta_tensors(MOE) is None and not loader.takes_workspace
+    session = start(PROJECT, None, HW, WORKLOAD, environ={})
+    layer = session.load_layer(FAMILY, MOE, None, _recording())
+    assert loader.last_call(layer.prepared) is None  # nothing called yet
+    inputs = loader.call_inputs(MOE, layer.prepared, 1)
+    # CONTRACTS 3.4: x (M, 2560) fp16, router ids (M, top-k 10) int32, weights fp32.
+    assert [(tuple(t.shape), t.dtype, t.device.type) for t in inputs] == [
+        ((1, 2560), torch.float16, "meta"),
+        ((1, 10), torch.int32, "meta"),
+        ((1, 10), torch.float32, "meta"),
+    ]
+    layer(*inputs)
+    last = loader.last_call(layer.prepared)
+    # M = 1 on the defaults: the legacy lane (3.4); QPN M1 refused as not admitted (opt-in,
+    # 3.5); the zero-output lane's token-count refusal is not listed.
+    assert set(last) == {"stages", "rejected"}
+    assert last["stages"] == ["lane.legacy_single_token"]
+    assert [(v["name"], v["code"]) for v in last["rejected"]] == [("lane.qpn_m1", "not_admitted")]

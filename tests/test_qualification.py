@@ -162,3 +162,136 @@ def test_qualification_verdicts_name_every_engine_rule():
     assert verdicts[1][1][1].code == "qpn4_concurrency"
     single = dataclasses.replace(QUALIFIED, spec_method="none", spec_tokens=0, max_num_seqs=1)
     assert dict(q.qualification_verdicts(Hardware(70), single))["qpn4_workload"] == (True, None)
+
+
+# --- the SM70 FP8 PP2 x TP4 runtime contract (CONTRACTS-fp8 3.3) ---------------------------------
+# "PP == 2, TP == 4, max_num_seqs == 1, no DBO, ubatch <= 1, no speculative config", checked in
+# that order; the codes are the stable ones the FP8 rows record.
+PP2_TP4 = EngineConfig(tp=4, pp=2, max_num_seqs=1, spec_method="none", dbo=False, ubatch=0)
+
+
+@pytest.mark.parametrize("ubatch", [0, 1])
+def test_the_pp2_tp4_runtime_contract_is_met(ubatch):
+    engine = dataclasses.replace(PP2_TP4, ubatch=ubatch)
+    assert q.fp8_pp2_tp4_contract(engine) == (True, None)
+
+
+@pytest.mark.parametrize(
+    "changes, code, message",
+    [
+        (dict(pp=1), "fp8_pp_not_2", "PP2 x TP4 needs pipeline parallel size 2 (PP=1)"),
+        (dict(pp=4), "fp8_pp_not_2", "PP2 x TP4 needs pipeline parallel size 2 (PP=4)"),
+        (dict(tp=2), "fp8_tp_not_4", "PP2 x TP4 needs tensor parallel size 4 (TP=2)"),
+        (dict(tp=8), "fp8_tp_not_4", "PP2 x TP4 needs tensor parallel size 4 (TP=8)"),
+        (
+            dict(max_num_seqs=2),
+            "fp8_pp2_tp4_concurrency",
+            "PP2 x TP4 needs max_num_seqs == 1 (max_num_seqs=2)",
+        ),
+        (dict(dbo=True), "fp8_pp2_tp4_dbo", "PP2 x TP4 needs dual batch overlap off"),
+        (dict(ubatch=2), "fp8_pp2_tp4_ubatch", "PP2 x TP4 needs ubatch <= 1 (ubatch=2)"),
+        (
+            dict(spec_method="mtp", spec_tokens=4),
+            "fp8_pp2_tp4_speculation",
+            "PP2 x TP4 needs no speculation (speculative method mtp)",
+        ),
+    ],
+)
+def test_each_pp2_tp4_rule_rejects_with_its_code_and_message(changes, code, message):
+    ok, reason = q.fp8_pp2_tp4_contract(dataclasses.replace(PP2_TP4, **changes))
+    assert (ok, reason.code, reason.message) == (False, code, message)
+
+
+def test_pp2_tp4_rules_apply_in_contract_order():
+    # Every rule broken at once: PP is named first, then TP, then concurrency, DBO, ubatch and
+    # speculation (CONTRACTS-fp8 3.3 order).
+    broken = dict(pp=1, tp=2, max_num_seqs=2, dbo=True, ubatch=2, spec_method="mtp")
+    order = ["pp", "tp", "max_num_seqs", "dbo", "ubatch", "spec_method"]
+    codes = []
+    for fixed in range(len(order) + 1):
+        changes = {k: v for k, v in broken.items() if k not in order[:fixed]}
+        codes.append(q.fp8_pp2_tp4_contract(dataclasses.replace(PP2_TP4, **changes))[1])
+    assert [r.code if r else None for r in codes] == [
+        "fp8_pp_not_2",
+        "fp8_tp_not_4",
+        "fp8_pp2_tp4_concurrency",
+        "fp8_pp2_tp4_dbo",
+        "fp8_pp2_tp4_ubatch",
+        "fp8_pp2_tp4_speculation",
+        None,
+    ]
+
+
+# --- reason messages, literally: a refused engine or layer is told which value broke which rule
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(spec_method="mtp"), "speculative method is mtp, not dflash"),
+        (dict(spec_tokens=5), "5 speculative tokens, not 7"),
+        (dict(selector_top_k=8), "draft selector_top_k is 8, not 16"),
+        (dict(pp=2), "pipeline parallel size is 2, not 1"),
+        (dict(dbo=True), "dual batch overlap is enabled"),
+        (dict(ubatch=2), "ubatch size is 2, above 1"),
+    ],
+)
+def test_workload_messages_literally(changes, message):
+    assert q.nvfp4_workload_qualified(dataclasses.replace(QUALIFIED, **changes))[1].message == (
+        message
+    )
+
+
+def test_qpn4_workload_messages_literally():
+    seqs = q.qpn4_workload_qualified(dataclasses.replace(QPN4_WORKLOAD, max_num_seqs=3))[1]
+    assert seqs.message == "QPN4 needs max_num_seqs == 1 (max_num_seqs=3)"
+    spec = dataclasses.replace(QPN4_WORKLOAD, spec_method="mtp", spec_tokens=4)
+    assert q.qpn4_workload_qualified(spec)[1].message == (
+        "QPN4 needs no speculation (speculative method mtp)"
+    )
+
+
+@pytest.mark.parametrize(
+    "layer, gated, code, message",
+    [
+        (down(4350), False, "qpn4_down_k", "QPN4 down_proj needs K > 0 and K % 128 == 0 (K=4350)"),
+        (down(-128), False, "qpn4_down_k", "QPN4 down_proj needs K > 0 and K % 128 == 0 (K=-128)"),
+        (down(n=4096), False, "qpn4_down_n", "QPN4 down_proj needs N == 5120 (N=4096)"),
+        (
+            gate_up(),
+            False,
+            "qpn4_gate_up_needs_dense_gated_silu",
+            "QPN4 gate_up_proj needs dense_gated_silu",
+        ),
+        (gate_up(4096), True, "qpn4_gate_up_k", "QPN4 gate_up_proj needs K == 5120 (K=4096)"),
+        (
+            gate_up(n=-64, logical_widths=(-32, -32)),
+            True,
+            "qpn4_gate_up_n",
+            "QPN4 gate_up_proj needs N > 0 and N % 64 == 0 (N=-64)",
+        ),
+        (
+            gate_up(logical_widths=(4096, 4608)),
+            True,
+            "qpn4_gate_up_widths",
+            "QPN4 gate_up_proj needs logical widths [N/2, N/2] (widths [4096, 4608], N=8704)",
+        ),
+        (
+            Nvfp4Layer.of("model.layers.0.self_attn.o_proj", 5120, 5120),
+            True,
+            "qpn4_role_unqualified",
+            "QPN4 qualifies only down_proj and gate_up_proj (role o_proj)",
+        ),
+    ],
+)
+def test_qpn4_layer_codes_and_messages_literally(layer, gated, code, message):
+    assert q.qpn4_layer_qualified(layer, gated) == (False, (code, message))
+
+
+def test_role_messages_literally():
+    assert q.qpn2_role_qualified("lm_head")[1].message == (
+        "projection role not yet quality-qualified for QPN2 (role lm_head)"
+    )
+    assert q.awq_exact_dense_role_qualified("qkv_proj")[1].message == (
+        "role qkv_proj is not qualified for AWQ exact-dense prefill"
+    )
