@@ -618,6 +618,49 @@ def test_awq_nothing_can_serve_when_both_are_disabled():
     assert all(v.stage == "disabled" for v in info.value.verdicts)
 
 
+def test_awq_verdict_stages_name_the_policy_gates():
+    # The stage the startup report records per verdict: route admission, the linear_backend
+    # filter and Triton's "TurboMind route admitted" rule are policy gates (CONTRACTS 2.3),
+    # checked before capability and never a fallback.
+    admitted = awq_load().decision
+    triton = verdict(admitted, "TritonAwqLinearKernel")
+    assert (triton.code, triton.stage) == ("turbomind_route_admitted", "policy")
+    off = awq_load(env={var("sm70_awq.enabled"): "0"}).decision
+    tm = verdict(off, "TurboMindAwqLinearKernel")
+    assert (tm.code, tm.stage) == ("awq_turbomind_disabled", "policy")
+    assert off.kernel == "TritonAwqLinearKernel" and off.fallbacks == ()
+
+
+def test_awq_linear_backend_refusal_fails_closed_with_its_message():
+    # CONTRACTS 2.3: a linear_backend filter on the admitted route fails closed, with the
+    # reason; the message names the backend asked for and the ones the family serves.
+    with pytest.raises(SelectionError) as info:
+        awq_load(config={"linear_backend": "triton"})
+    error = info.value
+    reason = (
+        "linear_backend=triton selects another backend; SM70 AWQ dense kernels serve only "
+        "auto or turbomind"
+    )
+    assert [(v.name, v.code, v.message, v.stage) for v in error.verdicts] == [
+        ("TurboMindAwqLinearKernel", "backend_not_selected", reason, "policy"),
+        ("TritonAwqLinearKernel", "backend_not_selected", reason, "policy"),
+    ]
+    assert error.code == "backend_not_selected"
+    assert error.message == (
+        f"SM70 AWQ dense layer {QKV} fails closed: TurboMindAwqLinearKernel: {reason}"
+    )
+
+
+def test_awq_nothing_can_serve_names_the_layer_and_every_reason():
+    with pytest.raises(SelectionError) as info:
+        awq_load(env={DISABLED: ",".join(AWQ_DENSE_ORDER)})
+    assert info.value.message == (
+        f"no SM70 AWQ dense kernel can serve {QKV}: "
+        f"TurboMindAwqLinearKernel: disabled by {DISABLED}; "
+        f"TritonAwqLinearKernel: disabled by {DISABLED}"
+    )
+
+
 def test_awq_exact_dense_layers_and_their_fallbacks():
     assert awq_load(AWQ_DOWN).decision.flags["exact_dense"] is True
     short = awq_load(AWQ_DOWN, workspace=awq.EXACT_DENSE_MIN_WORKSPACE - 1).decision
