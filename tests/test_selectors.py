@@ -161,6 +161,8 @@ def test_family_is_entered_only_on_exactly_sm70(capability):
     decision = nvfp4(capability=capability).decision
     assert decision.kernel is None and decision.status[0] == "not_sm70"
     assert str(capability) in decision.status[1]
+    # Not entered: no candidate was evaluated, and the decision keeps the capability.
+    assert decision.selection.verdicts == () and decision.capability == capability
 
 
 @pytest.mark.parametrize(
@@ -353,6 +355,28 @@ def test_qpn4_gate_needs_dense_gated_silu_and_prepares_gated():
     assert loaded.decision.flags["gated"] is True and loaded.apply_gated is not None
 
 
+def test_dense_gated_silu_never_prepares_a_down_proj_gated():
+    # CONTRACTS 4: dense_gated_silu concerns gate_up_proj only; a QPN4 down_proj with it on
+    # is prepared plain and has no gated apply.
+    loaded = nvfp4(
+        {var("sm70_nvfp4.dense_gated_silu"): "1"}, layer=QPN4_DOWN, engine=SINGLE, tensors=True
+    )
+    assert loaded.decision.kernel == "Qpn4NvFp4LinearKernel"
+    assert loaded.decision.flags["gated"] is False and loaded.apply_gated is None
+
+
+def test_qpn4_qualification_reason_names_the_layer_rule():
+    # CONTRACTS 4: a QPN4 down_proj needs N == 5120; the reason keeps the selector's core
+    # text (CONTRACTS 2.1, "QPN4 off or outside the qualified workload") and the rule's.
+    decision = nvfp4(layer=Nvfp4Layer.of(DOWN, 4352, 4096), engine=SINGLE).decision
+    qpn4 = verdict(decision, "Qpn4NvFp4LinearKernel")
+    assert (qpn4.code, qpn4.stage, qpn4.message) == (
+        "qpn4_down_n",
+        "qualification",
+        "QPN4 disabled or outside the qualified workload: QPN4 down_proj needs N == 5120 (N=4096)",
+    )
+
+
 def test_disabled_kernels_by_variable_and_by_config():
     by_var = nvfp4({DISABLED: nv.Qpn2NvFp4LinearKernel.name}).decision
     by_config = nvfp4(config={"disabled_kernels": [nv.Qpn2NvFp4LinearKernel.name]}).decision
@@ -438,12 +462,29 @@ def test_turing_default_selects_the_qpn_kernel(load, spec, kernel):
     "backend, served", [("auto", True), ("turbomind", True), ("marlin", False), ("cutlass", False)]
 )
 def test_turing_linear_backend_is_not_an_error(load, spec, backend, served):
+    kernel_name = {
+        load_turing_nvfp4: "TuringQpn2NvFp4LinearKernel",
+        load_turing_fp8: "TuringQpn8Fp8LinearKernel",
+    }
     decision = turing(load, spec, config={"linear_backend": backend}).decision
     assert (decision.kernel is not None) is served
     if not served:
         assert decision.status[0] == "backend_not_selected"
         assert decision.selection.verdicts[0].code == "backend_not_selected"
         assert backend in decision.status[1]
+        # CONTRACTS 2.2: policy is checked first; the filter is a policy verdict, which the
+        # startup report records by stage, and the decision keeps the capability.
+        (only,) = decision.selection.verdicts
+        assert (only.name, only.stage) == (kernel_name[load], "policy")
+        assert decision.capability == 75
+        assert (
+            only.message
+            == decision.status[1]
+            == (
+                f"linear_backend={backend} selects another backend; Turing QPN kernels serve "
+                "only auto or turbomind"
+            )
+        )
 
 
 @pytest.mark.parametrize(
