@@ -136,6 +136,12 @@ def test_golden_qualified_in_proj_qkvz_selects_shared_compact_qpn2():
         "gated": False,
     }
     assert not decision.selection.fallback
+    assert decision.capability == 70
+    # The loaded layer keeps the QPN2 layout it was prepared with, with or without tensors.
+    assert set(loaded.state) == {"plan"} and loaded.state["plan"].compact_scales is True
+    assert set(nvfp4(BATCH_OFF).state) == {"plan"}
+    # Prefill dequantizes into K x N-padded FP16 scratch: 5120 x 4128 x 2 bytes (CONTRACTS 2.1).
+    assert loaded.scratch == {"qpn2_prefill_dequant": 42_270_720}
     mark = recorder.mark()
     for m in (1, 8, 32, 64, 1024):
         loaded.apply(fp16(m, 5120))
@@ -163,6 +169,9 @@ def test_family_is_entered_only_on_exactly_sm70(capability):
     assert str(capability) in decision.status[1]
     # Not entered: no candidate was evaluated, and the decision keeps the capability.
     assert decision.selection.verdicts == () and decision.capability == capability
+    assert decision.status[1] == (
+        f"the SM70 NVFP4 weight-only family needs capability exactly 70, got {capability}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -182,6 +191,7 @@ def test_family_entry_follows_use_turbomind(env, entered):
     assert (decision.kernel is not None) is entered
     if not entered:
         assert decision.status[0] == "turbomind_nvfp4_off"
+        assert decision.status[1].startswith("use_turbomind(sm70_turbomind.nvfp4) is false (nvfp4=")
 
 
 @pytest.mark.parametrize(
@@ -388,6 +398,18 @@ def test_disabled_kernels_by_variable_and_by_config():
         assert not decision.selection.fallback
 
 
+def test_qpn4_disabled_by_name_leaves_the_down_proj_to_the_next_candidate():
+    # CONTRACTS 2.1: "in disabled_kernels" is a selector reason of every candidate.
+    decision = nvfp4({DISABLED: "Qpn4NvFp4LinearKernel"}, layer=QPN4_DOWN, engine=SINGLE).decision
+    qpn4 = verdict(decision, "Qpn4NvFp4LinearKernel")
+    assert decision.kernel == "TurboMindNvFp4LinearKernel"
+    assert (qpn4.code, qpn4.stage, qpn4.message) == (
+        "disabled_kernel",
+        "disabled",
+        f"disabled by {DISABLED}",
+    )
+
+
 def test_upstream_kernel_names_are_accepted_and_change_nothing():
     decision = nvfp4({DISABLED: "MarlinNvFp4LinearKernel, CutlassNvFp4LinearKernel"}).decision
     assert decision.kernel == nv.Qpn2NvFp4LinearKernel.name
@@ -417,6 +439,7 @@ def test_nothing_can_serve_lists_every_candidate():
     for name in NVFP4_SM70_ORDER:
         assert name in error.message
     assert f"disabled by {DISABLED}" in error.message
+    assert error.message.startswith(f"no SM70 NVFP4 weight-only kernel can serve {QKVZ}: ")
 
 
 def test_nvfp4_ignores_linear_backend():
@@ -704,6 +727,10 @@ def test_awq_nothing_can_serve_names_the_layer_and_every_reason():
 
 def test_awq_exact_dense_layers_and_their_fallbacks():
     assert awq_load(AWQ_DOWN).decision.flags["exact_dense"] is True
+    # CONTRACTS 2.3: a workspace of max(44,564,480, K*N) FP16 elements, in bytes.
+    exact = awq_load(AWQ_DOWN, tensors=True)
+    assert exact.scratch == {"exact_dense_workspace": 89_128_960}
+    assert exact.decision.capability == 70
     short = awq_load(AWQ_DOWN, workspace=awq.EXACT_DENSE_MIN_WORKSPACE - 1).decision
     assert short.flags["exact_dense"] is False
     (fallback,) = short.fallbacks
