@@ -612,3 +612,51 @@ def test_batched_decode_cap_boundaries(m: int, cap: int, within: bool) -> None:
     from policies.awq_moe_admission import within_cap
 
     assert within_cap(m, cap) is within
+
+
+# CONTRACTS 5.2: the one layer each model scope's rows describe, per linear category and TP.
+@pytest.mark.parametrize(
+    "category, row, layer",
+    [
+        (
+            "sm70-nvfp4-linear",
+            "27b_dflash2_nvfp4/fp8_e4m3/tp4/dflash/c4/q8192",
+            {"kind": "nvfp4", "role": "in_proj_qkvz", "k": 5120, "n": 4120},
+        ),
+        (
+            "sm70-nvfp4-linear",
+            "27b_dflash2_nvfp4/fp8_e4m3/tp2/dflash/c4/q8192",
+            {"kind": "nvfp4", "role": "in_proj_qkvz", "k": 5120, "n": 8240},
+        ),
+        (
+            "sm70-awq-linear",
+            "35b_a3b_awq/fp8_e4m3/tp4/none/c4/q8192",
+            {"kind": "awq", "role": "qkv_proj", "k": 2560, "n": 3584, "group": 32},
+        ),
+        (
+            "sm75-linear",
+            "27b_dflash2_nvfp4/float16/tp4/none/c1/q4096",
+            {"kind": "nvfp4", "role": "in_proj_qkvz", "k": 5120, "n": 4120},
+        ),
+        (
+            "sm75-linear",
+            "flash_next_mtp4_nvfp4/float16/tp2/mtp/c8/q8192",
+            {"kind": "nvfp4", "role": "in_proj_qkvz", "k": 5120, "n": 8240},
+        ),
+        (
+            "sm75-linear",
+            "27b_fp8/float16/tp2/none/c1/q4096",
+            {"kind": "fp8", "role": "qkv_proj", "k": 5120, "n": 7168},
+        ),
+        (
+            "sm75-linear",
+            "27b_fp8/float16/tp4/none/c1/q4096",
+            {"kind": "fp8", "role": "qkv_proj", "k": 5120, "n": 3584},
+        ),
+    ],
+)
+def test_linear_categories_describe_the_contract_layer(
+    category: str, row: str, layer: dict[str, Any]
+) -> None:
+    (spec,) = [r for r in PROJECT.category(category).rows() if r.id == row]
+    assert dict(spec.layer) == layer
