@@ -534,6 +534,29 @@ def test_qpn4_gated_layout_prepares_interleaved_and_serves_half_width():
     assert len(ns.since(mark)) == 1
 
 
+def test_each_class_plans_its_layout_and_every_flag():
+    # The decision's five flags (CONTRACTS 2.1): a TurboMind-only layer has none of them on;
+    # QPN2 keeps the layout it planned for the loaded layer.
+    off = {
+        "shared_weight": False,
+        "prefill_enabled": False,
+        "compact_scales": False,
+        "batch_prescale": False,
+        "gated": False,
+    }
+    turbomind = TM.plan(layer(), nv.Nvfp4Setup(), RecordingNamespace(CATALOGUE))
+    assert (turbomind.layout, dict(turbomind.flags)) == ("nvfp4", off)
+    prepared = turbomind.prepare(layer().checkpoint_tensors())
+    assert set(prepared.resident) == {"tm_codes", "tm_scales", "weight_global_scale"}
+    qpn4 = QPN4.plan(layer(), nv.Nvfp4Setup(), FULL)
+    assert (qpn4.layout, dict(qpn4.flags)) == ("nvfp4_qpn4", off)
+    qpn2 = QPN2.plan(layer(), nv.Nvfp4Setup(), FULL)
+    assert qpn2.layout == "nvfp4_qpn2"
+    on = {"shared_weight": True, "prefill_enabled": True, "compact_scales": True}
+    assert dict(qpn2.flags) == {**off, **on}
+    assert set(qpn2.state) == {"plan"} and qpn2.state["plan"].compact_scales is True
+
+
 def test_turbomind_only_preparation_has_no_dispatch():
     ns = RecordingNamespace(CATALOGUE)
     spec = layer(5000, 4120)
