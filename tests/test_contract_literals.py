@@ -24,7 +24,7 @@ from routectl.errors import InputError
 from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.policy.resolve import PolicyDeprecationWarning, ResolvedPolicy
 from routectl.replay.harness import RecordingNamespace
-from routectl.workload import EngineConfig, Hardware
+from routectl.workload import EngineConfig, Hardware, ModelFacts
 from tests import contract_literals as C
 from tests.policy_helpers import QWEN38_LOADED
 
@@ -660,3 +660,59 @@ def test_linear_categories_describe_the_contract_layer(
 ) -> None:
     (spec,) = [r for r in PROJECT.category(category).rows() if r.id == row]
     assert dict(spec.layer) == layer
+
+
+# CONTRACTS 5.1/5.2: the standard matrix of each linear category (108 rows per model, in
+# model x kv x tp x spec x c x budget order) and its engine double per row; the model facts
+# the double carries are CONTRACTS-dflash2 4.1's table.
+LINEAR_MATRIX_ROWS = {"sm70-nvfp4-linear": 324, "sm70-awq-linear": 324, "sm75-linear": 432}
+LINEAR_PROBE_ROWS = {"sm70-nvfp4-linear": 18, "sm70-awq-linear": 10}
+
+
+@pytest.mark.parametrize("category", sorted(LINEAR_MATRIX_ROWS))
+def test_linear_matrix_rows_ids_and_engine_double(category: str) -> None:
+    rows = PROJECT.category(category).rows()
+    matrix = [r for r in rows if not r.id.startswith("edge:")]
+    assert len(matrix) == LINEAR_MATRIX_ROWS[category]
+    if category in LINEAR_PROBE_ROWS:
+        assert len(rows) - len(matrix) == LINEAR_PROBE_ROWS[category]
+    assert [r.id for r in matrix[:3]] == [
+        "27b_dflash2_nvfp4/float16/tp2/none/c1/q4096",
+        "27b_dflash2_nvfp4/float16/tp2/none/c1/q8192",
+        "27b_dflash2_nvfp4/float16/tp2/none/c4/q4096",
+    ]
+    assert [r.id for r in matrix[107:109]] == [
+        "27b_dflash2_nvfp4/fp8_e5m2/tp4/dflash/c8/q8192",
+        "flash_next_mtp4_nvfp4/float16/tp2/none/c1/q4096",
+    ]
+    assert {r.capability for r in matrix} == {75 if category == "sm75-linear" else 70}
+    by_id = {r.id: r for r in matrix}
+    dflash = by_id["27b_dflash2_nvfp4/fp8_e4m3/tp4/dflash/c4/q8192"]
+    assert dflash.model == "27b_dflash2_nvfp4"
+    assert dflash.engine == EngineConfig(
+        tp=4,
+        pp=1,
+        spec_method="dflash",
+        spec_tokens=7,
+        selector_top_k=16,
+        max_num_seqs=4,
+        max_num_batched_tokens=8192,
+        dbo=False,
+        ubatch=0,
+        kv_dtype="fp8_e4m3",
+        model=ModelFacts(("Qwen3_5ForConditionalGeneration",), "float16", 5120, 24, 4, 256),
+    )
+    mtp = by_id["flash_next_mtp4_nvfp4/fp8_e5m2/tp2/mtp/c8/q4096"]
+    assert mtp.engine == EngineConfig(
+        tp=2,
+        pp=1,
+        spec_method="mtp",
+        spec_tokens=4,
+        selector_top_k=0,
+        max_num_seqs=8,
+        max_num_batched_tokens=4096,
+        dbo=False,
+        ubatch=0,
+        kv_dtype="fp8_e5m2",
+        model=ModelFacts(("Qwen4ExpForConditionalGeneration",), "float16", 2560, 24, 4, 256),
+    )
