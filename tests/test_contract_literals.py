@@ -667,6 +667,25 @@ def test_linear_categories_describe_the_contract_layer(
 # the double carries are CONTRACTS-dflash2 4.1's table.
 LINEAR_MATRIX_ROWS = {"sm70-nvfp4-linear": 324, "sm70-awq-linear": 324, "sm75-linear": 432}
 LINEAR_PROBE_ROWS = {"sm70-nvfp4-linear": 18, "sm70-awq-linear": 10}
+NA = "not_applicable"
+LINEAR_MODEL_STATUS = {
+    "sm70-nvfp4-linear": {
+        ("27b_dflash2_nvfp4", None),
+        ("flash_next_mtp4_nvfp4", NA),
+        ("35b_a3b_awq", NA),
+    },
+    "sm70-awq-linear": {
+        ("27b_dflash2_nvfp4", NA),
+        ("flash_next_mtp4_nvfp4", NA),
+        ("35b_a3b_awq", None),
+    },
+    "sm75-linear": {
+        ("27b_dflash2_nvfp4", None),
+        ("flash_next_mtp4_nvfp4", None),
+        ("35b_a3b_awq", NA),
+        ("27b_fp8", None),
+    },
+}
 
 
 @pytest.mark.parametrize("category", sorted(LINEAR_MATRIX_ROWS))
@@ -686,6 +705,9 @@ def test_linear_matrix_rows_ids_and_engine_double(category: str) -> None:
         "flash_next_mtp4_nvfp4/float16/tp2/none/c1/q4096",
     ]
     assert {r.capability for r in matrix} == {75 if category == "sm75-linear" else 70}
+    # CONTRACTS 5.2: "not applicable" cells are rows with that status and no layer.
+    statuses = {(r.model, r.status[0] if r.status else None) for r in matrix}
+    assert statuses == LINEAR_MODEL_STATUS[category]
     by_id = {r.id: r for r in matrix}
     dflash = by_id["27b_dflash2_nvfp4/fp8_e4m3/tp4/dflash/c4/q8192"]
     assert dflash.model == "27b_dflash2_nvfp4"
