@@ -68,6 +68,7 @@ def test_unsupported_groups(group):
         dict(input_size=2048),
         dict(output_size=3600),
         dict(qzeros_shape=(80, 400)),
+        dict(qzeros_shape=(81, 448)),  # qzeros and scales disagree on K/g
     ],
 )
 def test_awq_gemm_packing_is_required(changes):
@@ -101,6 +102,9 @@ def test_turbomind_only_rules():
         (2560, 3588, 32, "n_not_multiple_of_8"),
         (0, 3584, 32, "k_not_positive"),
         (2560, 0, 32, "n_not_positive"),
+        # K = 1 and N = 1 are positive (CONTRACTS 2.3 "K > 0, N > 0"): the next rule fails.
+        (1, 3584, 32, "k_not_multiple_of_group"),
+        (2560, 1, 32, "n_not_multiple_of_8"),
     ],
 )
 def test_k_n_group_boundaries(k, n, group, expected):
@@ -115,6 +119,45 @@ def test_k_n_reasons_carry_values_and_packing_must_hold():
         "K % group != 0 (K=2592, group=64)"
     )
     assert code(TM, layer(scales_shape=(81, 3584), qzeros_shape=(81, 448))) == "packing_mismatch"
+
+
+CORE = "requires positive K/N, complete groups and uint4 packing"
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (object(), "requires AWQ GEMM checkpoint packing"),
+        (
+            layer(qweight_dtype="int8"),
+            "requires AWQ GEMM checkpoint packing: qweight int32 (K, N/8), qzeros int32 "
+            "(K/g, N/8), scales float16 (K/g, N) (got qweight int8 (2560, 448), qzeros int32 "
+            "(80, 448), scales float16 (80, 3584); K=2560, N=3584)",
+        ),
+        (layer(0, 3584, 32), f"{CORE}: K <= 0 (K=0)"),
+        (layer(2560, 0, 32), f"{CORE}: N <= 0 (N=0)"),
+        (layer(2560, 3588, 32), f"{CORE}: N % 8 != 0 (N=3588)"),
+        (
+            layer(scales_shape=(81, 3584), qzeros_shape=(81, 448)),
+            f"{CORE}: qweight (2560, 448) and scales (81, 3584) do not pack K=2560, N=3584 "
+            "in groups of 32",
+        ),
+        (layer(has_g_idx=True), "does not support activation-order group indices"),
+        (
+            layer(weight_type="int4"),
+            "requires asymmetric uint4 AWQ weights (weight type int4, zero points True)",
+        ),
+    ],
+)
+def test_turbomind_reasons_carry_the_offending_values(spec, message):
+    # CONTRACTS 2: reasons carry a stable code and a message with the offending values.
+    ok, reason = TM.can_implement(spec, FULL)
+    assert (ok, reason.message) == (False, message)
+
+
+def test_capability_reason_names_the_capability():
+    ok, reason = TM.is_supported(61)
+    assert (ok, reason.message) == (False, "requires compute capability >= 70, got capability 61")
 
 
 def test_g_idx_and_missing_prepare_op():
@@ -146,24 +189,61 @@ def plan(spec: AwqLayer, ns=FULL, workspace: int | None = None, **options) -> aw
 def test_exact_dense_for_a_qualified_group_128_layer():
     result = plan(layer(2560, 2560, 128, DOWN))
     assert result.exact_dense and result.exact_dense_reason is None
+    assert result.exact_dense_refused is False
     assert result.workspace_elements == awq.EXACT_DENSE_MIN_WORKSPACE == 44_564_480
 
 
 @pytest.mark.parametrize(
-    "spec, options, code_",
+    "spec, options, code_, message",
     [
-        (layer(2560, 2560, 128, DOWN), dict(prefill_exact_dense=False), "exact_dense_disabled"),
-        (layer(2560, 2560, 64, DOWN), {}, "exact_dense_group"),
-        (layer(2560, 2560, 128, DOWN), dict(exact_dense_role=False), "exact_dense_role"),
-        (layer(2560, 2560, 128, DOWN, qweight_shape=(2560, 320, 1)), {}, "exact_dense_rank"),
-        (layer(2560 + 64, 2560, 128, DOWN), {}, "exact_dense_k"),
-        (layer(2560, 2560 + 8, 128, DOWN), {}, "exact_dense_n"),
-        (layer(2560, 2560, 128, GATE_UP), dict(fused_silu=True), "exact_dense_gated"),
+        (
+            layer(2560, 2560, 128, DOWN),
+            dict(prefill_exact_dense=False),
+            "exact_dense_disabled",
+            "exact-dense prefill disabled by configuration",
+        ),
+        (
+            layer(2560, 2560, 64, DOWN),
+            {},
+            "exact_dense_group",
+            "exact-dense prefill needs group 128 (group=64)",
+        ),
+        (
+            layer(2560, 2560, 128, DOWN),
+            dict(exact_dense_role=False),
+            "exact_dense_role",
+            "role down_proj is not qualified for exact-dense prefill",
+        ),
+        (
+            layer(2560, 2560, 128, DOWN, qweight_shape=(2560, 320, 1)),
+            {},
+            "exact_dense_rank",
+            "exact-dense prefill needs a rank-two qweight",
+        ),
+        (
+            layer(2560 + 64, 2560, 128, DOWN),
+            {},
+            "exact_dense_k",
+            "exact-dense prefill needs K % 128 == 0 (K=2624)",
+        ),
+        (
+            layer(2560, 2560 + 8, 128, DOWN),
+            {},
+            "exact_dense_n",
+            "exact-dense prefill needs N % 128 == 0 (N=2568)",
+        ),
+        (
+            layer(2560, 2560, 128, GATE_UP),
+            dict(fused_silu=True),
+            "exact_dense_gated",
+            "weights prepared gated for the fused SiLU epilogue",
+        ),
     ],
 )
-def test_each_exact_dense_condition(spec, options, code_):
+def test_each_exact_dense_condition(spec, options, code_, message):
     result = plan(spec, **options)
-    assert not result.exact_dense and result.exact_dense_reason.code == code_
+    assert not result.exact_dense
+    assert (result.exact_dense_reason.code, result.exact_dense_reason.message) == (code_, message)
     assert not result.exact_dense_refused
 
 
@@ -171,9 +251,13 @@ def test_missing_dequantize_op_and_workspace_are_refusals():
     spec = layer(5120, 8704, 128, GATE_UP)
     missing = plan(spec, FULL.without(awq.AWQ_DEQUANTIZE_OP))
     assert missing.exact_dense_refused and missing.exact_dense_reason.code == "missing_native_ops"
+    assert missing.exact_dense_reason.message == (
+        "missing native exact-dense operators: [awq_sm70_dequantize_out]"
+    )
     assert plan(spec, workspace=44_564_480).exact_dense
     short = plan(spec, workspace=44_564_479)
     assert short.exact_dense_refused and not short.exact_dense
+    assert short.exact_dense_reason.code == "insufficient_workspace"
     assert short.exact_dense_reason.message == (
         "insufficient exact-dense workspace (need 44564480 FP16 elements, have 44564479)"
     )
@@ -256,8 +340,12 @@ def test_zero_tokens_and_non_fp16_activations():
     assert tuple(result.apply(fp16(0)).shape) == (0, 2560)
     assert tuple(result.apply_gated(fp16(0)).shape) == (0, 1280)
     assert ns.since(mark) == []
-    with pytest.raises(ActivationDtypeError):
-        result.apply(torch.empty((4096, 2560), dtype=torch.float32, device="meta"))
+    fp32 = torch.empty((4096, 2560), dtype=torch.float32, device="meta")
+    message = "^SM70 TurboMind AWQ requires float16 activations, got float32$"
+    with pytest.raises(ActivationDtypeError, match=message):
+        result.apply(fp32)
+    with pytest.raises(ActivationDtypeError, match=message):
+        result.apply_gated(fp32)
     assert ns.since(mark) == []
 
 
@@ -272,6 +360,23 @@ def test_gated_call_only_at_tp2_and_one_token(tp, m, gated_call):
     assert [c["plan"]["gated"] for c in calls if c["op"] == "awq_gemm_sm70_out"] == [gated_call]
     # Unfused, the engine's silu_and_mul epilogue runs on the plain GEMM's result.
     assert [c["op"] for c in calls].count("silu_and_mul") == (0 if gated_call else 1)
+
+
+def test_each_class_plans_its_layout_flags_and_keeps_its_plan():
+    # CONTRACTS 2.3: Triton prepares nothing gated, no exact dense, no fused call.
+    spec = layer(2560, 2560, 128, DOWN)
+    triton = TRITON.plan(spec, awq.AwqSetup(), FULL)
+    assert (triton.layout, dict(triton.flags)) == (
+        "awq_gemm",
+        {"gated": False, "exact_dense": False, "fused_gated_call": False},
+    )
+    turbomind = TM.plan(spec, awq.AwqSetup(), FULL)
+    assert (turbomind.layout, dict(turbomind.flags)) == (
+        "awq_sm70",
+        {"gated": False, "exact_dense": True, "fused_gated_call": False},
+    )
+    # The loaded layer keeps the layout it was prepared with (PreparedLayer.state).
+    assert set(turbomind.state) == {"plan"} and turbomind.state["plan"].exact_dense is True
 
 
 def test_triton_keeps_the_checkpoint_tensors():

@@ -44,14 +44,15 @@ def test_turbomind_capability_is_volta_only(capability, ok):
         assert result is ok
         if not ok:
             assert reason.code == "requires_sm70_or_sm72"
-            assert "requires SM70 or SM72 (Volta)" in reason.message
-            assert str(capability) in reason.message
+            # CONTRACTS 2.1 quotes the core; the capability follows it.
+            assert reason.message == (f"requires SM70 or SM72 (Volta), got capability {capability}")
 
 
 def test_non_nvfp4_layers_are_refused_by_every_volta_class():
     for kernel in (TM, QPN2, QPN4):
         ok, reason = kernel.can_implement(object(), FULL)
         assert not ok and reason.code == "not_ct_nvfp4_layout"
+        assert reason.message == "requires weight-only compressed-tensors NVFP4 layout"
 
 
 def test_qpn2_admits_the_contract_layer_and_padding_shapes():
@@ -240,29 +241,65 @@ def test_shared_weight_off_by_policy_is_not_a_refusal():
 
 
 @pytest.mark.parametrize(
-    "options, ns, code, refused",
+    "options, ns, code, refused, message",
     [
-        (nv.Qpn2Options(batch_layouts=True), FULL, "batch_layouts_supersede_compact", False),
-        (nv.Qpn2Options(shared_scales=False), FULL, "shared_scales_off", False),
-        (nv.Qpn2Options(), FULL.without(nv.QPN2_COMPACT_GEMM_OP), "missing_native_ops", True),
+        (
+            nv.Qpn2Options(batch_layouts=True),
+            FULL,
+            "batch_layouts_supersede_compact",
+            False,
+            "batch GEMM layouts supersede compact scales",
+        ),
+        (
+            nv.Qpn2Options(shared_scales=False),
+            FULL,
+            "shared_scales_off",
+            False,
+            "shared_scales is off",
+        ),
+        (
+            nv.Qpn2Options(),
+            FULL.without(nv.QPN2_COMPACT_GEMM_OP),
+            "missing_native_ops",
+            True,
+            "missing native compact-scale operators: [nvfp4_qpn2_compact_tm_gemm_sm70_out]",
+        ),
         (
             nv.Qpn2Options(),
             FULL.without(nv.QPN2_COMPACT_VERSION_GETTER),
             "missing_native_ops",
             True,
+            "missing native compact-scale operators: [nvfp4_qpn2_compact_scales_version_sm70]",
         ),
         (
             nv.Qpn2Options(),
             InMemoryNamespace(CATALOGUE.ops, abi={nv.QPN2_COMPACT_VERSION_GETTER: 0}),
             "compact_abi_revision",
             True,
+            "compact-scale ABI revision 0 < 1",
         ),
-        (nv.Qpn2Options(qualified=False), FULL, "workload_unqualified", False),
+        (
+            nv.Qpn2Options(qualified=False),
+            FULL,
+            "workload_unqualified",
+            False,
+            "compact scales need the qualified workload",
+        ),
+        (
+            nv.Qpn2Options(shared_weight=False),
+            FULL,
+            "compact_needs_shared_weight",
+            False,
+            "compact scales need the shared packed weight",
+        ),
     ],
 )
-def test_each_compact_scale_condition(options, ns, code, refused):
+def test_each_compact_scale_condition(options, ns, code, refused, message):
+    # CONTRACTS 2.1 "Compact scales: only when ...": each condition's code and message; the
+    # build's refusals (op, ABI revision) become the shared_scales fallback's reason.
     result = plan(options, ns)
-    assert not result.compact_scales and result.compact_reason.code == code
+    assert not result.compact_scales
+    assert (result.compact_reason.code, result.compact_reason.message) == (code, message)
     assert ("shared_scales" in dict(result.refusals)) is refused
 
 
@@ -282,6 +319,11 @@ def test_prefill_enabled_rule(prefill, shared, prefill_op, enabled):
     result = plan(nv.Qpn2Options(prefill=prefill, shared_weight=shared), ns)
     assert result.prefill_enabled is enabled
     assert ("prefill" in dict(result.refusals)) is (prefill and not enabled)
+    if prefill and not enabled:
+        # The reason the sm70_nvfp4.prefill fallback records.
+        assert dict(result.refusals)["prefill"].message == (
+            "missing native QPN2 prefill operators: [nvfp4_qpn2_prefill_dispatch_sm70_out]"
+        )
 
 
 @pytest.mark.parametrize(
@@ -318,6 +360,8 @@ def test_qpn2_dispatch_records_the_entry_and_plan(shared, prefill):
     for m in (1, 8, 32, 64, 1024):
         out = prepared.apply(fp16(m, 5120))
         assert tuple(out.shape) == (m, 4120) and out.dtype == torch.float16
+        # Outputs are allocated where the activations live (meta in replay, the GPU in use).
+        assert out.device.type == "meta"
     calls = ns.since(mark)
     assert [c["op"] for c in calls] == [result.entry] * 5
     assert [c["plan"] for c in calls] == [
@@ -344,13 +388,64 @@ def test_qpn2_gated_call_uses_the_gated_tuning_and_half_width():
     assert prepared_qpn2(nv.Qpn2Options(), RecordingNamespace(CATALOGUE))[2].apply_gated is None
 
 
+def test_an_untabled_gated_shape_takes_the_gated_rule_and_a_half_width_output():
+    # CONTRACTS 2.1: (5120, 4096) is untabled: split_k = 8 if gated or K % 256 else 16, so
+    # the fused gate/up call takes 8 and the plain call 16; the gated call writes N/2 columns.
+    seen: list[tuple[str, dict]] = []
+
+    def dispatch(**kwargs):
+        seen.append((nv.QPN2_TM_DISPATCH_OP, kwargs))
+
+    impls = {op: CATALOGUE.op(op).fake for op in (nv.TM_PREPARE_OP, nv.QPN2_PREPARE_SCALES_OP)}
+    impls[nv.QPN2_TM_DISPATCH_OP] = dispatch
+    ns = InMemoryNamespace(CATALOGUE.ops, impls=impls, abi={nv.QPN2_COMPACT_VERSION_GETTER: 1})
+    spec = layer(5120, 4096, GATE_UP)
+    result = nv.plan_qpn2(spec, nv.Qpn2Options(), ns)
+    prepared = nv.prepare_qpn2(spec, spec.checkpoint_tensors(), ns, result)
+    assert tuple(prepared.apply_gated(fp16(3, 5120)).shape) == (3, 2048)
+    assert tuple(prepared.apply(fp16(3, 5120)).shape) == (3, 4096)
+    assert [(op, kw["gated"], kw["split_k"], kw["nacc"]) for op, kw in seen] == [
+        ("nvfp4_qpn2_tm_dispatch_sm70_out", True, 8, 2),
+        ("nvfp4_qpn2_tm_dispatch_sm70_out", False, 16, 2),
+    ]
+    assert [tuple(kw["out"].shape) for _, kw in seen] == [(3, 2048), (3, 4096)]
+
+
+@pytest.mark.parametrize(
+    "prefill, scratch", [(True, {"qpn2_prefill_dequant": 42_270_720}), (False, {})]
+)
+def test_prefill_scratch_is_a_k_by_padded_n_fp16_buffer(prefill, scratch):
+    # CONTRACTS 2.1: M >= prefill_min_m dequantizes into invocation-owned FP16 scratch of
+    # K x N padded to 32: 5120 x 4128 x 2 bytes; none when prefill is off.
+    _, result, prepared = prepared_qpn2(
+        nv.Qpn2Options(prefill=prefill), RecordingNamespace(CATALOGUE)
+    )
+    assert result.prefill_enabled is prefill
+    assert prepared.scratch == scratch
+
+
+def test_turbomind_preparation_records_its_plan_unprescaled_and_plain():
+    # A TurboMind-only layer and a QPN2 layer without batch layouts or compact scales prepare
+    # TurboMind state plain: not gated, not prescaled, not compact (CONTRACTS 2.1).
+    plain = {"n": 4128, "gated": False, "batch_prescale": False, "compact_scales": False}
+    ns = RecordingNamespace(CATALOGUE)
+    spec = layer()
+    nv.prepare_turbomind(spec, spec.checkpoint_tensors(), ns)
+    assert ns.calls == [{"op": "nvfp4_sm70_prepare", "plan": plain}]
+    ns = RecordingNamespace(CATALOGUE)
+    prepared_qpn2(nv.Qpn2Options(shared_scales=False), ns, k=5120, n=4096, prefix=GATE_UP)
+    assert ns.calls[0] == {"op": "nvfp4_sm70_prepare", "plan": {**plain, "n": 4096}}
+
+
 def test_zero_tokens_launch_nothing_and_non_fp16_is_an_error():
     ns = RecordingNamespace(CATALOGUE)
     _, _, prepared = prepared_qpn2(nv.Qpn2Options(), ns)
     mark = ns.mark()
     assert tuple(prepared.apply(fp16(0, 5120)).shape) == (0, 4120)
     assert ns.since(mark) == []
-    with pytest.raises(ActivationDtypeError, match="float16 activations, got bfloat16"):
+    with pytest.raises(
+        ActivationDtypeError, match="^SM70 NVFP4 QPN2 requires float16 activations, got bfloat16$"
+    ):
         prepared.apply(torch.empty((4, 5120), dtype=torch.bfloat16, device="meta"))
     assert ns.since(mark) == []
 
@@ -415,6 +510,16 @@ def test_qpn4_dispatch_passes_a_k_by_n_fp16_workspace():
     assert call["workspace"].numel() == nv.qpn4_workspace_elements(spec) == 4352 * 5120
     assert call["workspace"].dtype == torch.float16 and call["gated"] is False
     assert prepared.scratch == {"qpn4_dense_workspace": 4352 * 5120 * 2}
+    assert set(prepared.resident) == {
+        "qpn4_codes",
+        "qpn4_scales",
+        "qpn4_scale_codes",
+        "weight_global_scale",
+    }
+    with pytest.raises(
+        ActivationDtypeError, match="^SM70 NVFP4 QPN4 requires float16 activations, got float32$"
+    ):
+        prepared.apply(torch.empty((5, 4352), dtype=torch.float32, device="meta"))
 
 
 def test_qpn4_gated_layout_prepares_interleaved_and_serves_half_width():
@@ -427,6 +532,29 @@ def test_qpn4_gated_layout_prepares_interleaved_and_serves_half_width():
     assert ns.since(mark) == [{"op": nv.QPN4_DISPATCH_OP, "plan": {"m": 1, "gated": True}}]
     assert prepared.apply(fp16(0, 5120)).shape[0] == 0
     assert len(ns.since(mark)) == 1
+
+
+def test_each_class_plans_its_layout_and_every_flag():
+    # The decision's five flags (CONTRACTS 2.1): a TurboMind-only layer has none of them on;
+    # QPN2 keeps the layout it planned for the loaded layer.
+    off = {
+        "shared_weight": False,
+        "prefill_enabled": False,
+        "compact_scales": False,
+        "batch_prescale": False,
+        "gated": False,
+    }
+    turbomind = TM.plan(layer(), nv.Nvfp4Setup(), RecordingNamespace(CATALOGUE))
+    assert (turbomind.layout, dict(turbomind.flags)) == ("nvfp4", off)
+    prepared = turbomind.prepare(layer().checkpoint_tensors())
+    assert set(prepared.resident) == {"tm_codes", "tm_scales", "weight_global_scale"}
+    qpn4 = QPN4.plan(layer(), nv.Nvfp4Setup(), FULL)
+    assert (qpn4.layout, dict(qpn4.flags)) == ("nvfp4_qpn4", off)
+    qpn2 = QPN2.plan(layer(), nv.Nvfp4Setup(), FULL)
+    assert qpn2.layout == "nvfp4_qpn2"
+    on = {"shared_weight": True, "prefill_enabled": True, "compact_scales": True}
+    assert dict(qpn2.flags) == {**off, **on}
+    assert set(qpn2.state) == {"plan"} and qpn2.state["plan"].compact_scales is True
 
 
 def test_turbomind_only_preparation_has_no_dispatch():

@@ -107,6 +107,50 @@ def test_qpn2_reason_messages_name_the_rule():
     assert "rank-two packed weights" in msg
 
 
+QPN2_CORE = "requires N > 0 and positive K divisible by 128"
+QPN8_CORE = "requires positive N divisible by 32 and K divisible by 128"
+
+
+@pytest.mark.parametrize(
+    "kernel, request_, message",
+    [
+        (QPN2, fp8(), "requires checkpoint-native NVFP4 metadata"),
+        (QPN2, nvfp4(5120, 0), f"{QPN2_CORE}: N <= 0 (N=0)"),
+        (QPN2, nvfp4(0, 4120, weight_shape=(4120, 0)), f"{QPN2_CORE}: K <= 0 (K=0)"),
+        (
+            QPN2,
+            nvfp4(weight_dtype="int8"),
+            "requires NVFP4 bytes and E4M3 block scales (weight int8, scales float8_e4m3fn)",
+        ),
+        (
+            QPN2,
+            nvfp4(scale_shape=(4120, 160)),
+            "requires one E4M3 scale per 16 weight values (scales (4120, 160), expected "
+            "(4120, 320))",
+        ),
+        (QPN8, nvfp4(), "requires a per-tensor FP8 layer request"),
+        (
+            QPN8,
+            fp8(out_dtype="bfloat16"),
+            "requires FP16 input and output (input float16, output bfloat16)",
+        ),
+        (
+            QPN8,
+            fp8(weight_dtype="float8_e5m2"),
+            "requires static per-tensor E4M3 weights (weight float8_e5m2, static_per_tensor)",
+        ),
+        (QPN8, fp8(weight_shape=(3584,)), "requires rank-two weights (shape (3584,))"),
+        (QPN8, fp8(weight_shape=(0, 5000)), f"{QPN8_CORE}: N <= 0 (N=0)"),
+        (QPN8, fp8(weight_shape=(96, 0)), f"{QPN8_CORE}: K <= 0 (K=0)"),
+        (QPN8, fp8(weight_shape=(96, 5000)), f"{QPN8_CORE}: K % 128 != 0 (K=5000)"),
+    ],
+)
+def test_layer_reasons_carry_the_offending_values(kernel, request_, message):
+    # CONTRACTS 2: a reason is a stable code and a message with the offending values.
+    ok, reason = kernel.can_implement(request_, FULL)
+    assert (ok, reason.message) == (False, message)
+
+
 @pytest.mark.parametrize("op", tu.TURING_QPN2_REQUIRED_OPS)
 def test_qpn2_missing_operators(op):
     ok, reason = QPN2.can_implement(nvfp4(), FULL.without(op))
@@ -151,6 +195,9 @@ def test_qpn8_layer_rules_in_order():
     assert code(QPN8, fp8(weight_shape=(100, 5000))) == "n_not_multiple_of_32"
     assert code(QPN8, fp8(weight_shape=(96, 5000))) == "k_not_multiple_of_128"
     assert code(QPN8, fp8(weight_shape=(96, 128))) is None
+    # N = 1 and K = 1 are positive (CONTRACTS 2.2 "N > 0, K > 0"): the alignment rule fails.
+    assert code(QPN8, fp8(weight_shape=(1, 5120))) == "n_not_multiple_of_32"
+    assert code(QPN8, fp8(weight_shape=(96, 1))) == "k_not_multiple_of_128"
 
 
 @pytest.mark.parametrize("n, ok", [(32, True), (3584, True), (100, False), (3600, False)])
@@ -198,6 +245,35 @@ def test_turing_qpn2_passes_scratch_above_32_rows():
         m > tu.TURING_QPN2_DECODE_MAX_M for m in TOKENS if m > 0
     ]
     assert prepared.resident["qpn2_codes"].numel() == 4128 * 2560
+    with pytest.raises(
+        ActivationDtypeError, match="^Turing NVFP4 QPN2 requires float16 activations, got float32$"
+    ):
+        prepared.apply(torch.empty((1, 5120), dtype=torch.float32, device="meta"))
+    # The QPN2 GEMM of a plain (not gated) layer, tuned by (K, N padded to 32, gated call):
+    # CONTRACTS 2.1 (5120, 4128, F) = (16, 2); scratch only above 32 rows (CONTRACTS 2.2).
+    assert [c["plan"] for c in calls[:2]] == [
+        {"m": 1, "split_k": 16, "nacc": 2, "gated": False},
+        {"m": 8, "split_k": 16, "nacc": 2, "gated": False},
+    ]
+    assert calls[4]["plan"] == {"m": 33, "split_k": 16, "nacc": 2, "gated": False, "scratch": True}
+    assert set(prepared.resident) == {"qpn2_codes", "qpn2_scales", "weight_global_scale"}
+    # Invocation-owned (K, N padded) FP16 scratch: 5120 x 4128 x 2 bytes.
+    assert prepared.scratch == {"dense_scratch": 42_270_720}
+
+
+def test_turing_qpn2_uses_the_tuning_table_entry_of_its_shape():
+    # CONTRACTS 2.1: (1536, 5120, F) = (8, 2), where the untabled rule would give 16.
+    ns = RecordingNamespace(CATALOGUE)
+    spec = Nvfp4Layer.of(QKVZ, 1536, 5120)
+    prepared = tu.prepare_turing_qpn2(spec, spec.checkpoint_tensors(), ns)
+    mark = ns.mark()
+    prepared.apply(meta_fp16(1, 1536))
+    assert ns.since(mark) == [
+        {
+            "op": "nvfp4_qpn2_gemm_sm70_out",
+            "plan": {"m": 1, "split_k": 8, "nacc": 2, "gated": False},
+        }
+    ]
 
 
 def test_qpn8_scratch_is_a_fresh_k_by_n_fp16_buffer_per_invocation():
@@ -219,8 +295,13 @@ def test_qpn8_scratch_is_a_fresh_k_by_n_fp16_buffer_per_invocation():
     assert all(tuple(s.shape) == (5120, 3584) and s.dtype == torch.float16 for s in with_scratch)
     assert len({id(s) for s in with_scratch}) == len(with_scratch)
     assert seen[1]["x"].shape[0] == 8 and seen[1]["scratch"] is None
-    with pytest.raises(ActivationDtypeError):
+    with pytest.raises(
+        ActivationDtypeError, match="^Turing FP8 QPN8 requires float16 activations, got bfloat16$"
+    ):
         prepared.apply(torch.empty((9, 5120), dtype=torch.bfloat16, device="meta"))
+    assert set(prepared.resident) == {"qpn8_weight", "weight_scale"}
+    # CONTRACTS 2.2: a (K, N) FP16 scratch, 5120 x 3584 x 2 bytes.
+    assert prepared.scratch == {"dense_scratch": 36_700_160}
 
 
 def test_qpn8_records_scratch_in_the_plan():

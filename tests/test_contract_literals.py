@@ -24,7 +24,7 @@ from routectl.errors import InputError
 from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.policy.resolve import PolicyDeprecationWarning, ResolvedPolicy
 from routectl.replay.harness import RecordingNamespace
-from routectl.workload import EngineConfig, Hardware
+from routectl.workload import EngineConfig, Hardware, ModelFacts
 from tests import contract_literals as C
 from tests.policy_helpers import QWEN38_LOADED
 
@@ -612,3 +612,129 @@ def test_batched_decode_cap_boundaries(m: int, cap: int, within: bool) -> None:
     from policies.awq_moe_admission import within_cap
 
     assert within_cap(m, cap) is within
+
+
+# CONTRACTS 5.2: the one layer each model scope's rows describe, per linear category and TP.
+@pytest.mark.parametrize(
+    "category, row, layer",
+    [
+        (
+            "sm70-nvfp4-linear",
+            "27b_dflash2_nvfp4/fp8_e4m3/tp4/dflash/c4/q8192",
+            {"kind": "nvfp4", "role": "in_proj_qkvz", "k": 5120, "n": 4120},
+        ),
+        (
+            "sm70-nvfp4-linear",
+            "27b_dflash2_nvfp4/fp8_e4m3/tp2/dflash/c4/q8192",
+            {"kind": "nvfp4", "role": "in_proj_qkvz", "k": 5120, "n": 8240},
+        ),
+        (
+            "sm70-awq-linear",
+            "35b_a3b_awq/fp8_e4m3/tp4/none/c4/q8192",
+            {"kind": "awq", "role": "qkv_proj", "k": 2560, "n": 3584, "group": 32},
+        ),
+        (
+            "sm75-linear",
+            "27b_dflash2_nvfp4/float16/tp4/none/c1/q4096",
+            {"kind": "nvfp4", "role": "in_proj_qkvz", "k": 5120, "n": 4120},
+        ),
+        (
+            "sm75-linear",
+            "flash_next_mtp4_nvfp4/float16/tp2/mtp/c8/q8192",
+            {"kind": "nvfp4", "role": "in_proj_qkvz", "k": 5120, "n": 8240},
+        ),
+        (
+            "sm75-linear",
+            "27b_fp8/float16/tp2/none/c1/q4096",
+            {"kind": "fp8", "role": "qkv_proj", "k": 5120, "n": 7168},
+        ),
+        (
+            "sm75-linear",
+            "27b_fp8/float16/tp4/none/c1/q4096",
+            {"kind": "fp8", "role": "qkv_proj", "k": 5120, "n": 3584},
+        ),
+    ],
+)
+def test_linear_categories_describe_the_contract_layer(
+    category: str, row: str, layer: dict[str, Any]
+) -> None:
+    (spec,) = [r for r in PROJECT.category(category).rows() if r.id == row]
+    assert dict(spec.layer) == layer
+
+
+# CONTRACTS 5.1/5.2: the standard matrix of each linear category (108 rows per model, in
+# model x kv x tp x spec x c x budget order) and its engine double per row; the model facts
+# the double carries are CONTRACTS-dflash2 4.1's table.
+LINEAR_MATRIX_ROWS = {"sm70-nvfp4-linear": 324, "sm70-awq-linear": 324, "sm75-linear": 432}
+LINEAR_PROBE_ROWS = {"sm70-nvfp4-linear": 18, "sm70-awq-linear": 10}
+NA = "not_applicable"
+LINEAR_MODEL_STATUS = {
+    "sm70-nvfp4-linear": {
+        ("27b_dflash2_nvfp4", None),
+        ("flash_next_mtp4_nvfp4", NA),
+        ("35b_a3b_awq", NA),
+    },
+    "sm70-awq-linear": {
+        ("27b_dflash2_nvfp4", NA),
+        ("flash_next_mtp4_nvfp4", NA),
+        ("35b_a3b_awq", None),
+    },
+    "sm75-linear": {
+        ("27b_dflash2_nvfp4", None),
+        ("flash_next_mtp4_nvfp4", None),
+        ("35b_a3b_awq", NA),
+        ("27b_fp8", None),
+    },
+}
+
+
+@pytest.mark.parametrize("category", sorted(LINEAR_MATRIX_ROWS))
+def test_linear_matrix_rows_ids_and_engine_double(category: str) -> None:
+    rows = PROJECT.category(category).rows()
+    matrix = [r for r in rows if not r.id.startswith("edge:")]
+    assert len(matrix) == LINEAR_MATRIX_ROWS[category]
+    if category in LINEAR_PROBE_ROWS:
+        assert len(rows) - len(matrix) == LINEAR_PROBE_ROWS[category]
+    assert [r.id for r in matrix[:3]] == [
+        "27b_dflash2_nvfp4/float16/tp2/none/c1/q4096",
+        "27b_dflash2_nvfp4/float16/tp2/none/c1/q8192",
+        "27b_dflash2_nvfp4/float16/tp2/none/c4/q4096",
+    ]
+    assert [r.id for r in matrix[107:109]] == [
+        "27b_dflash2_nvfp4/fp8_e5m2/tp4/dflash/c8/q8192",
+        "flash_next_mtp4_nvfp4/float16/tp2/none/c1/q4096",
+    ]
+    assert {r.capability for r in matrix} == {75 if category == "sm75-linear" else 70}
+    # CONTRACTS 5.2: "not applicable" cells are rows with that status and no layer.
+    statuses = {(r.model, r.status[0] if r.status else None) for r in matrix}
+    assert statuses == LINEAR_MODEL_STATUS[category]
+    by_id = {r.id: r for r in matrix}
+    dflash = by_id["27b_dflash2_nvfp4/fp8_e4m3/tp4/dflash/c4/q8192"]
+    assert dflash.model == "27b_dflash2_nvfp4"
+    assert dflash.engine == EngineConfig(
+        tp=4,
+        pp=1,
+        spec_method="dflash",
+        spec_tokens=7,
+        selector_top_k=16,
+        max_num_seqs=4,
+        max_num_batched_tokens=8192,
+        dbo=False,
+        ubatch=0,
+        kv_dtype="fp8_e4m3",
+        model=ModelFacts(("Qwen3_5ForConditionalGeneration",), "float16", 5120, 24, 4, 256),
+    )
+    mtp = by_id["flash_next_mtp4_nvfp4/fp8_e5m2/tp2/mtp/c8/q4096"]
+    assert mtp.engine == EngineConfig(
+        tp=2,
+        pp=1,
+        spec_method="mtp",
+        spec_tokens=4,
+        selector_top_k=0,
+        max_num_seqs=8,
+        max_num_batched_tokens=4096,
+        dbo=False,
+        ubatch=0,
+        kv_dtype="fp8_e5m2",
+        model=ModelFacts(("Qwen4ExpForConditionalGeneration",), "float16", 2560, 24, 4, 256),
+    )

@@ -136,6 +136,12 @@ def test_golden_qualified_in_proj_qkvz_selects_shared_compact_qpn2():
         "gated": False,
     }
     assert not decision.selection.fallback
+    assert decision.capability == 70
+    # The loaded layer keeps the QPN2 layout it was prepared with, with or without tensors.
+    assert set(loaded.state) == {"plan"} and loaded.state["plan"].compact_scales is True
+    assert set(nvfp4(BATCH_OFF).state) == {"plan"}
+    # Prefill dequantizes into K x N-padded FP16 scratch: 5120 x 4128 x 2 bytes (CONTRACTS 2.1).
+    assert loaded.scratch == {"qpn2_prefill_dequant": 42_270_720}
     mark = recorder.mark()
     for m in (1, 8, 32, 64, 1024):
         loaded.apply(fp16(m, 5120))
@@ -161,6 +167,11 @@ def test_family_is_entered_only_on_exactly_sm70(capability):
     decision = nvfp4(capability=capability).decision
     assert decision.kernel is None and decision.status[0] == "not_sm70"
     assert str(capability) in decision.status[1]
+    # Not entered: no candidate was evaluated, and the decision keeps the capability.
+    assert decision.selection.verdicts == () and decision.capability == capability
+    assert decision.status[1] == (
+        f"the SM70 NVFP4 weight-only family needs capability exactly 70, got {capability}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -180,6 +191,7 @@ def test_family_entry_follows_use_turbomind(env, entered):
     assert (decision.kernel is not None) is entered
     if not entered:
         assert decision.status[0] == "turbomind_nvfp4_off"
+        assert decision.status[1].startswith("use_turbomind(sm70_turbomind.nvfp4) is false (nvfp4=")
 
 
 @pytest.mark.parametrize(
@@ -353,6 +365,28 @@ def test_qpn4_gate_needs_dense_gated_silu_and_prepares_gated():
     assert loaded.decision.flags["gated"] is True and loaded.apply_gated is not None
 
 
+def test_dense_gated_silu_never_prepares_a_down_proj_gated():
+    # CONTRACTS 4: dense_gated_silu concerns gate_up_proj only; a QPN4 down_proj with it on
+    # is prepared plain and has no gated apply.
+    loaded = nvfp4(
+        {var("sm70_nvfp4.dense_gated_silu"): "1"}, layer=QPN4_DOWN, engine=SINGLE, tensors=True
+    )
+    assert loaded.decision.kernel == "Qpn4NvFp4LinearKernel"
+    assert loaded.decision.flags["gated"] is False and loaded.apply_gated is None
+
+
+def test_qpn4_qualification_reason_names_the_layer_rule():
+    # CONTRACTS 4: a QPN4 down_proj needs N == 5120; the reason keeps the selector's core
+    # text (CONTRACTS 2.1, "QPN4 off or outside the qualified workload") and the rule's.
+    decision = nvfp4(layer=Nvfp4Layer.of(DOWN, 4352, 4096), engine=SINGLE).decision
+    qpn4 = verdict(decision, "Qpn4NvFp4LinearKernel")
+    assert (qpn4.code, qpn4.stage, qpn4.message) == (
+        "qpn4_down_n",
+        "qualification",
+        "QPN4 disabled or outside the qualified workload: QPN4 down_proj needs N == 5120 (N=4096)",
+    )
+
+
 def test_disabled_kernels_by_variable_and_by_config():
     by_var = nvfp4({DISABLED: nv.Qpn2NvFp4LinearKernel.name}).decision
     by_config = nvfp4(config={"disabled_kernels": [nv.Qpn2NvFp4LinearKernel.name]}).decision
@@ -362,6 +396,18 @@ def test_disabled_kernels_by_variable_and_by_config():
         assert (qpn2.code, qpn2.stage) == ("disabled_kernel", "disabled")
         assert qpn2.message == f"disabled by {DISABLED}"
         assert not decision.selection.fallback
+
+
+def test_qpn4_disabled_by_name_leaves_the_down_proj_to_the_next_candidate():
+    # CONTRACTS 2.1: "in disabled_kernels" is a selector reason of every candidate.
+    decision = nvfp4({DISABLED: "Qpn4NvFp4LinearKernel"}, layer=QPN4_DOWN, engine=SINGLE).decision
+    qpn4 = verdict(decision, "Qpn4NvFp4LinearKernel")
+    assert decision.kernel == "TurboMindNvFp4LinearKernel"
+    assert (qpn4.code, qpn4.stage, qpn4.message) == (
+        "disabled_kernel",
+        "disabled",
+        f"disabled by {DISABLED}",
+    )
 
 
 def test_upstream_kernel_names_are_accepted_and_change_nothing():
@@ -393,6 +439,7 @@ def test_nothing_can_serve_lists_every_candidate():
     for name in NVFP4_SM70_ORDER:
         assert name in error.message
     assert f"disabled by {DISABLED}" in error.message
+    assert error.message.startswith(f"no SM70 NVFP4 weight-only kernel can serve {QKVZ}: ")
 
 
 def test_nvfp4_ignores_linear_backend():
@@ -438,12 +485,29 @@ def test_turing_default_selects_the_qpn_kernel(load, spec, kernel):
     "backend, served", [("auto", True), ("turbomind", True), ("marlin", False), ("cutlass", False)]
 )
 def test_turing_linear_backend_is_not_an_error(load, spec, backend, served):
+    kernel_name = {
+        load_turing_nvfp4: "TuringQpn2NvFp4LinearKernel",
+        load_turing_fp8: "TuringQpn8Fp8LinearKernel",
+    }
     decision = turing(load, spec, config={"linear_backend": backend}).decision
     assert (decision.kernel is not None) is served
     if not served:
         assert decision.status[0] == "backend_not_selected"
         assert decision.selection.verdicts[0].code == "backend_not_selected"
         assert backend in decision.status[1]
+        # CONTRACTS 2.2: policy is checked first; the filter is a policy verdict, which the
+        # startup report records by stage, and the decision keeps the capability.
+        (only,) = decision.selection.verdicts
+        assert (only.name, only.stage) == (kernel_name[load], "policy")
+        assert decision.capability == 75
+        assert (
+            only.message
+            == decision.status[1]
+            == (
+                f"linear_backend={backend} selects another backend; Turing QPN kernels serve "
+                "only auto or turbomind"
+            )
+        )
 
 
 @pytest.mark.parametrize(
@@ -618,8 +682,55 @@ def test_awq_nothing_can_serve_when_both_are_disabled():
     assert all(v.stage == "disabled" for v in info.value.verdicts)
 
 
+def test_awq_verdict_stages_name_the_policy_gates():
+    # The stage the startup report records per verdict: route admission, the linear_backend
+    # filter and Triton's "TurboMind route admitted" rule are policy gates (CONTRACTS 2.3),
+    # checked before capability and never a fallback.
+    admitted = awq_load().decision
+    triton = verdict(admitted, "TritonAwqLinearKernel")
+    assert (triton.code, triton.stage) == ("turbomind_route_admitted", "policy")
+    off = awq_load(env={var("sm70_awq.enabled"): "0"}).decision
+    tm = verdict(off, "TurboMindAwqLinearKernel")
+    assert (tm.code, tm.stage) == ("awq_turbomind_disabled", "policy")
+    assert off.kernel == "TritonAwqLinearKernel" and off.fallbacks == ()
+
+
+def test_awq_linear_backend_refusal_fails_closed_with_its_message():
+    # CONTRACTS 2.3: a linear_backend filter on the admitted route fails closed, with the
+    # reason; the message names the backend asked for and the ones the family serves.
+    with pytest.raises(SelectionError) as info:
+        awq_load(config={"linear_backend": "triton"})
+    error = info.value
+    reason = (
+        "linear_backend=triton selects another backend; SM70 AWQ dense kernels serve only "
+        "auto or turbomind"
+    )
+    assert [(v.name, v.code, v.message, v.stage) for v in error.verdicts] == [
+        ("TurboMindAwqLinearKernel", "backend_not_selected", reason, "policy"),
+        ("TritonAwqLinearKernel", "backend_not_selected", reason, "policy"),
+    ]
+    assert error.code == "backend_not_selected"
+    assert error.message == (
+        f"SM70 AWQ dense layer {QKV} fails closed: TurboMindAwqLinearKernel: {reason}"
+    )
+
+
+def test_awq_nothing_can_serve_names_the_layer_and_every_reason():
+    with pytest.raises(SelectionError) as info:
+        awq_load(env={DISABLED: ",".join(AWQ_DENSE_ORDER)})
+    assert info.value.message == (
+        f"no SM70 AWQ dense kernel can serve {QKV}: "
+        f"TurboMindAwqLinearKernel: disabled by {DISABLED}; "
+        f"TritonAwqLinearKernel: disabled by {DISABLED}"
+    )
+
+
 def test_awq_exact_dense_layers_and_their_fallbacks():
     assert awq_load(AWQ_DOWN).decision.flags["exact_dense"] is True
+    # CONTRACTS 2.3: a workspace of max(44,564,480, K*N) FP16 elements, in bytes.
+    exact = awq_load(AWQ_DOWN, tensors=True)
+    assert exact.scratch == {"exact_dense_workspace": 89_128_960}
+    assert exact.decision.capability == 70
     short = awq_load(AWQ_DOWN, workspace=awq.EXACT_DENSE_MIN_WORKSPACE - 1).decision
     assert short.flags["exact_dense"] is False
     (fallback,) = short.fallbacks
