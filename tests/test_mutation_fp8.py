@@ -978,3 +978,161 @@ def test_a_disabled_block_kernel_and_turbomind_name_both_in_the_load_error():
         ("MarlinFP8ScaledMMLinearKernel", "not_w8a16_consumer"),
         ("TritonFp8BlockScaledMMKernel", "not_w8a16_consumer"),
     ]
+
+
+# --- dispatch at the M values the category never replays (4.3, 4.4, 2.3) --------------------
+
+PREFILL_DISPATCH = "fp8_gemm_sm70_prefill_dispatch_out"
+GEMM = "fp8_gemm_sm70_out"
+
+
+def prepared_turbomind(
+    built: BlockFp8Layer, opts: fs.Fp8Sm70Options | None = None
+) -> tuple[RecordingNamespace, Any]:
+    ns = namespace()
+    ws = fs.Fp8Workspaces()
+    opts = opts or options()
+    layout = fs.plan_turbomind(built, opts, ns, ws)
+    prepared = fs.prepare_turbomind(
+        built,
+        built.checkpoint_tensors("meta"),
+        ns,
+        layout,
+        ws,
+        "prescaled_decode" in opts.explicit_enables,
+    )
+    return ns, prepared
+
+
+def prepared_block(
+    built: BlockFp8Layer, *, capability: int = 70, copy: bool = False
+) -> tuple[RecordingNamespace, Any]:
+    ns = namespace()
+    prepared = fs.prepare_block_qpn8(
+        built,
+        built.checkpoint_tensors("meta"),
+        ns,
+        capability=capability,
+        turbomind_copy=copy,
+    )
+    return ns, prepared
+
+
+def activations(m: int, *tail: int, dtype: Any = torch.float16) -> Any:
+    return torch.empty((m, *tail), dtype=dtype, device="meta")
+
+
+def run(ns: RecordingNamespace, apply: Any, x: Any) -> tuple[list[str], tuple[int, ...]]:
+    start = ns.mark()
+    out = apply(x)
+    return [c["op"] for c in ns.since(start)], tuple(out.shape)
+
+
+def test_prefill_prescaled_runs_at_exactly_m_8000_and_only_without_exact_dense():
+    # 3.6 / 4.3: exactly M = 8000, and only when no exact-dense workspace is bound.
+    ns, prepared = prepared_turbomind(layer(), options(prefill_exact_dense=False))
+    assert "prefill_prescaled_scales" in prepared.resident
+    assert run(ns, prepared.apply, activations(8000, 5120)) == (
+        ["fp8_gemm_sm70_prefill_prescaled_out"],
+        (8000, 3584),
+    )
+    for m in (7999, 8001):
+        assert run(ns, prepared.apply, activations(m, 5120))[0] == [GEMM]
+    ns, bound = prepared_turbomind(layer())
+    assert run(ns, bound.apply, activations(8000, 5120))[0] == [PREFILL_DISPATCH]
+
+
+def test_visible_dense_mm_starts_at_the_threshold():
+    # 3.6 / 4.3: at M >= threshold, dequantize into the workspace and a dense mm.
+    ns, qkv = prepared_turbomind(layer(), options(prefill_visible_dense_mm=True))
+    assert run(ns, qkv.apply, activations(8000, 5120))[0] == [
+        "fp8_sm70_dequantize_out",
+        "torch.mm",
+    ]
+    assert run(ns, qkv.apply, activations(7999, 5120))[0] == [PREFILL_DISPATCH]
+    gate_up = layer("gate_up_proj", 5120, 8704)
+    ns, gated = prepared_turbomind(gate_up, options(prefill_visible_dense_mm=True))
+    assert run(ns, gated.apply_gated, activations(3920, 5120)) == (
+        ["fp8_sm70_dequantize_out", "torch.mm", "silu_and_mul_interleaved"],
+        (3920, 4352),
+    )
+    start = ns.mark()
+    gated.apply_gated(activations(3919, 5120))
+    assert [(c["op"], c["plan"]["gated"]) for c in ns.since(start)] == [(PREFILL_DISPATCH, True)]
+
+
+def test_zero_tokens_launch_nothing():
+    # 4.3: M = 0 launches nothing.
+    ns, tm = prepared_turbomind(layer("gate_up_proj", 5120, 8704))
+    assert run(ns, tm.apply, activations(0, 5120)) == ([], (0, 8704))
+    assert run(ns, tm.apply_gated, activations(0, 5120)) == ([], (0, 4352))
+    ns, qpn8 = prepared_turbomind(layer("gate_up_proj", 5120, 8704), QPN8_ON)
+    assert run(ns, qpn8.apply, activations(0, 5120)) == ([], (0, 8704))
+    assert run(ns, qpn8.apply_gated, activations(0, 5120)) == ([], (0, 4352))
+    ns, block = prepared_block(layer())
+    assert run(ns, block.apply, activations(0, 5120)) == ([], (0, 3584))
+    ns, grouped = prepared_turbomind(wo_a())
+    assert run(ns, grouped.apply, activations(0, 2, 4096)) == ([], (0, 2, 1024))
+
+
+def test_block_qpn8_decodes_up_to_m_8():
+    # 2.3: M <= 8 the QPN8 GEMM; above, the TurboMind copy when kept, else the prefill entry
+    # with an invocation-owned K x N FP16 scratch.
+    ns, block = prepared_block(layer())
+    assert run(ns, block.apply, activations(8, 5120))[0] == [QPN8_GEMM]
+    assert run(ns, block.apply, activations(9, 5120))[0] == [QPN8_PREFILL]
+    assert block.scratch == {"dense_scratch": 36_700_160}
+    ns, copy = prepared_block(layer(), copy=True)
+    assert run(ns, copy.apply, activations(9, 5120))[0] == [GEMM]
+    assert copy.scratch == {}
+    assert {"turbomind_codes", "turbomind_scales"} <= set(copy.resident)
+    # Turing keeps no TurboMind copy.
+    ns, turing = prepared_block(layer(), capability=75, copy=True)
+    assert run(ns, turing.apply, activations(9, 5120))[0] == [QPN8_PREFILL]
+    assert "turbomind_codes" not in turing.resident
+
+
+def test_block_qpn8_refuses_a_scale_raster_off_the_weight():
+    # 2.3: the scale raster must be (N/128, K/128).
+    built = layer()
+    tensors = {
+        "weight": torch.empty((3584, 5120), dtype=torch.float8_e4m3fn, device="meta"),
+        "weight_scale_inv": torch.empty((27, 40), dtype=torch.float32, device="meta"),
+    }
+    with pytest.raises(fs.Fp8LoadError) as info:
+        fs.prepare_block_qpn8(built, tensors, namespace(), capability=70, turbomind_copy=False)
+    assert (info.value.code, info.value.message) == (
+        "scale_raster",
+        "QPN8: scale raster (27, 40) does not match weights 3584x5120 at block [128,128]",
+    )
+
+
+def test_qpn8_calls_refuse_non_fp16_activations():
+    # 5.10: a QPN8 call with non-FP16 input fails (the plain and the gated wording).
+    bf16 = activations(4, 5120, dtype=torch.bfloat16)
+    _, qpn8 = prepared_turbomind(layer("gate_up_proj", 5120, 8704), QPN8_ON)
+    with pytest.raises(fs.Fp8ActivationError) as info:
+        qpn8.apply(bf16)
+    assert str(info.value) == "SM70 FP8 QPN8 requires float16 activations, got bfloat16."
+    with pytest.raises(fs.Fp8ActivationError) as info:
+        qpn8.apply_gated(bf16)
+    assert str(info.value) == (
+        "SM70 FP8 QPN8 gated-SiLU requires float16 activations, got bfloat16."
+    )
+    _, block = prepared_block(layer())
+    with pytest.raises(fs.Fp8ActivationError) as info:
+        block.apply(bf16)
+    assert str(info.value) == "SM70 FP8 QPN8 requires float16 activations, got bfloat16."
+    _, grouped = prepared_turbomind(wo_a(), PP2)
+    with pytest.raises(fs.Fp8ActivationError) as info:
+        grouped.apply(activations(4, 2, 4096, dtype=torch.bfloat16))
+    assert str(info.value) == "SM70 FP8 QPN8 requires float16 activations, got bfloat16."
+
+
+def test_grouped_activations_must_end_in_groups_by_k():
+    # 5.10: grouped input not ending in [groups, K].
+    ns, grouped = prepared_turbomind(wo_a())
+    with pytest.raises(ValueError) as info:
+        grouped.apply(activations(4, 4096))
+    assert str(info.value) == "grouped activations must end in [2, 4096], got [4, 4096]"
+    assert run(ns, grouped.apply, activations(2, 2, 4096)) == ([GEMM, GEMM], (2, 2, 1024))
