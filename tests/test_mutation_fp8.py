@@ -25,7 +25,7 @@ from policies.linear_fp8_sm70 import (
     checkpoint_admission,
     route_outcome,
 )
-from routectl.errors import SelectionError
+from routectl.errors import InputError, SelectionError
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
@@ -945,6 +945,26 @@ def test_checkpoint_admission_applies_on_70_to_74_only(capability, checked):
         )
 
 
+@pytest.mark.parametrize(
+    "env",
+    [
+        # 2.1: use_turbomind(VLLM_SM70_FP8_TURBOMIND), its default true, admits on its own.
+        {"VLLM_SM70_FP8_DEQUANT_FALLBACK": "0"},
+        {"VLLM_SM70_FP8_DEQUANT_FALLBACK": "0", "VLLM_SM70_FP8_TURBOMIND": "1"},
+    ],
+)
+def test_checkpoint_admission_by_the_turbomind_variable(env):
+    assert checkpoint_admission(env, 70) == (True, None)
+
+
+def test_checkpoint_admission_parse_errors_name_the_variable():
+    # 1.1: anything but integer text is an input error naming the variable.
+    with pytest.raises(InputError, match="VLLM_SM70_FP8_DEQUANT_FALLBACK"):
+        checkpoint_admission({"VLLM_SM70_FP8_DEQUANT_FALLBACK": "yes"}, 70)
+    with pytest.raises(InputError, match="VLLM_SM70_FP8_TURBOMIND"):
+        checkpoint_admission({"VLLM_SM70_FP8_TURBOMIND": "on"}, 70)
+
+
 def test_a_disabled_block_kernel_and_turbomind_name_both_in_the_load_error():
     from policies.linear_fp8_sm70 import load_fp8_sm70
 
@@ -969,14 +989,15 @@ def test_a_disabled_block_kernel_and_turbomind_name_both_in_the_load_error():
         "MarlinFP8ScaledMMLinearKernel does not consume the SM70 W8A16 layout. "
         "TritonFp8BlockScaledMMKernel does not consume the SM70 W8A16 layout."
     )
-    assert [(v.name, v.code) for v in info.value.verdicts] == [
-        ("QPN8Fp8BlockScaledMMLinearKernel", "disabled_kernel"),
-        ("TurboMindFp8LinearKernel", "disabled_kernel"),
-        ("FlashInferFp8DeepGEMMDynamicBlockScaledKernel", "not_w8a16_consumer"),
-        ("DeepGemmFp8BlockScaledMMKernel", "not_w8a16_consumer"),
-        ("CutlassFp8BlockScaledMMKernel", "not_w8a16_consumer"),
-        ("MarlinFP8ScaledMMLinearKernel", "not_w8a16_consumer"),
-        ("TritonFp8BlockScaledMMKernel", "not_w8a16_consumer"),
+    # The stage of each refusal: the W8A16 rule is a policy refusal, not a fallback.
+    assert [(v.name, v.code, v.stage) for v in info.value.verdicts] == [
+        ("QPN8Fp8BlockScaledMMLinearKernel", "disabled_kernel", "disabled"),
+        ("TurboMindFp8LinearKernel", "disabled_kernel", "disabled"),
+        ("FlashInferFp8DeepGEMMDynamicBlockScaledKernel", "not_w8a16_consumer", "policy"),
+        ("DeepGemmFp8BlockScaledMMKernel", "not_w8a16_consumer", "policy"),
+        ("CutlassFp8BlockScaledMMKernel", "not_w8a16_consumer", "policy"),
+        ("MarlinFP8ScaledMMLinearKernel", "not_w8a16_consumer", "policy"),
+        ("TritonFp8BlockScaledMMKernel", "not_w8a16_consumer", "policy"),
     ]
 
 
