@@ -26,6 +26,7 @@ from policies.linear_fp8_sm70 import (
     route_outcome,
 )
 from routectl.errors import InputError, SelectionError
+from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
@@ -807,7 +808,7 @@ def test_block_kernel_policy_comes_before_the_layer():
     assert code(blk.can_implement(request(layer(groups=2)), namespace())) == "block_qpn8_disabled"
     assert code(blk.can_implement(layer(), namespace())) == "not_w8a16_layout"
     missing = blk.can_implement(request(layer(), block_qpn8=True), namespace(QPN8_PREPARE))
-    assert missing[1].code == "missing_native_ops"
+    assert missing[0] is False and missing[1].code == "missing_native_ops"
     assert missing[1].message == "missing native operators: [fp8_qpn8_prepare_sm70]"
 
 
@@ -1157,3 +1158,56 @@ def test_grouped_activations_must_end_in_groups_by_k():
         grouped.apply(activations(4, 4096))
     assert str(info.value) == "grouped activations must end in [2, 4096], got [4, 4096]"
     assert run(ns, grouped.apply, activations(2, 2, 4096)) == ([GEMM, GEMM], (2, 2, 1024))
+
+
+# --- prescaled decode scales at preparation (5.5) and the layer's notes (3.3) ---------------------
+
+
+def real_scales_namespace(scales: Any) -> InMemoryNamespace:
+    """A build whose fp8_sm70_prepare returns `scales` as the TurboMind scales (CPU values,
+    which replay's meta tensors never have)."""
+
+    def prepare(**_: Any) -> tuple[Any, Any, Any]:
+        return torch.empty((4096, 1536), dtype=torch.uint8), scales, None
+
+    ops = ("fp8_sm70_prepare", "fp8_gemm_sm70_prescaled_m1_out", "fp8_gemm_sm70_out")
+    return InMemoryNamespace(ops, impls={"fp8_sm70_prepare": prepare})
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_unreversible_prescaled_scales_fail_only_an_explicit_request(explicit):
+    # 5.5: explicit prescaled decode taken but the scales not reversible after the 256x shift
+    # -> the layer fails to load; a default request simply keeps no prescaled buffer.
+    built = fused_wqa_wkv(e8m0=True)
+    opts = options(*(["prescaled_decode"] if explicit else []), **M1)
+    negative = torch.full((12, 32), -1.0, dtype=torch.float32)
+    ns = real_scales_namespace(negative)
+    setup = fs.Fp8Setup(opts, fs.Fp8Workspaces(), 70)
+    planned = fs.TurboMindFp8LinearKernel.plan(built, setup, ns)
+    assert planned.flags["prescaled_decode"] is True
+    tensors = {"weight": torch.empty((1536, 4096)), "weight_scale_inv": negative}
+    if explicit:
+        with pytest.raises(fs.Fp8LoadError) as info:
+            planned.prepare(tensors)
+        assert info.value.code == "prescaled_decode_operator"
+    else:
+        prepared = planned.prepare(tensors)
+        assert "prescaled_decode_scales" not in prepared.resident
+    good = torch.full((12, 32), 0.5, dtype=torch.float32)
+    kept = fs.TurboMindFp8LinearKernel.plan(built, setup, real_scales_namespace(good)).prepare(
+        {"weight": torch.empty((1536, 4096)), "weight_scale_inv": good}
+    )
+    assert kept.resident["prescaled_decode_scales"].tolist() == [[128.0] * 32] * 12
+
+
+def test_the_turbomind_plan_keeps_its_layout_and_notes_for_the_engine():
+    # 3.3: a PP2/TP4 candidate outside the runtime contract keeps TurboMind with an info
+    # message, which the loaded layer carries for the engine to log.
+    built = layer("wq_b", 1024, 8192)
+    setup = fs.Fp8Setup(options("qpn8_pp2_tp4", qpn8_pp2_tp4=True), fs.Fp8Workspaces(), 70)
+    planned = fs.TurboMindFp8LinearKernel.plan(built, setup, namespace())
+    assert planned.state["layout"].name == "fp8_sm70"
+    assert planned.state["notes"] == (
+        "model.layers.0.wq_b: outside the SM70 PP2 x TP4 runtime contract; "
+        "retaining the TurboMind layout",
+    )
