@@ -810,6 +810,13 @@ def test_block_kernel_policy_comes_before_the_layer():
     missing = blk.can_implement(request(layer(), block_qpn8=True), namespace(QPN8_PREPARE))
     assert missing[0] is False and missing[1].code == "missing_native_ops"
     assert missing[1].message == "missing native operators: [fp8_qpn8_prepare_sm70]"
+    # 2.3: every missing op of the three, in the order the contract lists them.
+    both = blk.can_implement(
+        request(layer(), block_qpn8=True), namespace(QPN8_PREFILL, QPN8_PREPARE)
+    )
+    assert both[1].message == (
+        "missing native operators: [fp8_qpn8_prepare_sm70, fp8_qpn8_prefill_sm70_out]"
+    )
 
 
 @pytest.mark.parametrize("capability,copy", [(70, True), (72, True), (75, False)])
