@@ -1218,3 +1218,29 @@ def test_the_turbomind_plan_keeps_its_layout_and_notes_for_the_engine():
         "model.layers.0.wq_b: outside the SM70 PP2 x TP4 runtime contract; "
         "retaining the TurboMind layout",
     )
+
+
+def load_default(config: Any = None, env: dict[str, str] | None = None) -> Any:
+    from policies.linear_fp8_sm70 import load_fp8_sm70
+
+    policy = PROJECT.resolve(config, env or {}, Hardware(70), EngineConfig(), emit_warnings=False)
+    return load_fp8_sm70(layer(), policy, Hardware(70), EngineConfig(), namespace())
+
+
+def test_a_linear_backend_without_a_kernel_is_refused_with_its_code_before_any_verdict():
+    # 2.1: an empty filtered list fails before any candidate is evaluated.
+    with pytest.raises(SelectionError) as info:
+        load_default({"linear_backend": "torch"})
+    assert (info.value.code, info.value.verdicts) == ("backend_not_available", ())
+
+
+def test_the_block_kernel_is_refused_at_the_policy_stage_and_turbomind_serves():
+    # 2.3: block_qpn8 off is a policy refusal, not a fallback.
+    decision = load_default().decision
+    assert decision.kernel == "TurboMindFp8LinearKernel" and decision.capability == 70
+    verdicts = decision.selection.verdicts
+    assert [(v.name, v.ok, v.code, v.stage, v.not_needed) for v in verdicts] == [
+        ("QPN8Fp8BlockScaledMMLinearKernel", False, "block_qpn8_disabled", "policy", False),
+        ("TurboMindFp8LinearKernel", True, None, None, False),
+    ]
+    assert decision.selection.fallback is False
