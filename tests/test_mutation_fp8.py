@@ -218,10 +218,14 @@ def test_each_of_the_six_qpn8_ops_is_required(op):
 def test_a_qpn8_enable_from_another_field_is_not_explicit_for_the_generic_route():
     # 1.2 / 5.1: the generic route is explicit only through `qpn8` itself.
     layout = plan(
-        layer(), options("qpn8_pp2_tp4", "qpn8_shared_gate", qpn8=True), remove=(QPN8_GEMM,)
+        layer(),
+        options("qpn8_pp2_tp4", "qpn8_shared_gate", qpn8=True),
+        remove=(QPN8_GEMM, QPN8_PREFILL),
     )
+    # 3.2: the warning names every missing op, in the contract's order.
     reason = (
-        "missing native QPN8 operators: [fp8_qpn8_gemm_sm70_out]; retaining the TurboMind layout"
+        "missing native QPN8 operators: [fp8_qpn8_prefill_sm70_out, fp8_qpn8_gemm_sm70_out]; "
+        "retaining the TurboMind layout"
     )
     assert layout.name == "fp8_sm70" and layout.exact_dense is True
     assert fallbacks(layout) == [("sm70_fp8.qpn8", True, False, reason)]
