@@ -1248,3 +1248,43 @@ def test_the_block_kernel_is_refused_at_the_policy_stage_and_turbomind_serves():
         ("TurboMindFp8LinearKernel", True, None, None, False),
     ]
     assert decision.selection.fallback is False
+
+
+@pytest.mark.parametrize(
+    "built,remove,reason",
+    [
+        (layer(act_dtype="bfloat16"), (), ("activation_not_fp16", "capability")),
+        (layer(), ("fp8_sm70_prepare",), ("missing_native_ops", "ops")),
+    ],
+)
+def test_when_neither_sm70_kernel_passes_every_candidate_is_evaluated_on_this_device(
+    built, remove, reason
+):
+    # 2.1: no candidate -> the layer fails with every reason; TurboMind's own reason, as the
+    # device (capability 70) and the build see it, not a capability refusal.
+    from policies.linear_fp8_sm70 import load_fp8_sm70
+
+    policy = PROJECT.resolve(None, {}, Hardware(70), EngineConfig(), emit_warnings=False)
+    with pytest.raises(SelectionError) as info:
+        load_fp8_sm70(built, policy, Hardware(70), EngineConfig(), namespace(*remove))
+    verdicts = [(v.name, v.code, v.stage) for v in info.value.verdicts]
+    assert verdicts[:2] == [
+        ("QPN8Fp8BlockScaledMMLinearKernel", "block_qpn8_disabled", "policy"),
+        ("TurboMindFp8LinearKernel", *reason),
+    ]
+    assert [v[1] for v in verdicts[2:]] == ["not_w8a16_consumer"] * 5
+
+
+def test_the_engine_workspace_budget_reaches_the_qpn8_decision():
+    # 4.2: `workspace` FP16 elements the engine can lend; none -> the QPN8 workspace refusal.
+    from policies.linear_fp8_sm70 import load_fp8_sm70
+
+    policy = PROJECT.resolve(
+        None, {"VLLM_SM70_FP8_QPN8": "1"}, Hardware(70), EngineConfig(), emit_warnings=False
+    )
+    loaded = load_fp8_sm70(layer(), policy, Hardware(70), EngineConfig(), namespace(), workspace=0)
+    assert loaded.decision.layout == "fp8_sm70"
+    assert [(f.field, f.reason) for f in loaded.decision.fallbacks][0] == (
+        "sm70_fp8.qpn8",
+        WORKSPACE_REFUSED,
+    )
