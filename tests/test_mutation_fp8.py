@@ -1288,3 +1288,14 @@ def test_the_engine_workspace_budget_reaches_the_qpn8_decision():
         "sm70_fp8.qpn8",
         WORKSPACE_REFUSED,
     )
+
+
+def test_planning_without_the_prepare_op_fails_naming_the_variable():
+    # 5.7 through the planner itself (4.1: the preconditions come first).
+    opts = options(qpn8=True, turbomind_variable="VLLM_SM70_FP8_TURBOMIND")
+    with pytest.raises(fs.Fp8LoadError) as info:
+        plan(layer(), opts, remove=("fp8_sm70_prepare",))
+    assert info.value.message == (
+        "VLLM_SM70_FP8_TURBOMIND=1 requires a build with CUDA arch 7.0 and the SM70 "
+        "TurboMind extension."
+    )
