@@ -1299,3 +1299,15 @@ def test_planning_without_the_prepare_op_fails_naming_the_variable():
         "VLLM_SM70_FP8_TURBOMIND=1 requires a build with CUDA arch 7.0 and the SM70 "
         "TurboMind extension."
     )
+
+
+def test_preparation_casts_the_scales_to_fp32():
+    # 4.1: scales cast to FP32 before any prepare.
+    tensors = {
+        "weight": torch.empty((3584, 5120), dtype=torch.float8_e4m3fn, device="meta"),
+        "weight_scale_inv": torch.empty((28, 40), dtype=torch.float16, device="meta"),
+    }
+    prepared = fs.prepare_block_qpn8(
+        layer(), tensors, namespace(), capability=70, turbomind_copy=False
+    )
+    assert prepared.resident["weight_scale_inv"].dtype == torch.float32
