@@ -718,6 +718,9 @@ def test_prescaled_copy_keeps_only_reversible_finite_non_negative_scales():
     assert fs.prescaled_copy(torch.tensor([[256.0]], dtype=torch.float32)) is None  # FP16 inf
     assert fs.prescaled_copy(torch.tensor([[1.0001]], dtype=torch.float32)) is None  # rounds
     assert fs.prescaled_copy(torch.tensor([[0.0, 255.0]], dtype=torch.float32)) is not None
+    # 2^-30 x 256 = 2^-22, an FP16 subnormal, recovered exactly by x1/256 in FP32 (5.5).
+    tiny = fs.prescaled_copy(torch.tensor([[2.0**-30]], dtype=torch.float32))
+    assert tiny is not None and tiny.tolist() == [[2.0**-22]]
 
 
 def test_prescaled_meta_scales_keep_shape_and_dtype():
@@ -1200,7 +1203,11 @@ def test_unreversible_prescaled_scales_fail_only_an_explicit_request(explicit):
     if explicit:
         with pytest.raises(fs.Fp8LoadError) as info:
             planned.prepare(tensors)
-        assert info.value.code == "prescaled_decode_operator"
+        assert (info.value.code, info.value.message) == (
+            "prescaled_decode_operator",
+            "Explicit SM70 FP8 prescaled decode requires the source-built operator and finite, "
+            "reversible FP16 scales after the 256x exponent shift.",
+        )
     else:
         prepared = planned.prepare(tensors)
         assert "prescaled_decode_scales" not in prepared.resident
@@ -1311,3 +1318,23 @@ def test_preparation_casts_the_scales_to_fp32():
         layer(), tensors, namespace(), capability=70, turbomind_copy=False
     )
     assert prepared.resident["weight_scale_inv"].dtype == torch.float32
+
+
+def test_a_qpn8_layer_dispatches_with_its_bound_workspace():
+    # 4.1 / 4.5: a fp8_qpn8 layer binds the workspace to its prefix and every dispatch gets
+    # that workspace (its address is no plan key, so replay rows cannot show it).
+    seen: list[Any] = []
+    ops = (*fs.QPN8_LAYOUT_OPS, "fp8_sm70_prepare")
+    impls = {
+        QPN8_PREPARE: lambda **_: torch.empty((5120, 3584), dtype=torch.uint8),
+        QPN8_DISPATCH: lambda **kw: seen.append(kw["workspace"]),
+    }
+    ns = InMemoryNamespace(ops, impls=impls)
+    ws = fs.Fp8Workspaces()
+    built = layer()
+    layout = fs.plan_turbomind(built, QPN8_ON, ns, ws)
+    prepared = fs.prepare_turbomind(built, built.checkpoint_tensors("meta"), ns, layout, ws)
+    prepared.apply(activations(4, 5120))
+    assert ws.bytes_json() == {"exact_dense": 2 * EXACT_DENSE_FLOOR}
+    (handle,) = seen
+    assert isinstance(handle, int) and handle > 0
