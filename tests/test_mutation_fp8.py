@@ -1073,7 +1073,11 @@ def test_prefill_prescaled_runs_at_exactly_m_8000_and_only_without_exact_dense()
         (8000, 3584),
     )
     for m in (7999, 8001):
-        assert run(ns, prepared.apply, activations(m, 5120))[0] == [GEMM]
+        assert run(ns, prepared.apply, activations(m, 5120)) == ([GEMM], (m, 3584))
+    # o_proj is no exact-8K role: no prescaled buffer, the plain GEMM at M = 8000 too.
+    ns, o_proj = prepared_turbomind(layer("o_proj", 1536, 5120), options(prefill_exact_dense=False))
+    assert "prefill_prescaled_scales" not in o_proj.resident
+    assert run(ns, o_proj.apply, activations(8000, 1536)) == ([GEMM], (8000, 5120))
     ns, bound = prepared_turbomind(layer())
     assert run(ns, bound.apply, activations(8000, 5120))[0] == [PREFILL_DISPATCH]
 
@@ -1338,3 +1342,13 @@ def test_a_qpn8_layer_dispatches_with_its_bound_workspace():
     assert ws.bytes_json() == {"exact_dense": 2 * EXACT_DENSE_FLOOR}
     (handle,) = seen
     assert isinstance(handle, int) and handle > 0
+
+
+def test_a_turbomind_call_refuses_non_fp16_activations():
+    # 3.1 / 2.2: TurboMind layouts run FP16 activations only.
+    from native.kernels.common import ActivationDtypeError
+
+    _, tm = prepared_turbomind(layer())
+    with pytest.raises(ActivationDtypeError) as info:
+        tm.apply(activations(4, 5120, dtype=torch.bfloat16))
+    assert str(info.value) == "SM70 TurboMind FP8 requires float16 activations, got bfloat16"
