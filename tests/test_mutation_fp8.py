@@ -1352,3 +1352,12 @@ def test_a_turbomind_call_refuses_non_fp16_activations():
     with pytest.raises(ActivationDtypeError) as info:
         tm.apply(activations(4, 5120, dtype=torch.bfloat16))
     assert str(info.value) == "SM70 TurboMind FP8 requires float16 activations, got bfloat16"
+
+
+def test_the_prescaled_m1_call_returns_the_layer_output():
+    # 4.3: at M = 1 the prescaled decode entry produces the (1, N) output.
+    ns, prepared = prepared_turbomind(fused_wqa_wkv(e8m0=True), options(**M1))
+    assert run(ns, prepared.apply, activations(1, 4096)) == (
+        ["fp8_gemm_sm70_prescaled_m1_out"],
+        (1, 1536),
+    )
