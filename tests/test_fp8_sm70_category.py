@@ -432,3 +432,34 @@ def test_grouped_decode_is_one_per_expert_dispatch_at_m_1():
     assert layer["prepared_layout"] == "fp8_sm70_bmm"
     assert calls(layer)[0] == ("fp8_moe_gemm_sm70_per_expert_dispatch_out", 1, None)
     assert calls(layer)[1:] == [(GEMM, m, False) for m in TOKENS[1:] for _ in range(2)]
+
+
+# --- the probed layer descriptions (6.2, 6.4) --------------------------------------------------
+
+
+def described(row_id: str) -> tuple[tuple, ...]:
+    from routectl.replay.harness import find_row
+
+    row = find_row(PROJECT.category(CATEGORY), row_id)
+    return tuple(
+        (d["name"], d["k"], d["n"], d["tp"], d["groups"], d["e8m0"]) for d in row.layer["layers"]
+    )
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_matrix_rows_probe_the_five_roles_at_their_local_shapes(tp):
+    # 6.2: local (K, N) per role and TP, the layer's TP, ordinary (not UE8M0) scales, no groups.
+    assert described(matrix_id("27b_fp8", tp, "none")) == tuple(
+        (role, *LOCAL[tp][role], tp, 0, False) for role in ROLES
+    )
+
+
+def test_probe_layers_carry_their_tp_groups_and_scale_kind():
+    # 6.4 and routectl's own probes: the PP2 layers at layer TP 4, the prescaled layer at TP 1
+    # with UE8M0 scales, the fp8-policy grid's qkv_proj at TP 2 (5120 x 7168).
+    assert described("edge:pp2_tp4_wo_a") == (("wo_a", 4096, 2048, 4, 2, False),)
+    assert described("edge:pp2_tp4_shared_gate") == (
+        ("shared_experts.gate_up_proj", 4096, 1024, 4, 0, False),
+    )
+    assert described("edge:pp2_tp4_prescaled_m1") == (("fused_wqa_wkv", 4096, 1536, 1, 0, True),)
+    assert described("edge:policy_auto_tm_0_moe_0_dq_1") == (("qkv_proj", 5120, 7168, 2, 0, False),)
