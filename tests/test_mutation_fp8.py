@@ -1361,3 +1361,68 @@ def test_the_prescaled_m1_call_returns_the_layer_output():
         ["fp8_gemm_sm70_prescaled_m1_out"],
         (1, 1536),
     )
+
+
+# --- what the native calls receive (no plan key records it) --------------------------------
+
+
+def capturing_namespace(*ops: str, returns: dict[str, Any]) -> tuple[InMemoryNamespace, dict]:
+    """A double that returns `returns[op]` from each prepare op and keeps every dispatch
+    call's keyword arguments, by op, in call order."""
+    calls: dict[str, list[dict[str, Any]]] = {}
+
+    def impl(op: str) -> Any:
+        def call(**kwargs: Any) -> Any:
+            calls.setdefault(op, []).append(kwargs)
+            return returns.get(op)
+
+        return call
+
+    return InMemoryNamespace(ops, impls={op: impl(op) for op in ops}), calls
+
+
+def test_the_block_qpn8_calls_receive_their_own_codes_scales_and_flag():
+    # 2.3: decode (M <= 8) runs fp8_qpn8_gemm_sm70_out on the QPN8 codes and the FP32 scale
+    # raster with "a literal true" as its flag; above it the TurboMind
+    # copy's GEMM gets the copy's codes as weight and its scales as weight_scale.
+    qpn8_codes = torch.empty((3584, 5120), dtype=torch.uint8)
+    tm_codes = torch.empty((3584, 5120), dtype=torch.uint8)
+    tm_scales = torch.empty((28, 40), dtype=torch.float32)
+    ns, calls = capturing_namespace(
+        QPN8_PREPARE,
+        QPN8_GEMM,
+        "fp8_sm70_prepare",
+        GEMM,
+        returns={QPN8_PREPARE: qpn8_codes, "fp8_sm70_prepare": (tm_codes, tm_scales, None)},
+    )
+    built = layer()
+    prepared = fs.prepare_block_qpn8(
+        built, built.checkpoint_tensors("meta"), ns, capability=70, turbomind_copy=True
+    )
+    prepared.apply(activations(8, 5120))
+    prepared.apply(activations(9, 5120))
+    (decode,) = calls[QPN8_GEMM]
+    assert decode["codes"] is qpn8_codes
+    assert decode["scales"] is prepared.resident["weight_scale_inv"]
+    assert decode["flag"] is True
+    (prefill,) = calls[GEMM]
+    assert prefill["weight"] is tm_codes
+    assert prefill["weight_scale"] is tm_scales
+
+
+def test_each_group_of_a_pp2_tp4_wo_a_dispatches_with_the_bound_workspace():
+    # 3.3 / 4.1: the grouped wo_a binds the PP2/TP4 workspace to its prefix once; every
+    # group's dispatch gets that workspace.
+    ops = (*fs.QPN8_LAYOUT_OPS, "fp8_sm70_prepare")
+    ns, calls = capturing_namespace(
+        *ops, returns={QPN8_PREPARE: torch.empty((1024, 4096), dtype=torch.uint8)}
+    )
+    ws = fs.Fp8Workspaces()
+    built = wo_a()
+    layout = fs.plan_turbomind(built, PP2, ns, ws)
+    prepared = fs.prepare_turbomind(built, built.checkpoint_tensors("meta"), ns, layout, ws)
+    prepared.apply(activations(4, 2, 4096))
+    handles = [call["workspace"] for call in calls[QPN8_DISPATCH]]
+    assert len(handles) == 2 and handles[0] == handles[1]
+    assert isinstance(handles[0], int) and handles[0] > 0
+    assert ws.bytes_json() == {"pp2_tp4": 2 * PP2_TP4_ELEMENTS}
