@@ -23,6 +23,16 @@ on. Run from the repository root after `python -m mutmut run` (it needs `mutants
     python benchmarks/mutation_recheck.py --status survived --status timeout
     python benchmarks/mutation_recheck.py "policies.linear_fp8*"    # mutmut's names or globs
     python benchmarks/mutation_recheck.py --summary
+
+With `--tests FILE ...` it runs those test files instead of the comparison (pytest, `-x`,
+in the child, so module-level caches of the tests fill under the mutant too): the third
+stage, for mutants whose rows do not move. Exit status 0 is `survived`, 1 or 2 (a failed
+test, or a test module that no longer imports) `killed`; anything else is recorded as
+`error`. Keep its results apart from the rows' (`--results`):
+
+    python benchmarks/mutation_recheck.py --results mutants/tests.jsonl \
+        --survivors-of mutants/recheck.jsonl --tests tests/test_awq_moe_category.py \
+        "policies.awq_moe.x_load_awq_moe__mutmut_*"
 """
 
 from __future__ import annotations
@@ -52,7 +62,17 @@ DEFAULT_RESULTS = MUTANTS / "recheck.jsonl"
 
 # Imported once in the parent, so each child starts with them loaded; nothing of the
 # project (routectl, policies, native) may be among them.
-PRELOAD = ("torch", "pydantic", "click", "orjson", "jsonschema_rs", "deepdiff", "wcmatch.glob")
+PRELOAD = (
+    "torch",
+    "pydantic",
+    "click",
+    "orjson",
+    "jsonschema_rs",
+    "deepdiff",
+    "wcmatch.glob",
+    "pytest",
+    "hypothesis",
+)
 PROJECT_PACKAGES = ("routectl", "policies", "native")
 EVERY_CATEGORY = "*"  # a function reached at import: it may change any category
 
@@ -219,9 +239,10 @@ def preload() -> None:
         raise SystemExit(f"a preloaded package imported the project: {sorted(leaked)[:5]}")
 
 
-def start(name: str, plan: Plan) -> tuple[int, Path]:
+def start(name: str, plan: Plan | Sequence[str]) -> tuple[int, Path]:
     """Fork a child that imports the project with the mutant on and compares what `plan`
-    names with the retained snapshots; it writes what it found to a file."""
+    names with the retained snapshots, or runs the test files it names; it writes what it
+    found to a file."""
     fd, path = tempfile.mkstemp(prefix="recheck-", suffix=".txt")
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -230,7 +251,7 @@ def start(name: str, plan: Plan) -> tuple[int, Path]:
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.environ["MUTANT_UNDER_TEST"] = name
-            code = _check_here(plan)
+            code = _check_here(plan) if isinstance(plan, Plan) else _test_here(plan)
         except BaseException as exc:  # a crash under the mutant kills it too
             print(f"error: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             code = 2
@@ -281,6 +302,16 @@ def _check_here(plan: Plan) -> int:
     return 1
 
 
+def _test_here(files: Sequence[str]) -> int:
+    """pytest on `files` from `mutants/` (its own pyproject: the same options as the
+    repository's); the exit status says whether a test failed."""
+    import pytest
+
+    code = int(pytest.main([*files, "-x", "-q", "-p", "no:cacheprovider"]))
+    print(f"pytest exit {code}", flush=True)
+    return {0: 0, 1: 1, 2: 1}.get(code, 4)
+
+
 def finish(name: str, path: Path, began: float, status: int | None) -> Outcome:
     text = path.read_text(errors="replace").strip().splitlines()
     path.unlink(missing_ok=True)
@@ -289,11 +320,14 @@ def finish(name: str, path: Path, began: float, status: int | None) -> Outcome:
     if status is None:
         return Outcome(name, "timeout", None, seconds)
     code = os.waitstatus_to_exitcode(status)
-    return Outcome(name, "survived" if code == 0 else "killed", detail, seconds)
+    verdict = {0: "survived", 4: "error"}.get(code, "killed")
+    return Outcome(name, verdict, detail, seconds)
 
 
-def recheck(names: Sequence[str], jobs: int, timeout: float, results: Path) -> None:
-    reach = trace_reach()
+def recheck(
+    names: Sequence[str], jobs: int, timeout: float, results: Path, tests: Sequence[str] = ()
+) -> None:
+    reach = {} if tests else trace_reach()
     os.chdir(MUTANTS)
     sys.path.insert(0, str(MUTANTS))
     preload()
@@ -303,7 +337,7 @@ def recheck(names: Sequence[str], jobs: int, timeout: float, results: Path) -> N
         while pending or running:
             while pending and len(running) < jobs:
                 name = pending.pop(0)
-                plan = plan_for(name, reach)
+                plan: Plan | Sequence[str] | None = tests or plan_for(name, reach)
                 if plan is None:
                     record(out, Outcome(name, "unreached", None, 0.0))
                     continue
@@ -343,7 +377,7 @@ def summary(results: Path) -> None:
     for name, record in records.items():
         stage2[function_of(name)[0]][str(record["status"])] += 1
     columns1 = ("killed", "survived", "timeout", "no tests", "not checked")
-    columns2 = ("killed", "survived", "unreached", "timeout")
+    columns2 = ("killed", "survived", "unreached", "timeout", "error")
     print(
         "| module | mutants | "
         + " | ".join(f"mutmut {c}" for c in columns1)
@@ -391,6 +425,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
     parser.add_argument("--summary", action="store_true")
     parser.add_argument("--again", action="store_true", help="re-check those already done")
+    parser.add_argument(
+        "--survivors-of",
+        action="append",
+        type=Path,
+        default=[],
+        help="take the mutants this results file records survived or unreached",
+    )
+    parser.add_argument(
+        "--tests",
+        action="append",
+        default=[],
+        help="run this test file (repeatable) instead of comparing rows",
+    )
     args = parser.parse_args(argv)
     results = args.results.resolve()
     if args.summary:
@@ -398,19 +445,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if not MUTANTS.is_dir():
         raise SystemExit("no mutants/ folder: run `python -m mutmut run` first")
-    if args.status:
+    # mutmut's mutants with a status, or those another run left alive (the rows' survivors
+    # for the tests stage), or every mutant; narrowed by the names or patterns given
+    if args.status or args.survivors_of:
         listed = mutmut_names(args.status)
-        names = [
-            n
-            for n in listed
-            if not args.names or any(fnmatch.fnmatchcase(n, p) for p in args.names)
-        ]
+        for path in args.survivors_of:
+            listed += [
+                n
+                for n, r in read_results(path.resolve()).items()
+                if r["status"] in ("survived", "unreached")
+            ]
     else:
-        names = list(args.names)
+        listed = list(mutmut_statuses())
+    names = [
+        n for n in listed if not args.names or any(fnmatch.fnmatchcase(n, p) for p in args.names)
+    ]
     done = {} if args.again else read_results(results)
     todo = by_priority([n for n in dict.fromkeys(names) if n not in done])
     print(f"{len(todo)} mutants to re-check ({len(names) - len(todo)} already in {results})")
-    recheck(todo, args.jobs, args.timeout, results)
+    recheck(todo, args.jobs, args.timeout, results, args.tests)
     summary(results)
 
 
