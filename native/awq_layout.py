@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from native import meta_tensors
 from native.awq_schemas import (
     GROUP_SIZE,
     HIDDEN,
@@ -147,11 +148,10 @@ def fake_prepare_outputs(
     `kernel` is the checkpoint qweight (K, N/8); on meta or fake tensors nothing is allocated.
     Shared by the reference ops' fakes and replay's catalogue.
     """
-    import torch
 
     k, n = kernel.shape[0], kernel.shape[1] * CODES_PER_WORD
     words, meta = prepared_shapes(k, n, group_size, compact)
     return [
-        torch.empty(words, dtype=getattr(torch, WORDS_DTYPE), device=kernel.device),
-        torch.empty(meta, dtype=getattr(torch, metadata_dtype(compact)), device=kernel.device),
+        meta_tensors.empty(words, WORDS_DTYPE, kernel.device),
+        meta_tensors.empty(meta, metadata_dtype(compact), kernel.device),
     ]

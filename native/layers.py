@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from native import meta_tensors
+
 NVFP4_GROUP = 16  # one E4M3 block scale per 16 FP4 values
 AWQ_PACK = 8  # uint4 values per int32 word
 
@@ -24,9 +26,7 @@ def role_of(prefix: str) -> str:
 
 
 def _empty(shape: tuple[int, ...], dtype_name: str, device: Any) -> Any:
-    import torch
-
-    return torch.empty(shape, dtype=getattr(torch, dtype_name), device=device)
+    return meta_tensors.empty(shape, dtype_name, device)
 
 
 class _Prefixed:

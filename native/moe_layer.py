@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from native import meta_tensors
 from native.awq_layout import CODES_PER_WORD, checkpoint_shapes, metadata_dtype, prepared_shapes
 from routectl.reasons import OK, Check, reject
 
@@ -193,9 +194,9 @@ def meta_checkpoint(layer: AwqMoeLayer) -> MoeCheckpoint:
     for bank in BANKS:
         qweight, qzeros, scales = layer.checkpoint_shapes(bank)
         tensors = (
-            torch.empty(qweight, dtype=torch.int32, device="meta"),
-            torch.empty(qzeros, dtype=torch.int32, device="meta"),
-            torch.empty(scales, dtype=torch.float16, device="meta"),
+            meta_tensors.empty(qweight, torch.int32, "meta"),
+            meta_tensors.empty(qzeros, torch.int32, "meta"),
+            meta_tensors.empty(scales, torch.float16, "meta"),
         )
         banks.append(ExpertBank.repeated(*tensors, layer.num_experts))
     return MoeCheckpoint(*banks)

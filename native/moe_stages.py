@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from native import meta_tensors
 from native import ops_moe as ops
 from native.awq_schemas import GROUP_SIZE, HIDDEN, NUM_EXPERTS, QPN_M1_OP, TOP_K, W2_K, W13_N
 from native.moe_layer import AwqMoeLayer
@@ -334,14 +335,13 @@ class MoeDispatcher:
         self.chunk_tokens = chunk_tokens
 
     def _empty(self, shape: tuple[int, ...], dtype: str, like: Any) -> Any:
-        torch = _torch()
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+        return meta_tensors.empty(shape, dtype, like.device)
 
     def _zeros(self, shape: tuple[int, ...], like: Any) -> Any:
         """Zeros shaped `shape` with `like`'s dtype (on meta: an empty tensor, no values)."""
-        torch = _torch()
-        make = torch.empty if _is_meta(like) else torch.zeros
-        return make(shape, dtype=like.dtype, device=like.device)
+        if _is_meta(like):
+            return meta_tensors.empty(shape, like.dtype, like.device)
+        return _torch().zeros(shape, dtype=like.dtype, device=like.device)
 
     def _bank_args(self, bank: str) -> dict[str, Any]:
         layer = self.layer

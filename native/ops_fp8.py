@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from native import meta_tensors
 from native.kernels import fp8_sm70 as fp
 from routectl.namespaces.ops import OpSpec, PlanKey
 
 
 def _empty(shape: tuple[int, ...], dtype: str, like: Any) -> Any:
-    import torch
-
-    return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+    return meta_tensors.empty(shape, dtype, like.device)
 
 
 def _rows_match(out: Any = None, x: Any = None, input: Any = None, **_: Any) -> None:

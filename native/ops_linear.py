@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from native import meta_tensors
 from native.awq_layout import fake_prepare_outputs
 from native.awq_schemas import (
     PREPARE_COMPACT_OP,
@@ -25,15 +26,8 @@ from native.kernels.common import SILU_AND_MUL_OP
 from routectl.namespaces.ops import OpSpec, PlanKey
 
 
-def _torch() -> Any:
-    import torch
-
-    return torch
-
-
 def _empty(shape: tuple[int, ...], dtype: str, like: Any) -> Any:
-    torch = _torch()
-    return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+    return meta_tensors.empty(shape, dtype, like.device)
 
 
 def _rows_match(out: Any = None, x: Any = None, input: Any = None, **_: Any) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from native import meta_tensors
 from native import moe_stages as st
 from native.awq_layout import metadata_layout
 from native.awq_schemas import PREPARE_COMPACT_OP, PREPARE_OP
@@ -335,11 +336,8 @@ def prepare_banks(
 def _bank_of(words: Any, meta: Any, experts: int, *, broadcast: bool) -> tuple[Any, Any]:
     """Resident (E, ...) banks shaped after one expert's prepared tensors, that expert copied
     into every slot when `broadcast` (meta tensors hold no data: nothing is copied)."""
-    import torch
 
-    banks = tuple(
-        torch.empty((experts, *t.shape), dtype=t.dtype, device=t.device) for t in (words, meta)
-    )
+    banks = tuple(meta_tensors.empty((experts, *t.shape), t.dtype, t.device) for t in (words, meta))
     if broadcast and words.device.type != "meta":
         for bank, tensor in zip(banks, (words, meta), strict=True):
             bank.copy_(tensor.unsqueeze(0).expand_as(bank))

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from native import meta_tensors
 from routectl.namespaces.native_ns import NativeNamespace, require_ops
 from routectl.policy.loaded import Fallback
 from routectl.reasons import OK, Check, Reason, reject
@@ -79,9 +80,7 @@ def restore_leading(y: Any, x: Any) -> Any:
 
 
 def empty_fp16(shape: tuple[int, ...], like: Any) -> Any:
-    import torch
-
-    return torch.empty(shape, dtype=torch.float16, device=like.device)
+    return meta_tensors.empty(shape, "float16", like.device)
 
 
 SILU_AND_MUL_OP = "silu_and_mul"

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from native import meta_tensors
 from native.kernels.common import (
     FP16,
     KernelPlan,
@@ -777,10 +778,9 @@ def prescaled(scales: Any) -> Any:
     """The scales x256 (the 256x exponent shift). A meta tensor has no values, only shape
     and dtype, which the shift keeps: its copy is made directly, without torch's Python meta
     kernels (`*` and `empty_like` on meta import sympy on first use: seconds)."""
-    import torch
 
     if scales.device.type == "meta":
-        return torch.empty(tuple(scales.shape), dtype=scales.dtype, device=scales.device)
+        return meta_tensors.empty(tuple(scales.shape), scales.dtype, scales.device)
     return scales * PRESCALE
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from native import meta_tensors
 from native.awq_schemas import PREPARE_COMPACT_OP, QPN_M1_OP
 from native.moe_layer import AwqMoeLayer
 from native.ops_moe import INDEXED_W13_OP, PERMUTE_METADATA_OP, SINGLE_TOKEN_OP
@@ -158,12 +159,10 @@ PROBES = (
 
 def call_inputs(m: int, layer: AwqMoeLayer) -> tuple[Any, Any, Any]:
     """Activations and the router's outputs of one call, on meta."""
-    import torch
-
     return (
-        torch.empty((m, layer.hidden), dtype=torch.float16, device="meta"),
-        torch.empty((m, layer.top_k), dtype=torch.int32, device="meta"),
-        torch.empty((m, layer.top_k), dtype=torch.float32, device="meta"),
+        meta_tensors.empty((m, layer.hidden), "float16", "meta"),
+        meta_tensors.empty((m, layer.top_k), "int32", "meta"),
+        meta_tensors.empty((m, layer.top_k), "float32", "meta"),
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from native import meta_tensors
 from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
 from policies.categories.basis import LINEAR_BASIS
@@ -264,10 +265,8 @@ class Fp8LinearCategory:
 
 
 def _activations(layer: BlockFp8Layer, m: int) -> Any:
-    import torch
-
     shape = (m, layer.groups, layer.input_size) if layer.grouped else (m, layer.input_size)
-    return torch.empty(shape, dtype=getattr(torch, layer.act_dtype), device="meta")
+    return meta_tensors.empty(shape, layer.act_dtype, "meta")
 
 
 def _grid_flags(ctx: ReplayContext) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from native import meta_tensors
 from native.layers import AwqLayer, Fp8Layer, Nvfp4Layer
 from policies.categories.matrix import ModelScope, matrix_rows, with_probes
 from routectl.policy.loaded import PreparedLayer
@@ -80,11 +81,7 @@ class LinearCategory:
         prepare_calls = namespace.since(mark)
 
         def make_input(m: int) -> Any:
-            import torch
-
-            return torch.empty(
-                (m, built.input_size), dtype=getattr(torch, built.act_dtype), device="meta"
-            )
+            return meta_tensors.empty((m, built.input_size), built.act_dtype, "meta")
 
         dispatch = replay_calls(
             ctx, prepared, self.token_counts, make_input, gated_m=self.gated_call_m

@@ -1,0 +1,37 @@
+"""Replay's empty tensors: on the meta device one object per (shape, dtype), stands for every
+request; on a real device each request gets its own memory (the engine and the reference ops
+write into what they are given)."""
+
+from __future__ import annotations
+
+import torch
+
+from native import meta_tensors
+
+
+def test_meta_requests_of_one_shape_and_dtype_share_one_tensor():
+    a = meta_tensors.empty((3, 4), "float16", "meta")
+    b = meta_tensors.empty((3, 4), torch.float16, torch.device("meta"))
+    assert a is b
+    assert tuple(a.shape) == (3, 4)
+    assert a.dtype == torch.float16
+    assert a.device.type == "meta"
+
+
+def test_meta_requests_differing_in_shape_or_dtype_get_their_own_tensor():
+    base = meta_tensors.empty((5, 6), "int32", "meta")
+    other_shape = meta_tensors.empty((6, 5), "int32", "meta")
+    other_dtype = meta_tensors.empty((5, 6), "float32", "meta")
+    assert base is not other_shape and base is not other_dtype
+    assert tuple(other_shape.shape) == (6, 5) and other_shape.dtype == torch.int32
+    assert tuple(other_dtype.shape) == (5, 6) and other_dtype.dtype == torch.float32
+
+
+def test_cpu_requests_are_separate_allocations():
+    a = meta_tensors.empty((2, 8), "float16", "cpu")
+    b = meta_tensors.empty((2, 8), torch.float16, torch.device("cpu"))
+    assert a is not b
+    a.fill_(1.0)
+    b.fill_(2.0)
+    assert torch.all(a == 1.0) and torch.all(b == 2.0)
+    assert a.dtype == torch.float16 and tuple(a.shape) == (2, 8) and a.device.type == "cpu"
