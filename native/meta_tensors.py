@@ -17,20 +17,28 @@ from __future__ import annotations
 
 from typing import Any
 
-_SHARED: dict[tuple[tuple[int, ...], Any], Any] = {}
+_SHARED: dict[tuple[Any, Any, Any], Any] = {}
 
 
 def empty(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
     """An uninitialised tensor: `dtype` a torch dtype or its name ("float16"), `device` a
     torch device or its name."""
+    # Looked up first as the caller spelled it (a shape tuple or torch.Size, a dtype or its
+    # name, a device or "meta"): a repeated request costs one dict lookup, no torch call.
+    # Only meta tensors are ever stored, so a real device always misses.
+    key = (shape, dtype, device)
+    tensor = _SHARED.get(key)
+    if tensor is not None:
+        return tensor
     import torch
 
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
+    torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     if getattr(device, "type", device) != "meta":
-        return torch.empty(shape, dtype=dtype, device=device)
-    key = (tuple(shape), dtype)
-    tensor = _SHARED.get(key)
+        return torch.empty(shape, dtype=torch_dtype, device=device)
+    # Spelled another way before: the same (shape, dtype), the same tensor.
+    canonical = (tuple(shape), torch_dtype, "meta")
+    tensor = _SHARED.get(canonical)
     if tensor is None:
-        tensor = _SHARED[key] = torch.empty(key[0], dtype=dtype, device="meta")
+        tensor = _SHARED[canonical] = torch.empty(canonical[0], dtype=torch_dtype, device="meta")
+    _SHARED[key] = tensor
     return tensor

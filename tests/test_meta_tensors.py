@@ -12,7 +12,8 @@ from native import meta_tensors
 def test_meta_requests_of_one_shape_and_dtype_share_one_tensor():
     a = meta_tensors.empty((3, 4), "float16", "meta")
     b = meta_tensors.empty((3, 4), torch.float16, torch.device("meta"))
-    assert a is b
+    c = meta_tensors.empty(torch.Size([3, 4]), "float16", torch.device("meta"))
+    assert a is b and b is c and meta_tensors.empty((3, 4), "float16", "meta") is a
     assert tuple(a.shape) == (3, 4)
     assert a.dtype == torch.float16
     assert a.device.type == "meta"
