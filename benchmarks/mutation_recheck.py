@@ -33,6 +33,11 @@ test, or a test module that no longer imports) `killed`; anything else is record
     python benchmarks/mutation_recheck.py --results mutants/tests.jsonl \
         --survivors-of mutants/recheck.jsonl --tests tests/test_awq_moe_category.py \
         "policies.awq_moe.x_load_awq_moe__mutmut_*"
+
+`--map` adds, for each mutant, the tests mutmut's call map ties to its function
+(`mutants/mutmut-stats.json`, from mutmut's last stats run): as `mutmut run` selects them,
+but each run fresh. Tests written after that stats run are not in the map: name their files
+with `--tests`.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, FrameType
@@ -324,10 +329,22 @@ def finish(name: str, path: Path, began: float, status: int | None) -> Outcome:
     return Outcome(name, verdict, detail, seconds)
 
 
+def mapped_tests(name: str, stats: Mapping[str, Any]) -> list[str]:
+    """The test ids mutmut's call map ties to the mutant's function, in its order."""
+    mangled = name.rpartition("__mutmut_")[0]
+    return list(stats["tests_by_mangled_function_name"].get(mangled, ()))
+
+
 def recheck(
-    names: Sequence[str], jobs: int, timeout: float, results: Path, tests: Sequence[str] = ()
+    names: Sequence[str],
+    jobs: int,
+    timeout: float,
+    results: Path,
+    tests: Sequence[str] = (),
+    use_map: bool = False,
 ) -> None:
-    reach = {} if tests else trace_reach()
+    stats = json.loads((MUTANTS / "mutmut-stats.json").read_text()) if use_map else {}
+    reach = {} if tests or use_map else trace_reach()
     os.chdir(MUTANTS)
     sys.path.insert(0, str(MUTANTS))
     preload()
@@ -337,7 +354,18 @@ def recheck(
         while pending or running:
             while pending and len(running) < jobs:
                 name = pending.pop(0)
-                plan: Plan | Sequence[str] | None = tests or plan_for(name, reach)
+                plan: Plan | Sequence[str] | None
+                if use_map:
+                    # a test in a file named whole would run twice
+                    plan = [
+                        *tests,
+                        *(t for t in mapped_tests(name, stats) if t.split("::")[0] not in tests),
+                    ]
+                    if not plan:
+                        record(out, Outcome(name, "unreached", "no tests", 0.0))
+                        continue
+                else:
+                    plan = tests or plan_for(name, reach)
                 if plan is None:
                     record(out, Outcome(name, "unreached", None, 0.0))
                     continue
@@ -438,6 +466,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=[],
         help="run this test file (repeatable) instead of comparing rows",
     )
+    parser.add_argument(
+        "--map",
+        action="store_true",
+        help="run the tests mutmut's call map ties to each mutant (with --tests, those too)",
+    )
     args = parser.parse_args(argv)
     results = args.results.resolve()
     if args.summary:
@@ -463,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     done = {} if args.again else read_results(results)
     todo = by_priority([n for n in dict.fromkeys(names) if n not in done])
     print(f"{len(todo)} mutants to re-check ({len(names) - len(todo)} already in {results})")
-    recheck(todo, args.jobs, args.timeout, results, args.tests)
+    recheck(todo, args.jobs, args.timeout, results, args.tests, args.map)
     summary(results)
 
 
