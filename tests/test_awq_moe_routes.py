@@ -597,6 +597,41 @@ def test_typed_requests_are_named_by_their_config_path():
 
 
 @pytest.mark.parametrize(
+    ("spec", "tp", "switch", "removed", "code", "message"),
+    [
+        # CONTRACTS 3.5: explicit QPN M1 outside its contract is a load error
+        (
+            QWEN3_30B,
+            2,
+            "qpn_m1",
+            (),
+            "qpn_m1_contract",
+            "AWQ QPN M1 requires native-g32 TP4 E512 C1 (kernel_config.sm70_awq_moe.qpn_m1=True: ",
+        ),
+        # explicit indexed prefill with its ops missing is a load error
+        (
+            QWEN38,
+            4,
+            "indexed_prefill",
+            ("awq_moe_indexed_dense_w13_sm70_out",),
+            "indexed_prefill_native_missing",
+            "kernel_config.sm70_awq_moe.indexed_prefill=True: the explicit indexed prefill "
+            "route requires native operators [awq_moe_indexed_dense_w13_sm70_out]",
+        ),
+    ],
+)
+def test_typed_qpn_m1_and_indexed_prefill_refusals_name_the_config_path(
+    spec, tp, switch, removed, code, message
+):
+    # The maintainer must see which request to drop: the typed field, not a variable that
+    # was never set.
+    with pytest.raises(SelectionError) as info:
+        decide(spec=spec, tp=tp, config={"sm70_awq_moe": {switch: True}}, removed=removed)
+    assert info.value.code == code
+    assert info.value.message.startswith(message)
+
+
+@pytest.mark.parametrize(
     ("removed", "field_key", "reason"),
     [
         (("awq_sm70_prepare_compact",), "sm70_awq_moe.compact_metadata", "no compact prepare op"),
