@@ -1211,3 +1211,28 @@ def test_stage_classes_and_the_catalogue_agree():
     assert not ok and reason is not None
     assert reason.message == "missing native QPN M1 operators: [awq_moe_qpn_m1_sm70_out]"
     assert QpnM1.can_run(75, ns())[1].code == "capability"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_prepared_banks_keep_the_w13_layout_and_the_checkpoints_device(interleaved):
+    """The SiLU step splits W13's output by the layout the banks were prepared in
+    (interleaved gate/up when the legacy lane is built, CONTRACTS 3.2): the banks must say
+    which.
+    Banks of a meta checkpoint stay on meta: (E, ...) stacks of every expert, no storage."""
+    from native.moe_layer import meta_checkpoint
+    from policies.awq_moe import prepare_banks
+
+    layer = AwqMoeLayer.for_rank(SMALL, 1)
+    namespace = recorder()
+    banks = prepare_banks(namespace, layer, meta_checkpoint(layer), False, interleaved)
+    assert banks.w13_interleaved is interleaved
+    # W13 (K 64, N 128) and W2 (K 64, N 64) at group 32, 3 experts (CONTRACTS 3.2 shapes)
+    for tensor, shape in (
+        (banks.w13, (3, 64, 16)),
+        (banks.s13, (3, 2, 128)),
+        (banks.w2, (3, 64, 8)),
+        (banks.s2, (3, 2, 64)),
+    ):
+        assert tensor.device.type == "meta"
+        assert tuple(tensor.shape) == shape
+    assert [c["op"] for c in namespace.calls] == ["awq_sm70_prepare", "awq_sm70_prepare"]
