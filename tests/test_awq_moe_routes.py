@@ -1010,10 +1010,34 @@ def test_qpn_m1_dispatch_and_chunked_w2_plans():
     }
 
 
-def test_apply_needs_the_router_outputs():
+@pytest.mark.parametrize("given", [(), ("ids",), ("weights",)])
+def test_apply_needs_the_router_outputs(given):
+    # Either router output missing is the caller's error, named before any route is chosen.
+    prepared, ns_ = load()
+    x, ids, weights = meta_inputs(1)
+    mark = ns_.mark()
+    with pytest.raises(TypeError) as info:
+        prepared.apply(
+            x,
+            topk_ids=ids if "ids" in given else None,
+            topk_weights=weights if "weights" in given else None,
+        )
+    assert str(info.value) == "AWQ MoE apply needs the router's topk_ids and topk_weights"
+    assert ns_.since(mark) == [] and prepared.state["last_route"] is None
+
+
+def test_the_loaded_moe_layer_keeps_its_banks_and_the_last_route_for_the_engine():
+    """What readers of the loaded layer take from its state: the resident banks (the
+    engine's start-up checks, examples/engine_startup.py) and the last call's route choice
+    (the startup report and the snapshot), None before any call."""
     prepared, _ = load()
-    with pytest.raises(TypeError, match="topk_ids"):
-        prepared.apply(meta_inputs(1)[0])
+    banks = prepared.state["banks"]
+    assert banks.w13 is prepared.resident["w13_weights"]
+    assert banks.s2 is prepared.resident["w2_metadata"]
+    assert prepared.state["last_route"] is None
+    prepared.apply(*meta_inputs(1))
+    choice = prepared.state["last_route"]
+    assert (choice.m, choice.plan.lane) == (1, "legacy")  # QPN M1 is opt-in (CONTRACTS 3.5)
 
 
 def test_plan_keys_are_declared_from_the_contract_set():
