@@ -77,7 +77,7 @@ if tuple(i // 2 + 4 * (i % 2) for i in range(TILE_K)) != PREPARED_K_NIBBLES:
 class QpnGeometry:
     """Shapes of one QPN M1 call. The default is the contract's; the interpreter tests use
     reduced ones that keep every code path (16 K slices of two groups each, several N tiles).
-    The kernels exchange 16 slices, resp. 16 route slots, in one reduction (_columns16)."""
+    The kernels exchange 16 slices, resp. 16 route slots, at once (_split16, _columns16)."""
 
     experts: int = NUM_EXPERTS
     top_k: int = TOP_K
