@@ -29,6 +29,7 @@ A profile of the two kernels (achieved bandwidth, occupancy):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -54,25 +55,26 @@ LAYERS = 48
 WORD_BYTES = TOP_K * (W13_K * W13_N // 2 + W2_K * W2_N // 2)  # 10 x (409,600 + 204,800)
 META_RECORDS = TOP_K * (W13_K // GROUP_SIZE * W13_N + W2_K // GROUP_SIZE * W2_N)
 STEP_BYTES = {True: WORD_BYTES + 3 * META_RECORDS, False: WORD_BYTES + 4 * META_RECORDS}
+# The second session's default (2026-12-01): one chain per thread, 400 W13 and 320 W2
+# programs of 4 warps, exchanges by 16-operand reductions, W13 not waiting for its predecessor.
+PREVIOUS = triton_qpn.QpnConfig(
+    w13_pairs=4, w13_warps=4, w2_columns=8, w13_gate_up=False, w2_paired=False, w13_pdl=False
+)
 CONFIGS = {
     "default": triton_qpn.DEFAULT_CONFIG,
+    # The default's parts one by one: no programmatic dependent launch at all, none for W13,
+    # W2 decoding after its wait.
     "no-pdl": triton_qpn.QpnConfig(pdl=False),
-    # The default's parts one by one: W2 decoding after the wait, then also W13 starting its
-    # chains before all its activations are loaded.
+    "no-w13-pdl": triton_qpn.QpnConfig(w13_pdl=False),
     "no-predecode": triton_qpn.QpnConfig(w2_predecode=False),
-    "no-predecode-no-x-first": triton_qpn.QpnConfig(w2_predecode=False, w13_x_first=False),
-    # W13 with 48 registers a thread instead of 109 (its activations loaded as they are
-    # used): more of W2's programs fit beside W13's, and load and decode while it runs.
-    "no-x-first": triton_qpn.QpnConfig(w13_x_first=False),
-    "no-x-first-c4w2": triton_qpn.QpnConfig(w13_x_first=False, w2_columns=4, w2_warps=2),
-    # The default before 2026-12-01's second session: 200 W13 and 160 W2 programs.
-    "p8w4-c16w4": triton_qpn.QpnConfig(w13_pairs=8, w2_columns=16),
-    "p8w4-c8w4": triton_qpn.QpnConfig(w13_pairs=8, w2_columns=8),
-    "p8w8-c16w8": triton_qpn.QpnConfig(w13_pairs=8, w13_warps=8, w2_columns=16, w2_warps=8),
-    # Two chains per thread (two slices, resp. route slots): more independent work per warp.
-    "p4w2-c8w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=8, w2_warps=2),
-    # Smaller W2 programs (2 warps): finer spreading of the grid over the 132 SMs.
-    "p4w4-c4w2": triton_qpn.QpnConfig(w2_columns=4, w2_warps=2),
+    # Other block sizes: W13 50 programs of 16 warps, or 200 of 4; W2 320 programs of 2 warps;
+    # W2 one chain per thread (320 programs of 8 columns x 16 route slots).
+    "w13-p32w16": triton_qpn.QpnConfig(w13_pairs=32, w13_warps=16),
+    "w13-p8w4": triton_qpn.QpnConfig(w13_pairs=8, w13_warps=4),
+    "w2-c8w2": triton_qpn.QpnConfig(w2_columns=8, w2_warps=2),
+    "w2-unpaired": triton_qpn.QpnConfig(w2_columns=8, w2_paired=False),
+    "previous": PREVIOUS,
+    "previous-w13-pdl": dataclasses.replace(PREVIOUS, w13_pdl=True),
 }
 LAYOUTS = {"3-byte": True, "4-byte": False}
 
@@ -329,7 +331,10 @@ def main(argv: list[str] | None = None) -> int:
         "few in parallel before a timed run to spread the compilations over the CPUs)",
     )
     parser.add_argument(
-        "--layouts", default=",".join(LAYOUTS), help=f"comma-separated, of {sorted(LAYOUTS)}"
+        "--layouts",
+        default=",".join(LAYOUTS),
+        help=f"comma-separated, of {sorted(LAYOUTS)}: the layouts compiled or timed (both are "
+        "always checked)",
     )
     parser.add_argument(
         "--no-baselines", action="store_true", help="leave out (a) and (b) (quicker runs)"
@@ -389,8 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     bandwidth = copy_bandwidth(device, args.samples)
     figures["copy_bandwidth_GBps"] = bandwidth / 1e9
     timings: dict[str, float] = {}
-    for compact in (True, False):
-        label = "3-byte" if compact else "4-byte"
+    for label in args.layouts.split(","):
+        compact = LAYOUTS[label]
         timings[f"floor {label}"] = STEP_BYTES[compact] / bandwidth * 1e6
         timings[f"op {label}"] = time_graph(op_steps(layers, compact), args.samples, args.replays)
         print(f"op {label}: {timings[f'op {label}']:.2f} us", flush=True)

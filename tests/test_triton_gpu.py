@@ -17,6 +17,7 @@ import torch
 
 import native.reference  # noqa: F401  (registers the ops)
 from native.awq_schemas import GROUP_SIZE, NUM_EXPERTS, W2_K, W2_N, W13_K, W13_N
+from native.reference import triton_qpn
 from native.reference.oracle import check_bounds, oracle_qpn_m1
 from native.reference.packing import pack_checkpoint, random_expert
 from tests.qpn_triton_helpers import build_banks, with_free_biases
@@ -228,6 +229,73 @@ def test_deterministic_no_sync_and_graph_capturable(gpu_banks: Banks) -> None:
     eager = call(gpu_banks[True], x, ids, topk, CUDA)
     assert torch.equal(static["out"].cpu(), eager[0])
     assert torch.equal(static["inter"].cpu(), eager[1])
+
+
+def test_back_to_back_steps_share_the_intermediate(gpu_banks: Banks) -> None:
+    """Steps enqueued back to back with one intermediate buffer (as the layers of a model): W13
+    is launched with programmatic dependent launch and must not overwrite the intermediate
+    the previous step's W2 still reads, nor read ids and input before they are written."""
+    steps = []
+    for seed in range(8):
+        x, topk = inputs(10 + seed)
+        gen = torch.Generator().manual_seed(seed)
+        ids = torch.randint(-1, NUM_EXPERTS, (10,), generator=gen).tolist()
+        steps.append((x, topk, ids, seed % 2 == 0))
+    want = [call(gpu_banks[compact], x, ids, topk, CUDA) for x, topk, ids, compact in steps]
+    inter = torch.full((10, 160), float("nan"), dtype=torch.float16, device=CUDA)
+    ids_buffer = torch.empty((1, 10), dtype=torch.int32, device=CUDA)
+    x_buffer = torch.empty((1, 2560), dtype=torch.float16, device=CUDA)
+    outs = []
+    torch.cuda.synchronize()
+    for x, topk, ids, compact in steps:
+        # Written by copies just before each step, as a preceding kernel would write them.
+        ids_buffer.copy_(torch.tensor([ids], dtype=torch.int32), non_blocking=True)
+        x_buffer.copy_(x, non_blocking=True)
+        out = torch.full((1, 2560), float("nan"), dtype=torch.float16, device=CUDA)
+        QPN(out, inter, x_buffer, *gpu_banks[compact], ids_buffer, topk.to(CUDA))
+        outs.append(out)
+    torch.cuda.synchronize()
+    for out, (want_out, _) in zip(outs, want, strict=True):
+        assert torch.equal(out.cpu(), want_out)
+    assert torch.equal(inter.cpu(), want[-1][1])
+
+
+# The other code paths of the launch configs the benchmark times: the second session's
+# one-chain-per-thread kernels (W13 not waiting for its predecessor), smaller blocks of the
+# default's kernels, the default's W13 with one-chain-per-thread W2, and no programmatic
+# dependent launch at all.
+OTHER_CONFIGS = {
+    "previous": triton_qpn.QpnConfig(
+        w13_pairs=4,
+        w13_warps=4,
+        w2_columns=8,
+        w13_gate_up=False,
+        w2_paired=False,
+        w13_pdl=False,
+    ),
+    "p4w2-c8w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=8, w2_warps=2),
+    "no-pdl": triton_qpn.QpnConfig(pdl=False),
+    "w2-unpaired": triton_qpn.QpnConfig(w2_columns=8, w2_paired=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_CONFIGS))
+def test_launch_configs_equal_the_op(gpu_banks: Banks, name: str) -> None:
+    x, topk = inputs(6)
+    ids = MIXED_IDS
+    want_out, want_inter = call(gpu_banks[True], x, ids, topk, CUDA)
+    out = torch.full((1, 2560), float("nan"), dtype=torch.float16, device=CUDA)
+    inter = torch.full((10, 160), float("nan"), dtype=torch.float16, device=CUDA)
+    triton_qpn.launch_qpn_m1(
+        out,
+        inter,
+        *on(CUDA, x),
+        *gpu_banks[True],
+        *on(CUDA, torch.tensor([ids], dtype=torch.int32), topk),
+        compact=True,
+        config=OTHER_CONFIGS[name],
+    )
+    assert torch.equal(out.cpu(), want_out) and torch.equal(inter.cpu(), want_inter)
 
 
 def test_cuda_prepare_ops_equal_cpu() -> None:

@@ -31,12 +31,20 @@ ADVERSARIAL = (2, 5)
 FREE_BIAS_EXPERT = 4
 # Route ids: duplicates (2, 5), invalid ones (-1 and experts = 6), every expert reachable.
 IDS = [2, 5, -1, 0, 2, 6, 1, 3, 5, 4]
-# One config tiles the blocks (two W13 blocks per route, two W2 blocks); the other is one
-# block each, which keeps the slower 4-byte case short, and starts the W13 chains without
-# waiting for all their activations (both values of w13_x_first).
+# One config is the default's kernels (a thread holds a pair's gate and up chains, resp. two
+# adjacent columns' chains; exchanges by layout conversion) and tiles the blocks (two W13
+# blocks per route, two W2 blocks); the other is the one-chain-per-thread kernels (exchanges by
+# reduction) with one block each, which keeps the slower 4-byte case short, and starts the W13
+# chains without waiting for all their activations (both values of w13_x_first).
 CONFIGS = {
-    True: QpnConfig(w13_pairs=16, w2_columns=64),
-    False: QpnConfig(w13_pairs=32, w2_columns=128, w13_x_first=False),
+    True: QpnConfig(w13_pairs=16, w13_warps=4, w2_columns=64),
+    False: QpnConfig(
+        w13_pairs=32,
+        w2_columns=128,
+        w13_x_first=False,
+        w13_gate_up=False,
+        w2_paired=False,
+    ),
 }
 
 

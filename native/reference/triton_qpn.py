@@ -1,13 +1,15 @@
 """Triton kernels of the AWQ QPN M1 step (CONTRACTS 6) and their launcher.
 
 Two launches: W13 (one program per route and block of gate/up column pairs; one thread per
-(column, K slice) chain: int4 decode in registers, the slice accumulated in ascending k; the
-16 slices exchanged in one reduction and summed in slice order; SiLU times up into
-`intermediate`), then W2 (one program per block of output columns; one thread per (column,
-route) chain, the dot in ascending k; the routes exchanged in one reduction, then
-acc = fma(weight[r], route[r], acc) for r = 0..9). Every reduction has a fixed order and no
-float atomics are used, so results are bit-identical from run to run, between the layouts and
-with the CPU reference op (`numerics`).
+(pair, K slice), holding the gate and the up chain: int4 decode in registers, the slice
+accumulated in ascending k; the 16 slices exchanged by one layout conversion and summed in
+slice order; SiLU times up into `intermediate`), then W2 (one program per block of output
+columns; one thread per (column pair, route), holding two chains, the dot in ascending k;
+the routes exchanged likewise, then acc = fma(weight[r], route[r], acc) for r = 0..9). Every
+sum has a fixed order and no float atomics are used, so results are bit-identical from run to
+run, between the layouts and with the CPU reference op (`numerics`). (QpnConfig also keeps
+the second session's one-chain-per-thread kernels, whose exchanges are 16-operand
+reductions, for comparison.)
 
 Speed (benchmarks/RESULTS.md): the step is latency-bound, so a chain's loads (its 20 words, 5
 metadata records, 160 activations) are written before its first multiply, unrolled, with no
@@ -15,9 +17,13 @@ loop between them; the columns lie along a warp's lanes (a warp reads few cache 
 load); compiled, a word's 8 weights are decoded with four FP16x2 FMAs and the activations
 read 16 bytes at a time; W2 is launched with programmatic dependent launch, so it loads and
 decodes its weights (to FP16 pairs) while W13 runs and, after the wait, only converts,
-multiplies and adds. What is left on a chain's path is kept off it: W13's chains start once
-all their activations are in registers (loaded together, not one cache round trip after
-another), and the router-weighted sum is one FMA instruction per route.
+multiplies and adds; W13 is launched with programmatic dependent launch too, so its launch
+overlaps the previous kernel's end (the previous layer's W2). Two chains per thread share
+their activations' conversions and loads, and need half the registers per chain, so W2's
+programs fit beside W13's and decode meanwhile. What is left on a chain's path is kept off
+it: W13's chains start once all their activations are in registers (loaded together, not one
+cache round trip after another), and the router-weighted sum is one FMA instruction per
+route.
 
 Rounding points, and why each is exact on a GPU and in Triton's interpreter alike:
 - decode, compiled: fma.rn.f16x2 on q (exact: 1024 + q minus 1024), one rounding, any bias.
@@ -71,7 +77,7 @@ if tuple(i // 2 + 4 * (i % 2) for i in range(TILE_K)) != PREPARED_K_NIBBLES:
 class QpnGeometry:
     """Shapes of one QPN M1 call. The default is the contract's; the interpreter tests use
     reduced ones that keep every code path (16 K slices of two groups each, several N tiles).
-    The kernels exchange 16 slices, resp. 16 route slots, in one reduction (_columns16)."""
+    The kernels exchange 16 slices, resp. 16 route slots, at once (_split16, _columns16)."""
 
     experts: int = NUM_EXPERTS
     top_k: int = TOP_K
@@ -101,20 +107,25 @@ class QpnGeometry:
 @dataclass(frozen=True)
 class QpnConfig:
     """Launch parameters: W13 gate/up pairs per program (its columns x the 16 slices are its
-    chains), W2 output columns per program (x 16 route slots), warps (with fewer threads than
-    chains a thread takes two), and three choices that change only how the compiled kernels
-    are scheduled, never a result: whether W2 is launched with programmatic dependent launch,
-    whether W13's chains wait for all their activations before the first multiply
-    (w13_x_first) and whether W2 decodes its weights before its grid-dependency wait
-    (w2_predecode)."""
+    chains), W2 output columns per program (x 16 route slots), warps (a program's chains over
+    its threads), and choices that change only how the compiled kernels are scheduled, never
+    a result: whether W2 is launched with programmatic dependent launch (pdl) and W13 too
+    (w13_pdl, with pdl), whether W13's chains wait for all their activations before the first
+    multiply (w13_x_first), whether W2 decodes its weights before its grid-dependency wait
+    (w2_predecode), whether a W13 thread holds a pair's gate and up chains (w13_gate_up; else
+    one column's) and a W2 thread two adjacent columns' chains (w2_paired; else one). The
+    default: 100 W13 programs of 8 warps (16 pairs), 160 W2 programs of 4 warps (16 columns)."""
 
-    w13_pairs: int = 4
-    w13_warps: int = 4
-    w2_columns: int = 8
+    w13_pairs: int = 16
+    w13_warps: int = 8
+    w2_columns: int = 16
     w2_warps: int = 4
     pdl: bool = True
     w13_x_first: bool = True
     w2_predecode: bool = True
+    w13_pdl: bool = True
+    w13_gate_up: bool = True
+    w2_paired: bool = True
 
     def __post_init__(self) -> None:
         for blocks in (self.w13_pairs, self.w2_columns // 2, self.w13_warps, self.w2_warps):
@@ -386,6 +397,27 @@ def _columns16(values, index):
 
 
 @triton.jit
+def _split16(values):
+    """The 16 columns of a 2-D tensor `values` as 16 1-D tensors, by layout alone (no
+    arithmetic): reshaped to (rows, 2, 2, 2, 2) and split along its last axis of two, four
+    times, so the compiler moves every thread's values in one conversion through shared
+    memory instead of _columns16's 16-operand reduction (shuffles, adds and a second pass
+    through shared memory). The first split takes column bit 0, so the split tuple holds
+    column c at the bit-reversed index of c."""
+    tl.static_assert(values.shape[1] == 16)
+    parts = (tl.reshape(values, (values.shape[0], 2, 2, 2, 2)),)
+    for level in tl.static_range(4):
+        halves = ()
+        for i in tl.static_range(2**level):
+            halves = halves + tl.split(parts[i])
+        parts = halves
+    columns = ()
+    for c in tl.static_range(16):
+        columns = columns + (parts[(c & 1) * 8 + (c & 2) * 2 + (c & 4) // 2 + (c & 8) // 8],)
+    return columns
+
+
+@triton.jit
 def _activations(at, PAIRS: tl.constexpr, HW_FMA: tl.constexpr, AFTER_WAIT: tl.constexpr):
     """PAIRS int32 pairs of FP16 from `at` on (int32 pointers, 16-byte aligned), as a tuple.
     Compiled: 16-byte loads, a quarter of the load instructions. AFTER_WAIT: the loads follow
@@ -414,7 +446,9 @@ def _zero_after(xs, PAIRS: tl.constexpr, e):
     e >= 0 (min(e, 0) is a zero the compiler cannot see through): the first multiply then
     waits for all of them, so ptxas issues the activation loads together, where their
     latencies overlap, instead of each just before its use (to save registers), where each
-    is one more cache round trip on the chain's path."""
+    is one more cache round trip on the chain's path. (Made from one register of each 16-byte
+    load only, which holds the same loads back, W13 ran 0.35 us slower: ptxas then schedules
+    the word loads differently.)"""
     bits = xs[0]
     for j in tl.static_range(1, PAIRS):
         bits = bits | xs[j]
@@ -438,10 +472,13 @@ def _w13_kernel(
     HW_FMA: tl.constexpr,
     PDL: tl.constexpr,
     X_FIRST: tl.constexpr,
+    WAIT: tl.constexpr,
+    GATE_UP: tl.constexpr,
 ):
-    """W13, one (column, slice) chain per element; a chain's loads (its 20 words, its 5
-    groups' metadata, its slice's activations as int32 pairs, one address per slice across a
-    warp's lanes) are written before its first multiply, unrolled, for ptxas to schedule."""
+    """W13, one (column, slice) chain per element (GATE_UP: elements (pair, slice, gate or
+    up), a thread holding a pair's gate and up chains, which share its slice's activations);
+    a chain's loads (its 20 words, its 5 groups' metadata, its slice's activations as int32
+    pairs) are written before its first multiply, unrolled, for ptxas to schedule."""
     # The griddepcontrol instructions exist from compute capability 9.0 on (Triton's
     # compile-time target, a constexpr); compiled for an older GPU nothing overlaps.
     if PDL:
@@ -449,14 +486,29 @@ def _w13_kernel(
             # Lets W2 (launched with programmatic dependent launch) load its weights while
             # this kernel runs; W2 waits for this grid's completion before reading its output.
             gdc.gdc_launch_dependents()
+    if WAIT:
+        if tl.target_info.cuda_capability_geq(9, 0):
+            # Launched with programmatic dependent launch: this grid may be resident while
+            # the preceding kernel on the stream still runs (its launch latency hidden), but
+            # reads and writes nothing before that kernel has completed: it may write the
+            # input or ids, or still read `intermediate` (the previous layer's W2).
+            gdc.gdc_wait()
     route = tl.program_id(0)
     block = tl.program_id(1)
     expert = tl.load(ids_ptr + route)
     valid = (expert >= 0) & (expert < EXPERTS)
     e = tl.where(valid, expert, 0)
     SLICE_K: tl.constexpr = K // SLICES
-    col = _lane_columns(block, 2 * PAIRS)[:, None]
-    slice_ = tl.arange(0, SLICES)[None, :]
+    if GATE_UP:
+        pair = tl.arange(0, PAIRS)[:, None, None]
+        slice_ = tl.arange(0, SLICES)[None, :, None]
+        col = (block * PAIRS + pair) * 2 + tl.arange(0, 2)[None, None, :]
+        # One activation per (pair, slice), broadcast over gate and up.
+        x_at = x_ptr + slice_ * (SLICE_K // 2) + 0 * pair
+    else:
+        col = _lane_columns(block, 2 * PAIRS)[:, None]
+        slice_ = tl.arange(0, SLICES)[None, :]
+        x_at = x_ptr + slice_ * (SLICE_K // 2) + 0 * col
     words_at = (
         w_ptr
         + e * (K * N // 8)
@@ -464,7 +516,6 @@ def _w13_kernel(
         + col % 32
     )
     records = e * (K // GROUP) * N + slice_ * (SLICE_K // GROUP) * N + col
-    x_at = x_ptr + slice_ * (SLICE_K // 2) + 0 * col
     words = ()
     for j in tl.static_range(SLICE_K // 8):
         words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
@@ -472,22 +523,44 @@ def _w13_kernel(
     for g in tl.static_range(SLICE_K // GROUP):
         meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
     xs = _activations(x_at, SLICE_K // 2, HW_FMA, False)
-    acc = tl.zeros((2 * PAIRS, SLICES), dtype=tl.float32)
+    acc = tl.zeros(words_at.shape, dtype=tl.float32)
     if X_FIRST:
         acc = acc + _zero_after(xs, SLICE_K // 2, e)
     acc = _chains(acc, words, meta, xs, SLICE_K // 8, GROUP, HW_FMA, not COMPACT)
-    slices = _columns16(acc, slice_)
+    if GATE_UP:
+        # Rows 2p (gate) and 2p + 1 (up) of pair p.
+        slices = _split16(tl.reshape(tl.permute(acc, (0, 2, 1)), (2 * PAIRS, SLICES)))
+    else:
+        slices = _columns16(acc, slice_)
     total = slices[0]
     for s in tl.static_range(1, SLICES):
         total = total + slices[s]
-    halves = tl.reshape(total.to(tl.float16).to(tl.float32), (2, PAIRS))
-    which = tl.arange(0, 2)[:, None]
-    gate = _pick(halves, which, 0)
-    up = _pick(halves, which, 1)
+    rounded = total.to(tl.float16).to(tl.float32)
+    if GATE_UP:
+        gate, up = tl.split(tl.reshape(rounded, (PAIRS, 2)))
+    else:
+        # The block's gates (its even columns) lie first, then their ups (_lane_columns).
+        halves = tl.reshape(rounded, (2, PAIRS))
+        which = tl.arange(0, 2)[:, None]
+        gate = _pick(halves, which, 0)
+        up = _pick(halves, which, 1)
     e32 = tl.exp(-(gate.to(tl.float64))).to(tl.float32)
     silu = tl.math.div_rn(gate, 1.0 + e32).to(tl.float16).to(tl.float32)
     result = tl.where(valid, silu * up, 0.0).to(tl.float16)
     tl.store(inter_ptr + route * (N // 2) + block * PAIRS + tl.arange(0, PAIRS), result)
+
+
+@triton.jit
+def _combine(weights, routes, TOPK: tl.constexpr, HW_FMA: tl.constexpr):
+    """acc = fma(weights[r], routes[r], acc) for r = 0..TOPK-1 from acc = +0.0."""
+    out = tl.zeros(routes[0].shape, dtype=tl.float32)
+    for r in tl.static_range(TOPK):
+        if HW_FMA:
+            # fma.rn.f32: fmaf, one rounding (the compiled kernels' FMA is exact).
+            out = tl.fma(weights[r], routes[r], out)
+        else:
+            out = _fma_fp32(weights[r], routes[r], out)
+    return out
 
 
 @triton.jit
@@ -509,12 +582,31 @@ def _w2_kernel(
     HW_FMA: tl.constexpr,
     PDL: tl.constexpr,
     PREDECODE: tl.constexpr,
+    TRIGGER: tl.constexpr,
+    PAIRED: tl.constexpr,
 ):
-    """W2, one (column, route) chain per element, loads first as in W13; then the routes'
-    results exchanged once and summed with the router weights in route order."""
+    """W2, one (column, route) chain per element of a program's COLUMNS columns x ROUTES (16)
+    route slots, of which TOPK are routes (PAIRED: elements (column pair, route slot, column
+    of the pair), a thread holding two adjacent columns' chains of one route, which share its
+    activations); loads first as in W13; then the routes' results exchanged once and summed
+    with the router weights in route order."""
+    if TRIGGER:
+        if tl.target_info.cuda_capability_geq(9, 0):
+            # Lets the next kernel (the next layer's W13, launched with programmatic
+            # dependent launch) become resident once every program of this grid has started;
+            # it waits for this grid's completion before it reads or writes anything.
+            gdc.gdc_launch_dependents()
     block = tl.program_id(0)
-    col = _lane_columns(block, COLUMNS)[:, None]
-    route = tl.arange(0, ROUTES)[None, :]
+    if PAIRED:
+        pair = tl.arange(0, COLUMNS // 2)[:, None, None]
+        col = block * COLUMNS + 2 * pair + tl.arange(0, 2)[None, None, :]
+        route = tl.arange(0, ROUTES)[None, :, None]
+        # One activation per (pair, route), broadcast over the pair's two columns.
+        anchor = pair
+    else:
+        col = _lane_columns(block, COLUMNS)[:, None]
+        route = tl.arange(0, ROUTES)[None, :]
+        anchor = col
     in_topk = route < TOPK
     expert = tl.load(ids_ptr + route, mask=in_topk, other=-1)
     valid = (in_topk & (expert >= 0) & (expert < EXPERTS)) & (col >= 0)
@@ -522,14 +614,14 @@ def _w2_kernel(
     words_at = w_ptr + e * (K * N // 8) + ((col // 32) * (K // 8)) * 32 + col % 32
     records = e * (K // GROUP) * N + col
     # Routes past TOPK read route TOPK - 1's row (in bounds); invalid routes are zeroed below.
-    x_at = inter_ptr + tl.minimum(route, TOPK - 1) * (K // 2) + 0 * col
+    x_at = inter_ptr + tl.minimum(route, TOPK - 1) * (K // 2) + 0 * anchor
     words = ()
     for j in tl.static_range(K // 8):
         words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
     meta = ()
     for g in tl.static_range(K // GROUP):
         meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
-    acc = tl.zeros((COLUMNS, ROUTES), dtype=tl.float32)
+    acc = tl.zeros(valid.shape, dtype=tl.float32)
     if HW_FMA and PREDECODE:
         # Decoded to FP16x2 while W13 runs (nothing here reads W13's output), then the wait.
         pairs = _decoded(words, meta, K // 8, GROUP)
@@ -546,15 +638,19 @@ def _w2_kernel(
                 gdc.gdc_wait()
         xs = _activations(x_at, K // 2, HW_FMA, PDL)
         acc = _chains(acc, words, meta, xs, K // 8, GROUP, HW_FMA, not COMPACT)
-    routes = _columns16(tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0), route)
-    out = tl.zeros((COLUMNS,), dtype=tl.float32)
+    rounded = tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0)
+    weights = ()
     for r in tl.static_range(TOPK):
-        if HW_FMA:
-            # fma.rn.f32: fmaf, one rounding (the compiled kernels' FMA is exact).
-            out = tl.fma(tl.load(topk_ptr + r), routes[r], out)
-        else:
-            out = _fma_fp32(tl.load(topk_ptr + r), routes[r], out)
-    tl.store(out_ptr + _lane_columns(block, COLUMNS), out.to(tl.float16))
+        weights = weights + (tl.load(topk_ptr + r),)
+    if PAIRED:
+        # Row 2c + h: the block's column 2c + h.
+        routes = _split16(tl.reshape(tl.permute(rounded, (0, 2, 1)), (COLUMNS, ROUTES)))
+        out = _combine(weights, routes, TOPK, HW_FMA)
+        tl.store(out_ptr + block * COLUMNS + tl.arange(0, COLUMNS), out.to(tl.float16))
+    else:
+        routes = _columns16(rounded, route)
+        out = _combine(weights, routes, TOPK, HW_FMA)
+        tl.store(out_ptr + _lane_columns(block, COLUMNS), out.to(tl.float16))
 
 
 # Compiled kernels decode with the FP16 FMA instruction; under Triton's interpreter (kernels
@@ -567,6 +663,13 @@ def _pdl(config: QpnConfig) -> bool:
     interpreted). The kernels' grid-dependency instructions exist from compute capability
     9.0 on; compiled for an older GPU they are left out, and nothing then overlaps."""
     return config.pdl and _HW_FMA
+
+
+def _w13_pdl(config: QpnConfig) -> bool:
+    """Whether W13 is launched with programmatic dependent launch (waiting, before it reads
+    or writes anything, for the preceding kernel to complete) and W2 lets the next kernel
+    launch early: asked for and compiled, as _pdl."""
+    return config.pdl and config.w13_pdl and _HW_FMA
 
 
 def launch_w13(
@@ -600,7 +703,10 @@ def launch_w13(
         HW_FMA=_HW_FMA,
         PDL=_pdl(config),
         X_FIRST=config.w13_x_first,
+        WAIT=_w13_pdl(config),
+        GATE_UP=config.w13_gate_up,
         num_warps=config.w13_warps,
+        launch_pdl=_w13_pdl(config),
     )
 
 
@@ -642,6 +748,8 @@ def launch_w2(
         HW_FMA=_HW_FMA,
         PDL=pdl,
         PREDECODE=config.w2_predecode,
+        TRIGGER=_w13_pdl(config),
+        PAIRED=config.w2_paired,
         num_warps=config.w2_warps,
         launch_pdl=pdl,
     )
