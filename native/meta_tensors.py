@@ -27,13 +27,16 @@ def empty(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
     # name, a device or "meta"): a repeated request costs one dict lookup, no torch call.
     # Only meta tensors are ever stored, so a real device always misses.
     key = (shape, dtype, device)
-    tensor = _SHARED.get(key)
+    try:
+        tensor = _SHARED.get(key)
+    except TypeError:  # symbolic sizes (torch's fake tensors under dynamic shapes)
+        key, tensor = None, None
     if tensor is not None:
         return tensor
     import torch
 
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    if getattr(device, "type", device) != "meta":
+    if key is None or getattr(device, "type", device) != "meta":
         return torch.empty(shape, dtype=torch_dtype, device=device)
     # Spelled another way before: the same (shape, dtype), the same tensor.
     canonical = (tuple(shape), torch_dtype, "meta")

@@ -36,3 +36,21 @@ def test_cpu_requests_are_separate_allocations():
     b.fill_(2.0)
     assert torch.all(a == 1.0) and torch.all(b == 2.0)
     assert a.dtype == torch.float16 and tuple(a.shape) == (2, 8) and a.device.type == "cpu"
+
+
+def test_symbolic_sizes_are_allocated_not_shared():
+    # torch's fake tensors under dynamic shapes (opcheck) carry SymInt sizes, which cannot
+    # key a table: such a request is a plain torch.empty, on any device.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        real = torch.empty((4, 6), dtype=torch.int32)
+        fake = mode.from_tensor(real, symbolic_context=None)
+        sym = mode.shape_env.create_unbacked_symint()
+        shape = (sym, fake.shape[1])
+        for device in ("meta", "cpu"):
+            a = meta_tensors.empty(shape, "int32", device)
+            b = meta_tensors.empty(shape, "int32", device)
+            assert a is not b
+            assert a.dtype == torch.int32 and a.shape[1] == 6
