@@ -29,14 +29,15 @@ def empty(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
     key = (shape, dtype, device)
     try:
         tensor = _SHARED.get(key)
+        symbolic = False
     except TypeError:  # symbolic sizes (torch's fake tensors under dynamic shapes)
-        key, tensor = None, None
+        tensor, symbolic = None, True
     if tensor is not None:
         return tensor
     import torch
 
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    if key is None or getattr(device, "type", device) != "meta":
+    if symbolic or getattr(device, "type", device) != "meta":
         return torch.empty(shape, dtype=torch_dtype, device=device)
     # Spelled another way before: the same (shape, dtype), the same tensor.
     canonical = (tuple(shape), torch_dtype, "meta")
