@@ -9,8 +9,8 @@ import pytest
 
 from policies.variables import FIELDS, UNKNOWN_PREFIX
 from routectl.errors import InputError
-from routectl.policy.fields import Kind
-from routectl.policy.resolve import PolicyDeprecationWarning
+from routectl.policy.fields import Field, Kind
+from routectl.policy.resolve import PolicyDeprecationWarning, deprecation_message
 from tests.contract_literals import DEPRECATED_VARIABLES, DEPRECATION_MESSAGES
 from tests.policy_helpers import QUALIFIED, UNQUALIFIED, resolve, sample, typed_config
 
@@ -261,3 +261,36 @@ def test_no_config_resolves_like_an_empty_kernel_config(field):
     env = {field.variable: sample(field)[0]}
     for config in ({}, "{}", KernelConfig()):
         assert resolve(env, config) == resolve(env, None)
+
+
+def _deprecated(name: str, scope: str) -> Field:
+    return Field(
+        section="demo",
+        name=name,
+        type=bool,
+        default=False,
+        variable="VLLM_DEMO_OLD",
+        kind=Kind.DEPRECATED,
+        deprecation_scope=scope,
+    )
+
+
+@pytest.mark.parametrize(
+    ("scopes", "message"),
+    [
+        (
+            (" for dense layers", " for dense layers"),
+            "VLLM_DEMO_OLD is deprecated for dense layers; use kernel_config.demo.a or "
+            "kernel_config.demo.b. Explicit configuration takes precedence.",
+        ),
+        # A scope true of one path only would mislead about the other: none is said.
+        (
+            (" for dense layers", " for MoE layers"),
+            "VLLM_DEMO_OLD is deprecated; use kernel_config.demo.a or kernel_config.demo.b. "
+            "Explicit configuration takes precedence.",
+        ),
+    ],
+)
+def test_one_variable_feeding_two_deprecated_fields_says_a_scope_only_if_shared(scopes, message):
+    first, second = (_deprecated(n, s) for n, s in zip("ab", scopes, strict=True))
+    assert deprecation_message(first, second) == message
