@@ -6,7 +6,7 @@ import pytest
 
 from policies.variables import QUANT_BACKENDS, W2_CHUNK_TOKENS, field
 from routectl.errors import InputError
-from routectl.policy.fields import INT_BOOL, Field, Kind
+from routectl.policy.fields import INT_BOOL, Field, Kind, RetiredVariable
 from routectl.policy.resolve import merge_sources, parse_variables, validate_typed
 from tests.policy_helpers import resolve
 
@@ -93,3 +93,14 @@ def test_merge_applies_explicit_over_variable_over_default():
     explicit = merge_sources((MODE_FIELD, LIMIT), parsed, {"toy.mode": "a"}, environ, {})
     assert explicit.values["toy.mode"] == "a" and explicit.sources["toy.mode"] == "explicit"
     assert explicit.ignored == [("TOY_MODE", "toy.mode")]
+
+
+@pytest.mark.parametrize("kind", [Kind.CONFIG, Kind.CURRENT, Kind.LEGACY, Kind.DEPRECATED])
+def test_a_retired_variable_of_another_kind_is_refused_naming_it(kind):
+    # Only obsolete and removed names are retired (CONTRACTS-dflash2 1.4); a table that declares
+    # another kind there is a maintainer's slip, named with the variable.
+    with pytest.raises(ValueError) as info:
+        RetiredVariable("VLLM_DEMO_GONE", kind, "no longer read")
+    assert str(info.value) == (
+        f"VLLM_DEMO_GONE: a retired variable is obsolete or removed, not {kind}"
+    )
