@@ -16,6 +16,7 @@ from native.kernels.common import (
     Prepared,
     capability_check,
     empty_fp16,
+    owned_fp16,
     require_fp16,
     restore_leading,
     silu_and_mul,
@@ -309,7 +310,7 @@ def prepare_awq_turbomind(
         if m == 0:
             return restore_leading(empty_fp16((0, n), x2), x)
         if layout.exact_dense and m == EXACT_DENSE_M:
-            dense = empty_fp16((k, n), x2)
+            dense = owned_fp16((k, n), x2)
             ns.call(AWQ_DEQUANTIZE_OP, out=dense, weight=words, metadata=metadata, group_size=g)
             return restore_leading(ns.call(TORCH_MM_OP, input=x2, mat2=dense), x)
         return restore_leading(gemm(x2, False), x)

@@ -80,7 +80,17 @@ def restore_leading(y: Any, x: Any) -> Any:
 
 
 def empty_fp16(shape: tuple[int, ...], like: Any) -> Any:
+    """An FP16 result buffer on `like`'s device (on meta: shared, `native.meta_tensors`)."""
     return meta_tensors.empty(shape, "float16", like.device)
+
+
+def owned_fp16(shape: tuple[int, ...], like: Any) -> Any:
+    """An FP16 buffer that belongs to one invocation (scratch, CONTRACTS 2.2) or one binding
+    (a workspace): its own allocation on every device, meta included, so that who owns
+    which buffer stays visible in replay and to the tests."""
+    import torch
+
+    return torch.empty(shape, dtype=torch.float16, device=like.device)
 
 
 SILU_AND_MUL_OP = "silu_and_mul"

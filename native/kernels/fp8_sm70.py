@@ -24,6 +24,7 @@ from native.kernels.common import (
     capability_check,
     dtype_name,
     empty_fp16,
+    owned_fp16,
     require_fp16,
     restore_leading,
     silu_and_mul,
@@ -387,7 +388,7 @@ class Fp8Workspaces:
         """The buffer itself (allocated once, at the size the bindings need)."""
         buffer = self._buffers.get(kind)
         if buffer is None or buffer.numel() < self._elements[kind]:
-            buffer = empty_fp16((self._elements[kind],), like)
+            buffer = owned_fp16((self._elements[kind],), like)
             self._buffers[kind] = buffer
         return buffer
 
@@ -1153,7 +1154,7 @@ def prepare_block_qpn8(
                 gated=False,
             )
         else:
-            scratch = empty_fp16((k, n), x2)
+            scratch = owned_fp16((k, n), x2)
             ns.call(
                 QPN8_PREFILL_OP, out=out, x=x2, weight=codes, weight_scale=scales, scratch=scratch
             )

@@ -15,6 +15,7 @@ from native.kernels.common import (
     Prepared,
     capability_check,
     empty_fp16,
+    owned_fp16,
     padded,
     require_fp16,
     restore_leading,
@@ -530,7 +531,7 @@ def prepare_qpn4(
             scales=scales,
             scale_codes=scale_codes,
             global_scale=resident["weight_global_scale"],
-            workspace=empty_fp16((k * n,), x2),
+            workspace=owned_fp16((k * n,), x2),
             gated=gated,
         )
         return restore_leading(out, x)

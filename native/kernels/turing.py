@@ -19,6 +19,7 @@ from native.kernels.common import (
     Prepared,
     capability_check,
     empty_fp16,
+    owned_fp16,
     padded,
     require_fp16,
     restore_leading,
@@ -216,7 +217,7 @@ def prepare_turing_qpn2(
         m = x2.shape[0]
         out = empty_fp16((m, n_padded), x2)
         if m > 0:
-            scratch = empty_fp16((k, n_padded), x2) if m > TURING_QPN2_DECODE_MAX_M else None
+            scratch = owned_fp16((k, n_padded), x2) if m > TURING_QPN2_DECODE_MAX_M else None
             ns.call(
                 QPN2_GEMM_OP,
                 out=out,
@@ -248,7 +249,7 @@ def prepare_turing_qpn8(layer: Fp8Layer, tensors: dict[str, Any], ns: NativeName
         m = x2.shape[0]
         out = empty_fp16((m, n), x2)
         if m > 0:
-            scratch = empty_fp16((k, n), x2) if m > QPN8_DECODE_MAX_M else None
+            scratch = owned_fp16((k, n), x2) if m > QPN8_DECODE_MAX_M else None
             ns.call(
                 QPN8_DISPATCH_OP,
                 out=out,
