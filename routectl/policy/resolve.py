@@ -118,9 +118,6 @@ class ResolvedPolicy:
             return sections[name]
         raise AttributeError(name)
 
-    def section_names(self) -> list[str]:
-        return sorted({k.split(".", 1)[0] for k, _ in self.values if "." in k})
-
     def hash_input(self, active: Iterable[str]) -> dict[str, Any]:
         """What `compute_hash` digests: the used sections' values plus engine-wide values."""
         chosen: dict[str, dict[str, Any]] = {}
