@@ -104,3 +104,14 @@ def test_a_retired_variable_of_another_kind_is_refused_naming_it(kind):
     assert str(info.value) == (
         f"VLLM_DEMO_GONE: a retired variable is obsolete or removed, not {kind}"
     )
+
+
+@pytest.mark.parametrize(
+    ("default", "text"),
+    [(("qpn4", "qpn2"), "qpn4,qpn2"), ((), "(empty)"), (False, "False"), (8, "8")],
+)
+def test_a_default_is_documented_as_the_variable_would_spell_it(default, text):
+    # The README's variable table and `routectl config` show defaults this way: a list as
+    # the comma-separated value its variable takes.
+    demo = Field(section="demo", name="names", type=tuple, default=default, variable="VLLM_DEMO")
+    assert demo.default_text() == text
