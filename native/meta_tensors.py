@@ -6,10 +6,10 @@ banks, prepared outputs, what the fakes return), and `torch.empty` costs 3-6 us 
 tenth of `routectl check` beyond the torch import. A meta tensor has no storage and no
 values; nothing on these paths changes a tensor's metadata in place (in-place ops on meta
 only check shapes), and no decision reads a tensor's identity. So equal (shape, dtype) share
-one object (buffers whose identity means ownership, an invocation's scratch or a bound
-workspace, are allocated apart: `native.kernels.common.owned_fp16`), as `native.moe_layer.meta_checkpoint` already lets one set of tensors stand for
-every expert of a bank. Real devices (the engine, the reference ops, CUDA) always get their
-own allocation.
+one object, as `native.moe_layer.meta_checkpoint` already lets one set of tensors stand for
+every expert of a bank. Buffers whose identity means ownership (an invocation's scratch, a
+bound workspace) are allocated apart: `native.kernels.common.owned_fp16`. Real devices (the
+engine, the reference ops, CUDA) always get their own allocation.
 
 Torch-free at import: torch is imported on the first call.
 """
