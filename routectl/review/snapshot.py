@@ -132,8 +132,11 @@ def write_text(
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def write_json(path: Path, data: Any, *, before_replace: BeforeReplace | None = None) -> None:
-    write_text(path, jsonwrite.dumps_bytes(data), before_replace=before_replace)
+def write_json(
+    path: Path, data: Any, *, before_replace: BeforeReplace | None = None, plain: bool = False
+) -> None:
+    """`data` written atomically by the one serialiser (`plain`: see `jsonwrite`)."""
+    write_text(path, jsonwrite.dumps_bytes(data, plain=plain), before_replace=before_replace)
 
 
 # --- the snapshot model --------------------------------------------------------------------
@@ -315,7 +318,8 @@ def write_snapshot(
     )
     if problem is not None:
         raise SnapshotError(f"refusing to write an invalid snapshot to {path}: {problem}")
-    write_json(path, document, before_replace=before_replace)
+    # A validated snapshot's rows are plain JSON values (`Snapshot.validated`).
+    write_json(path, document, before_replace=before_replace, plain=snapshot.validated)
 
 
 def retained_files(directory: Path) -> dict[str, Path]:
