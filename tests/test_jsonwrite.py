@@ -147,16 +147,18 @@ JSON_VALUES = st.recursive(
 )
 
 
+@pytest.mark.parametrize("plain", [False, True], ids=["walked", "plain"])
 @settings(max_examples=300, deadline=None)
 @given(JSON_VALUES)
-def test_generated_documents_match_json_dumps(value):
+def test_generated_documents_match_json_dumps(plain, value):
+    # Generated values are exact JSON types and finite numbers: the plain path applies too.
     try:
         expected = reference(value).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: both refuse it
         with pytest.raises(UnicodeEncodeError):
-            jsonwrite.dumps_bytes(value)
+            jsonwrite.dumps_bytes(value, plain=plain)
         return
-    assert jsonwrite.dumps_bytes(value) == expected
+    assert jsonwrite.dumps_bytes(value, plain=plain) == expected
 
 
 # The plain path (a document of exact JSON types and finite numbers, as parsed or made plain)
@@ -208,18 +210,6 @@ def test_every_retained_file_is_rewritten_byte_for_byte_on_the_plain_path(path):
 )
 def test_plain_documents_orjson_cannot_write_still_match_json_dumps(value):
     assert jsonwrite.dumps_bytes(value, plain=True) == reference(value).encode("utf-8")
-
-
-@settings(max_examples=300, deadline=None)
-@given(JSON_VALUES)
-def test_generated_plain_documents_match_json_dumps(value):
-    try:
-        expected = reference(value).encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: both refuse it
-        with pytest.raises(UnicodeEncodeError):
-            jsonwrite.dumps_bytes(value, plain=True)
-        return
-    assert jsonwrite.dumps_bytes(value, plain=True) == expected
 
 
 @settings(max_examples=200, deadline=None)
