@@ -12,7 +12,6 @@ from native.catalogue import CATALOGUE
 from policies.awq_moe import select_awq_moe
 from policies.categories import CATEGORIES
 from policies.categories.matrix import MODEL_FACTS
-from policies.config import KernelConfig
 from policies.engine_loaders import ENGINE_LOADERS
 from policies.families import active_sections
 from policies.linear_awq import load_awq_dense
@@ -29,6 +28,20 @@ from routectl.project import Project
 from routectl.workload import EngineConfig, Hardware
 
 
+def _kernel_config() -> Any:
+    # Built on first use (pydantic and the model: about 0.13 s), not at import: most checks
+    # resolve few typed configs, and the engine none unless given one.
+    from policies.config import KernelConfig
+
+    return KernelConfig
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KernelConfig":
+        return _kernel_config()
+    raise AttributeError(f"module 'policies' has no attribute {name!r}")
+
+
 def _context(hardware: Hardware, engine: EngineConfig) -> Mapping[str, Any]:
     return {
         "qualified": nvfp4_workload_qualified(engine)[0],
@@ -40,7 +53,7 @@ def _context(hardware: Hardware, engine: EngineConfig) -> Mapping[str, Any]:
 
 PROJECT = Project(
     name="routectl-sm70",
-    config_model=KernelConfig,
+    config_model=_kernel_config,
     fields=FIELDS,
     catalogue=CATALOGUE,
     categories=CATEGORIES,

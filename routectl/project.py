@@ -6,7 +6,8 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,10 @@ class Catalogue:
 @dataclass(frozen=True)
 class Project:
     name: str
-    config_model: type[BaseModel]
+    # The typed config's class, or a function that builds it: a project whose model is built
+    # on first use (pydantic and the model cost about 0.13 s) lets a check whose rows give no
+    # typed config, and the forked workers' parent, go without them.
+    config_model: type[BaseModel] | Callable[[], type[BaseModel]]
     fields: tuple[Field, ...]
     catalogue: Catalogue
     categories: Sequence[Any]
@@ -74,10 +78,16 @@ class Project:
     root: Path | None = None
     snapshot_dir: Path | None = None
 
+    @cached_property
+    def config_class(self) -> type[BaseModel]:
+        """The typed config's class (built now when `config_model` is its builder)."""
+        model = self.config_model
+        return model if isinstance(model, type) else model()
+
     def load_config(self, value: Any = None) -> BaseModel:
         from routectl.policy.configmodel import load_config
 
-        return load_config(self.config_model, value)
+        return load_config(self.config_class, value)
 
     def resolve(
         self,
@@ -94,7 +104,7 @@ class Project:
         else:
             from routectl.policy.configmodel import typed_values
 
-            model = config if isinstance(config, self.config_model) else self.load_config(config)
+            model = config if isinstance(config, self.config_class) else self.load_config(config)
             typed = typed_values(model, self.fields)
         return resolve_fields(
             self.fields,
@@ -133,7 +143,8 @@ class Project:
         )
 
     def with_location(self, root: Path, snapshot_dir: Path) -> Project:
-        return Project(**{**self.__dict__, "root": root, "snapshot_dir": snapshot_dir})
+        # The declared fields only: `__dict__` also holds what cached properties computed.
+        return replace(self, root=root, snapshot_dir=snapshot_dir)
 
 
 # Every key `[tool.routectl]` accepts: key -> what its value is (the table is declarative so
