@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -9,8 +8,6 @@ from policies import PROJECT, KernelConfig
 from policies.variables import FIELDS, SECTIONS, field
 from routectl.errors import InputError
 from tests.policy_helpers import resolve
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_sections_and_fields_come_from_the_table():
@@ -97,27 +94,3 @@ def test_layer_lists_parse_ids_and_ranges():
         resolve({var: "6-4"})
     with pytest.raises(InputError):
         resolve({}, {"sm70_awq_moe": {"layer_denylist": ["x"]}})
-
-
-def test_the_model_is_built_when_a_typed_config_is_first_resolved():
-    # pydantic and KernelConfig cost about 0.13 s: a process that resolves no typed config
-    # (most check rows, an engine given none) must not pay it.
-    import subprocess
-    import sys
-
-    code = (
-        "import sys\n"
-        "from policies import PROJECT\n"
-        "from routectl.workload import Hardware\n"
-        "from tests.policy_helpers import QUALIFIED\n"
-        "PROJECT.resolve(None, {}, Hardware(70), QUALIFIED)\n"
-        "print('pydantic' in sys.modules)\n"
-        "policy = PROJECT.resolve({'sm70_nvfp4': {'qpn2': False}}, {}, Hardware(70), QUALIFIED)\n"
-        "print('pydantic' in sys.modules, policy.source('sm70_nvfp4.qpn2'))\n"
-        "import policies\n"
-        "print(PROJECT.config_class is policies.KernelConfig)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-    ).stdout.split()
-    assert out == ["False", "True", "explicit", "True"]
