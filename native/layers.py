@@ -25,10 +25,6 @@ def role_of(prefix: str) -> str:
     return prefix.rsplit(".", 1)[-1]
 
 
-def _empty(shape: tuple[int, ...], dtype_name: str, device: Any) -> Any:
-    return meta_tensors.empty(shape, dtype_name, device)
-
-
 class _Prefixed:
     """A layer named by its prefix; its projection role is the prefix's last component."""
 
@@ -75,9 +71,9 @@ class Nvfp4Layer(_Prefixed):
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         """weight_packed, weight_scale and the per-tensor weight_global_scale (float32)."""
         return {
-            "weight_packed": _empty(self.weight_shape, self.weight_dtype, device),
-            "weight_scale": _empty(self.scale_shape, self.scale_dtype, device),
-            "weight_global_scale": _empty((1,), "float32", device),
+            "weight_packed": meta_tensors.empty(self.weight_shape, self.weight_dtype, device),
+            "weight_scale": meta_tensors.empty(self.scale_shape, self.scale_dtype, device),
+            "weight_global_scale": meta_tensors.empty((1,), "float32", device),
         }
 
 
@@ -113,8 +109,8 @@ class Fp8Layer(_Prefixed):
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         return {
-            "weight": _empty(self.weight_shape, self.weight_dtype, device),
-            "weight_scale": _empty(self.scale_shape, "float32", device),
+            "weight": meta_tensors.empty(self.weight_shape, self.weight_dtype, device),
+            "weight_scale": meta_tensors.empty(self.scale_shape, "float32", device),
         }
 
 
@@ -166,9 +162,9 @@ class AwqLayer(_Prefixed):
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         return {
-            "qweight": _empty(self.qweight_shape, self.qweight_dtype, device),
-            "qzeros": _empty(self.qzeros_shape, self.qzeros_dtype, device),
-            "scales": _empty(self.scales_shape, self.scales_dtype, device),
+            "qweight": meta_tensors.empty(self.qweight_shape, self.qweight_dtype, device),
+            "qzeros": meta_tensors.empty(self.qzeros_shape, self.qzeros_dtype, device),
+            "scales": meta_tensors.empty(self.scales_shape, self.scales_dtype, device),
         }
 
 
@@ -242,6 +238,6 @@ class BlockFp8Layer(_Prefixed):
 
     def checkpoint_tensors(self, device: Any = "meta") -> dict[str, Any]:
         return {
-            "weight": _empty(self.weight_shape, self.weight_dtype, device),
-            "weight_scale_inv": _empty(self.scale_shape, "float32", device),
+            "weight": meta_tensors.empty(self.weight_shape, self.weight_dtype, device),
+            "weight_scale_inv": meta_tensors.empty(self.scale_shape, "float32", device),
         }

@@ -47,3 +47,8 @@ def empty(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
         tensor = _SHARED[canonical] = torch.empty(canonical[0], dtype=torch_dtype, device="meta")
     _SHARED[key] = tensor
     return tensor
+
+
+def empty_beside(shape: tuple[int, ...], dtype: Any, like: Any) -> Any:
+    """`empty` on `like`'s device: what a fake returns beside its inputs."""
+    return empty(shape, dtype, like.device)

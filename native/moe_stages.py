@@ -334,9 +334,6 @@ class MoeDispatcher:
         self.banks = banks
         self.chunk_tokens = chunk_tokens
 
-    def _empty(self, shape: tuple[int, ...], dtype: str, like: Any) -> Any:
-        return meta_tensors.empty(shape, dtype, like.device)
-
     def _zeros(self, shape: tuple[int, ...], like: Any) -> Any:
         """Zeros shaped `shape` with `like`'s dtype (on meta: an empty tensor, no values)."""
         if _is_meta(like):
@@ -361,7 +358,9 @@ class MoeDispatcher:
         """SiLU(gate) * up per routed row, on the W13 layout the banks were prepared in."""
         torch = _torch()
         if _is_meta(gate_up):
-            return self._empty((gate_up.shape[0], gate_up.shape[1] // 2), "float16", gate_up)
+            return meta_tensors.empty_beside(
+                (gate_up.shape[0], gate_up.shape[1] // 2), "float16", gate_up
+            )
         if self.banks.w13_interleaved:
             gate, up = gate_up[:, 0::2], gate_up[:, 1::2]
         else:
@@ -382,8 +381,8 @@ class MoeDispatcher:
 
     def _qpn_m1(self, x: Any, ids: Any, weights: Any) -> Any:
         layer, b = self.layer, self.banks
-        out = self._empty((1, layer.hidden), "float16", x)
-        intermediate = self._empty((layer.top_k, layer.intermediate), "float16", x)
+        out = meta_tensors.empty_beside((1, layer.hidden), "float16", x)
+        intermediate = meta_tensors.empty_beside((layer.top_k, layer.intermediate), "float16", x)
         self.ns.call(
             QpnM1.op,
             out=out,
@@ -401,7 +400,7 @@ class MoeDispatcher:
     def _legacy(self, x: Any, ids: Any, weights: Any) -> Any:
         layer, b = self.layer, self.banks
         slots = layer.top_k
-        out = self._empty((1, layer.hidden), "float16", x)
+        out = meta_tensors.empty_beside((1, layer.hidden), "float16", x)
         self.ns.call(
             LegacySingleToken.op,
             out=out,
@@ -412,8 +411,8 @@ class MoeDispatcher:
             s13=b.s13,
             w2=b.w2,
             s2=b.s2,
-            intermediate=self._empty((slots, layer.intermediate), "float16", x),
-            scratch=self._empty((slots, layer.hidden), "float16", x),
+            intermediate=meta_tensors.empty_beside((slots, layer.intermediate), "float16", x),
+            scratch=meta_tensors.empty_beside((slots, layer.hidden), "float16", x),
             num_tokens=1,
             total_slots=slots,
             w13_k=layer.w13_k,
@@ -428,7 +427,7 @@ class MoeDispatcher:
     def _decomposed(self, plan: StagePlan, x: Any, ids: Any, weights: Any) -> Any:
         layer = self.layer
         slots = layer.top_k
-        gate_up = self._empty((slots, layer.w13_n), "float16", x)
+        gate_up = meta_tensors.empty_beside((slots, layer.w13_n), "float16", x)
         self.ns.call(
             SingleTokenDenseW13.op,
             out=gate_up,
@@ -439,7 +438,7 @@ class MoeDispatcher:
             **self._bank_args("w13"),
         )
         act = self.activation(gate_up)
-        down = self._empty((slots, layer.hidden), "float16", x)
+        down = meta_tensors.empty_beside((slots, layer.hidden), "float16", x)
         self.ns.call(
             SingleTokenDenseW2.op,
             out=down,
@@ -450,7 +449,7 @@ class MoeDispatcher:
             **self._bank_args("w2"),
         )
         if plan.reduce is WeightedReduce:
-            out = self._empty((1, layer.hidden), "float16", x)
+            out = meta_tensors.empty_beside((1, layer.hidden), "float16", x)
             self.ns.call(
                 WeightedReduce.op,
                 out=out,
@@ -479,12 +478,12 @@ class MoeDispatcher:
         slots = m * top_k
         e = layer.num_experts
         out = self._zeros((m, layer.hidden), x)
-        offsets = self._empty((e + 1,), "int64", x)
-        permuted_idx = self._empty((slots,), "int32", x)
-        inv_idx = self._empty((slots,), "int32", x)
+        offsets = meta_tensors.empty_beside((e + 1,), "int64", x)
+        permuted_idx = meta_tensors.empty_beside((slots,), "int32", x)
+        inv_idx = meta_tensors.empty_beside((slots,), "int32", x)
         common = {"num_tokens": m, "total_slots": slots}
         if plan.permute is PermuteMetadata:
-            rows = self._empty((slots,), "int32", x)
+            rows = meta_tensors.empty_beside((slots,), "int32", x)
             self.ns.call(
                 PermuteMetadata.op,
                 topk_ids=ids,
@@ -498,7 +497,7 @@ class MoeDispatcher:
             a = x
         else:
             rows = None
-            a = self._empty((slots, layer.hidden), "float16", x)
+            a = meta_tensors.empty_beside((slots, layer.hidden), "float16", x)
             self.ns.call(
                 Permute.op,
                 input=x,
@@ -510,7 +509,7 @@ class MoeDispatcher:
                 num_experts=e,
                 **common,
             )
-        gate_up = self._empty((slots, layer.w13_n), "float16", x)
+        gate_up = meta_tensors.empty_beside((slots, layer.w13_n), "float16", x)
         self._stage(plan.w13, "w13", gate_up, a, offsets, permuted_idx, rows, common)
         act = self.activation(gate_up)
         if plan.w2 is ChunkedW2:
@@ -518,12 +517,14 @@ class MoeDispatcher:
             self.ns.call(
                 ChunkedW2.op,
                 out=out,
-                sorted_output=self._empty((min(m, chunk) * top_k, layer.hidden), "float16", x),
+                sorted_output=meta_tensors.empty_beside(
+                    (min(m, chunk) * top_k, layer.hidden), "float16", x
+                ),
                 intermediate=act,
                 expert_offsets=offsets,
                 permuted_idx=permuted_idx,
                 topk_weights=weights,
-                chunk_scratch=self._empty((3 * e + 1,), "int32", x),
+                chunk_scratch=meta_tensors.empty_beside((3 * e + 1,), "int32", x),
                 num_experts=e,
                 top_k=top_k,
                 hidden_logical_size=layer.hidden,
@@ -532,7 +533,7 @@ class MoeDispatcher:
                 **self._bank_args("w2"),
             )
             return out
-        down = self._empty((slots, layer.hidden), "float16", x)
+        down = meta_tensors.empty_beside((slots, layer.hidden), "float16", x)
         self._stage(plan.w2, "w2", down, act, offsets, permuted_idx, None, common)
         self.ns.call(
             Unpermute.op,
@@ -567,8 +568,8 @@ class MoeDispatcher:
             self.ns.call(
                 stage.op,
                 permuted_experts_id=permuted_idx,
-                active_expert_offsets=self._empty((slots + 1,), "int32", a),
-                active_expert_ids=self._empty((slots,), "int32", a),
+                active_expert_offsets=meta_tensors.empty_beside((slots + 1,), "int32", a),
+                active_expert_ids=meta_tensors.empty_beside((slots,), "int32", a),
                 **args,
             )
         elif stage is PerExpertDispatch:
@@ -577,7 +578,7 @@ class MoeDispatcher:
             self.ns.call(
                 stage.op,
                 expert_offsets=offsets,
-                dense_expert_ids=self._empty((e,), "int32", a),
+                dense_expert_ids=meta_tensors.empty_beside((e,), "int32", a),
                 num_experts=e,
                 **args,
             )

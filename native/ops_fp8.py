@@ -11,13 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from native import meta_tensors
 from native.kernels import fp8_sm70 as fp
+from native.meta_tensors import empty_beside
 from routectl.namespaces.ops import OpSpec, PlanKey
-
-
-def _empty(shape: tuple[int, ...], dtype: str, like: Any) -> Any:
-    return meta_tensors.empty(shape, dtype, like.device)
 
 
 def _rows_match(out: Any = None, x: Any = None, input: Any = None, **_: Any) -> None:
@@ -33,14 +29,14 @@ def _fake_fp8_prepare(
     # the scales keep their FP32 block raster; meta carries (k_ld, q_ld).
     n, k = weight.shape
     return [
-        _empty((k, n), "uint8", weight),
-        _empty(tuple(weight_scale.shape), "float32", weight),
-        _empty((2,), "int64", weight),
+        empty_beside((k, n), "uint8", weight),
+        empty_beside(tuple(weight_scale.shape), "float32", weight),
+        empty_beside((2,), "int64", weight),
     ]
 
 
 def _fake_strided_ptrs(tensors: list[Any]) -> Any:
-    return _empty((len(tensors),), "int64", tensors[0])
+    return empty_beside((len(tensors),), "int64", tensors[0])
 
 
 M = PlanKey("m", "dim:x:0")

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from native import meta_tensors
 from native.awq_layout import fake_prepare_outputs
 from native.awq_schemas import (
     PREPARE_COMPACT_OP,
@@ -23,11 +22,8 @@ from native.kernels import awq_dense as awq
 from native.kernels import nvfp4_sm70 as nv
 from native.kernels import turing as tu
 from native.kernels.common import SILU_AND_MUL_OP
+from native.meta_tensors import empty_beside
 from routectl.namespaces.ops import OpSpec, PlanKey
-
-
-def _empty(shape: tuple[int, ...], dtype: str, like: Any) -> Any:
-    return meta_tensors.empty(shape, dtype, like.device)
 
 
 def _rows_match(out: Any = None, x: Any = None, input: Any = None, **_: Any) -> None:
@@ -50,48 +46,53 @@ def _fake_tm_prepare(
     compact_scales: bool,
 ) -> list[Any]:
     groups = weight_scale.shape[1]
-    codes = _empty((padded_n, weight.shape[1]), "uint8", weight)
+    codes = empty_beside((padded_n, weight.shape[1]), "uint8", weight)
     # Compact scales keep the E4M3 codes (1 byte); otherwise TurboMind holds FP16 scales.
     scales = (
-        _empty((padded_n, groups), "uint8", weight)
+        empty_beside((padded_n, groups), "uint8", weight)
         if compact_scales
-        else _empty((groups, padded_n), "float16", weight)
+        else empty_beside((groups, padded_n), "float16", weight)
     )
     return [codes, scales]
 
 
 def _fake_qpn2_prepare(weight: Any, weight_scale: Any, padded_n: int) -> list[Any]:
     return [
-        _empty((padded_n, weight.shape[1]), "uint8", weight),
-        _empty((padded_n, weight_scale.shape[1]), "float8_e4m3fn", weight),
+        empty_beside((padded_n, weight.shape[1]), "uint8", weight),
+        empty_beside((padded_n, weight_scale.shape[1]), "float8_e4m3fn", weight),
     ]
 
 
 def _fake_qpn2_prepare_scales(weight_scale: Any, padded_n: int) -> Any:
-    return _empty((padded_n, weight_scale.shape[1]), "float8_e4m3fn", weight_scale)
+    return empty_beside((padded_n, weight_scale.shape[1]), "float8_e4m3fn", weight_scale)
 
 
 def _fake_qpn4_prepare(
     weight: Any, weight_scale: Any, weight_global_scale: Any, interleave_gated_silu: bool
 ) -> list[Any]:
     n, groups = weight_scale.shape
-    return [_empty((n, weight.shape[1]), "uint8", weight), _empty((groups, n), "float16", weight)]
+    return [
+        empty_beside((n, weight.shape[1]), "uint8", weight),
+        empty_beside((groups, n), "float16", weight),
+    ]
 
 
 def _fake_qpn4_scale_code(
     weight_scale: Any, weight_global_scale: Any, interleave_gated_silu: bool
 ) -> Any:
-    return _empty(tuple(weight_scale.shape), "uint8", weight_scale)
+    return empty_beside(tuple(weight_scale.shape), "uint8", weight_scale)
 
 
 def _fake_qpn8_prepare(weight: Any, weight_scale: Any) -> Any:
     # QPN8 codes are (K, N) uint8: the checkpoint's (N, K) weight transposed.
     n, k = weight.shape
-    return _empty((k, n), "uint8", weight)
+    return empty_beside((k, n), "uint8", weight)
 
 
 def _fake_mm(input: Any, mat2: Any) -> Any:
-    return _empty((input.shape[0], mat2.shape[1]), str(input.dtype).removeprefix("torch."), input)
+    return empty_beside(
+        (input.shape[0], mat2.shape[1]), str(input.dtype).removeprefix("torch."), input
+    )
 
 
 def _awq_prepare_fake(compact: bool) -> Any:

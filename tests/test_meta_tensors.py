@@ -54,3 +54,14 @@ def test_symbolic_sizes_are_allocated_not_shared():
             b = meta_tensors.empty(shape, "int32", device)
             assert a is not b
             assert a.dtype == torch.int32 and a.shape[1] == 6
+
+
+def test_beside_a_tensor_means_on_its_device():
+    meta_like = torch.empty((1,), device="meta")
+    cpu_like = torch.empty((1,))
+    shared = meta_tensors.empty_beside((2, 3), "float16", meta_like)
+    assert shared is meta_tensors.empty((2, 3), "float16", "meta")
+    own = meta_tensors.empty_beside((2, 3), "float16", cpu_like)
+    assert own.device.type == "cpu" and own is not meta_tensors.empty_beside(
+        (2, 3), "float16", cpu_like
+    )

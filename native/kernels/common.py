@@ -81,7 +81,7 @@ def restore_leading(y: Any, x: Any) -> Any:
 
 def empty_fp16(shape: tuple[int, ...], like: Any) -> Any:
     """An FP16 result buffer on `like`'s device (on meta: shared, `native.meta_tensors`)."""
-    return meta_tensors.empty(shape, "float16", like.device)
+    return meta_tensors.empty_beside(shape, "float16", like)
 
 
 def owned_fp16(shape: tuple[int, ...], like: Any) -> Any:
