@@ -1,7 +1,7 @@
 """Time the AWQ QPN M1 step (Qwen3.8 TP4, M = 1, one layer) on a CUDA GPU.
 
-Shapes of CONTRACTS 6 (512 experts, K 2560, intermediate 160 per rank, 10 routes). 48 layers
-with distinct random weight banks (so no layer's weights sit in L2 from the layer before),
+Shapes of docs/contracts/core.md §6 (512 experts, K 2560, intermediate 160 per rank, 10 routes). 48
+layers with distinct random weight banks (so no layer's weights sit in L2 from the layer before),
 each layer its own input, ids and router weights; every variant is captured as one CUDA graph
 of the 48 layer steps and timed over graph replays: per-layer time = replay time / 48,
 median of --samples (>= 9) samples. Side by side, in the same run:

@@ -1,7 +1,7 @@
 """Pinned schemas and geometry of the SM70 AWQ QPN M1 operator and its prepare ops.
 
-The schema strings are the engine's own (CONTRACTS 6); routectl's reference ops register the
-same strings in namespace `routectl`, so one catalogue describes both. Torch-free.
+The schema strings are the engine's own (docs/contracts/core.md §6); routectl's reference ops
+register the same strings in namespace `routectl`, so one catalogue describes both. Torch-free.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ PINNED_SCHEMAS: dict[str, str] = {
     PREPARE_COMPACT_OP: PREPARE_COMPACT_SCHEMA,
 }
 
-# Qwen3.8 per TP4 rank (CONTRACTS 3.2 / 3.3).
+# Qwen3.8 per TP4 rank (docs/contracts/core.md §3.2 / §3.3).
 NUM_EXPERTS = 512
 TOP_K = 10
 TOKENS = 1  # the QPN M1 route serves exactly one token

@@ -173,8 +173,9 @@ FP8_BLOCK = (128, 128)  # one FP32 scale per 128 x 128 weight block
 
 @dataclass(frozen=True)
 class BlockFp8Layer(_Prefixed):
-    """A serialized block-FP8 linear served weight-only (W8A16) on Volta (CONTRACTS-fp8 3.1):
-    E4M3 weight (N, K), one FP32 scale per 128 x 128 block ("weight_scale_inv").
+    """A serialized block-FP8 linear served weight-only (W8A16) on Volta
+    (docs/contracts/fp8.md §3.1): E4M3 weight (N, K), one FP32 scale per 128 x 128 block
+    ("weight_scale_inv").
 
     `groups` > 0 marks a grouped (bmm) layer whose N rows hold `groups` equal groups; its
     activations end in [groups, K] and each group is an (M, K) x (K, N/groups) product.

@@ -1,6 +1,6 @@
-"""AWQ MoE route stages (CONTRACTS 3.4): one capability class per stage with its required
-ops and structured reasons, the per-feature layer contracts of CONTRACTS 3.3 as pure
-functions, and the dispatcher that runs a chosen stage plan through the injected namespace.
+"""AWQ MoE route stages (docs/contracts/core.md §3.4): one capability class per stage with its
+required ops and structured reasons, the per-feature layer contracts of docs/contracts/core.md §3.3
+as pure functions, and the dispatcher that runs a chosen stage plan through the injected namespace.
 
 Torch-free at import: the dispatcher imports torch when it runs.
 """
@@ -23,7 +23,7 @@ QWEN38_INTERMEDIATE = W2_K
 QPN_M1_CAPABILITY = 70
 
 
-# --- layer contracts (CONTRACTS 3.3) -----------------------------------------------------
+# --- layer contracts (docs/contracts/core.md §3.3) ------------------------------------------------
 
 
 def _contract(code: str, what: str, checks: list[tuple[str, Any, Any]]) -> Check:
@@ -240,7 +240,7 @@ class PrepareCompact(MoeStage):
     op = ops.PREPARE_COMPACT_OP
 
 
-# Lanes in CONTRACTS 3.4 order (the legacy lane holds QPN M1 then the monolithic op).
+# Lanes in docs/contracts/core.md §3.4 order (the legacy lane holds QPN M1 then the monolithic op).
 LANE_STAGES: tuple[type[MoeStage], ...] = (
     ZeroOutput,
     QpnM1,

@@ -1,6 +1,6 @@
 """Catalogue entries of the native ops only the Volta block-FP8 linears call or require
-(CONTRACTS-fp8 4.5): our declared calling convention (unpinned: the C++ schemas were not
-read), the plan keys a recorded call keeps (CONTRACTS-fp8 7) and fakes for ops that return
+(docs/contracts/fp8.md §4.5): our declared calling convention (unpinned: the C++ schemas were not
+read), the plan keys a recorded call keeps (docs/contracts/fp8.md §7) and fakes for ops that return
 tensors. The QPN8 prepare, dispatch and prefill ops are shared with Turing and live in
 `native.ops_linear`.
 

@@ -1,6 +1,6 @@
 """Catalogue entries of every native op the linear kernels require or call: our declared
-calling convention (schema, unpinned unless CONTRACTS 6 pins it), the plan keys a recorded
-call keeps, and a fake for ops that return tensors (meta outputs in replay).
+calling convention (schema, unpinned unless docs/contracts/core.md §6 pins it), the plan keys a
+recorded call keeps, and a fake for ops that return tensors (meta outputs in replay).
 
 Torch-free at import: fakes and validators import torch when called.
 """
@@ -129,7 +129,7 @@ QPN2_DISPATCH_PLAN = (
 # `scratch: true` exactly when a dense FP16 scratch is passed (absent otherwise).
 SCRATCH = PlanKey("scratch", "dtype:scratch", optional=True, labels={"float16": True})
 PADDED_N = PlanKey("n", "arg:padded_n")
-# Keys of the Volta calling convention of the shared QPN8 dispatcher (CONTRACTS-fp8 7): a
+# Keys of the Volta calling convention of the shared QPN8 dispatcher (docs/contracts/fp8.md §7): a
 # Turing call passes no tuning and records none of them.
 QPN8_VOLTA_PLAN = (
     PlanKey("k", "dim:x:1", when="split_k"),

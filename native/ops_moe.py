@@ -1,5 +1,5 @@
-"""Catalogue entries of the AWQ mixture-of-experts ops (CONTRACTS 3.4, 3.5, 6) and the
-required ops of the MoE method and of each route stage.
+"""Catalogue entries of the AWQ mixture-of-experts ops (docs/contracts/core.md §3.4, §3.5, §6) and
+the required ops of the MoE method and of each route stage.
 
 Only `awq_moe_qpn_m1_sm70_out` (and the AWQ prepare ops, declared once in
 `native.ops_linear`) have pinned schemas; the others are our declared calling convention,
@@ -141,8 +141,8 @@ def _qpn_m1_validate(
     ids: Any,
     topk: Any,
 ) -> None:
-    """Exact dtype, shape and contiguity of CONTRACTS 6 (alignment and overlap need storage:
-    the reference op checks them on real tensors)."""
+    """Exact dtype, shape and contiguity of docs/contracts/core.md §6 (alignment and overlap need
+    storage: the reference op checks them on real tensors)."""
     layout = layout_of_metadata_dtype(_dtype(s13))
     _check(layout is not None, QPN_M1_OP, f"s13 must be int32 or uint8, got {_dtype(s13)}")
     args = {
@@ -350,8 +350,8 @@ MOE_OPS = OPS
 METHOD_NAME = "TurboMindAwqMoE"
 METHOD_REQUIRED_OPS = (PREPARE_OP, PERMUTE_OP, DENSE_STAGE_OP, UNPERMUTE_OP)
 
-# Route stages of CONTRACTS 3.4 -> the ops each needs. Neither the method nor the stages are
-# kernels: `disabled_kernels` never names them (they follow `sm70_awq_moe`).
+# Route stages of docs/contracts/core.md §3.4 -> the ops each needs. Neither the method nor the
+# stages are kernels: `disabled_kernels` never names them (they follow `sm70_awq_moe`).
 STAGES: dict[str, tuple[str, ...]] = {
     METHOD_NAME: METHOD_REQUIRED_OPS,
     "awq_moe.zero_output": (),

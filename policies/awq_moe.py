@@ -1,6 +1,6 @@
-"""The SM70 AWQ mixture-of-experts family (CONTRACTS 3): the method selection (TurboMind AWQ
-MoE, else MoeWNA16), the load-time resolutions, and the loader that prepares every expert's
-W13 and W2 banks and dispatches apply calls through the route selector.
+"""The SM70 AWQ mixture-of-experts family (docs/contracts/core.md §3): the method selection
+(TurboMind AWQ MoE, else MoeWNA16), the load-time resolutions, and the loader that prepares every
+expert's W13 and W2 banks and dispatches apply calls through the route selector.
 
 `load_awq_moe` is the one code path of the engine and of replay: with the engine's namespace
 and checkpoint it prepares real banks; in replay the namespace records and the checkpoint

@@ -1,4 +1,5 @@
-"""Admissions and resolutions of the AWQ MoE routes (CONTRACTS 3.1, 3.5), as pure functions.
+"""Admissions and resolutions of the AWQ MoE routes (docs/contracts/core.md §3.1, §3.5), as pure
+functions.
 
 Load-time functions take resolved policy values, whether each was explicit, and the layer
 contract / native availability as checks; they return the outcome (and, for defaults that

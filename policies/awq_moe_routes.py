@@ -1,5 +1,5 @@
-"""The AWQ MoE route selector (CONTRACTS 3.4): for one apply call of M tokens, the ordered
-stages and every verdict, slot by slot, in the contract's order.
+"""The AWQ MoE route selector (docs/contracts/core.md §3.4): for one apply call of M tokens, the
+ordered stages and every verdict, slot by slot, in the contract's order.
 
 Slots: `lane` (zero output, QPN M1, legacy single token, decomposed single token, routed);
 for the decomposed lane `w13`, `w2`, `reduce`; for the routed lane `permute`, `w13`, `w2`,
@@ -135,7 +135,8 @@ class _Slots:
 
 
 def select_route(call: CallFacts, loaded: LoadedRoute, ns: NativeNamespace) -> RouteChoice:
-    """The stages one apply call runs and every verdict, slot by slot (CONTRACTS 3.4)."""
+    """The stages one apply call runs and every verdict, slot by slot
+    (docs/contracts/core.md §3.4)."""
     m = call.m
     slots = _Slots(m)
     decomposed_reduce_ops: Gate = ("ops", lambda: _any_ops(ns, st.WeightedReduce, st.Unpermute))

@@ -1,4 +1,4 @@
-"""The DFlash2 speculative verifier (CONTRACTS-dflash2): the `sm70_dflash2` section's fields
+"""The DFlash2 speculative verifier (docs/contracts/dflash2.md): the `sm70_dflash2` section's fields
 and the four GDN layer admissions a layer computes once, at construction, from the resolved
 policy, the hardware, the engine and its GDN layout.
 

@@ -20,7 +20,8 @@ def _always(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
 
 
 def dflash2_hashed(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
-    """CONTRACTS-dflash2 2 (hash): a DFlash engine, or any field of the section explicit."""
+    """docs/contracts/dflash2.md §2 (hash): a DFlash engine, or any field of the section
+    explicit."""
     if engine.spec_method in DFLASH_METHODS:
         return True
     prefix = DFLASH2_SECTION + "."

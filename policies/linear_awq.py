@@ -1,4 +1,4 @@
-"""AWQ dense linears on SM70 (CONTRACTS 2.3): route admission, the TurboMind -> Triton
+"""AWQ dense linears on SM70 (docs/contracts/core.md §2.3): route admission, the TurboMind -> Triton
 selector and its fail-closed outcomes, and the load function.
 
 Outcomes: TurboMind when admitted (sm70_awq.enabled and capability exactly 70) and capable;

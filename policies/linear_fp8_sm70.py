@@ -1,4 +1,4 @@
-"""Volta block-FP8 W8A16 linears (CONTRACTS-fp8 1.2, 2): the policy the kernels see
+"""Volta block-FP8 W8A16 linears (docs/contracts/fp8.md §1.2, §2): the policy the kernels see
 (`explicit_enables`, the options), whether the SM70 route exists (else `dequant_fallback` /
 `other_backend`, kernel null), the block-FP8 priority list with its W8A16 rule and
 `linear_backend` filter, the checkpoint admission, and the load function.
@@ -31,7 +31,7 @@ from routectl.workload import EngineConfig, Hardware
 SECTION = "sm70_fp8"
 QPN8_BLOCK = fs.QPN8Fp8BlockScaledMMLinearKernel
 TURBOMIND = fs.TurboMindFp8LinearKernel
-# Upstream's CUDA block-FP8 priority list (CONTRACTS-fp8 2.1): the two SM70 kernels, then
+# Upstream's CUDA block-FP8 priority list (docs/contracts/fp8.md §2.1): the two SM70 kernels, then
 # five kernels that never consume the W8A16 layout (the engine's, not routectl's).
 FOREIGN = (
     "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
@@ -71,7 +71,8 @@ def _variable(key: str) -> str:
 
 def explicit_enables(policy: ResolvedPolicy) -> frozenset[str]:
     """The section's fields whose final value is true and that were typed or came from a
-    present variable (CONTRACTS-fp8 1.2); an inherited qpn8_pp2_tp4 keeps source default."""
+    present variable (docs/contracts/fp8.md §1.2); an inherited qpn8_pp2_tp4 keeps source
+    default."""
     return frozenset(
         f.name
         for f in _SECTION_FIELDS
@@ -121,7 +122,7 @@ def fp8_options(policy: ResolvedPolicy, engine: EngineConfig) -> fs.Fp8Sm70Optio
 
 
 def checkpoint_admission(environ: Mapping[str, str], capability: int) -> Check:
-    """Whether an FP8 checkpoint is admitted on 70 <= capability < 75 (CONTRACTS-fp8 2.1):
+    """Whether an FP8 checkpoint is admitted on 70 <= capability < 75 (docs/contracts/fp8.md §2.1):
     minimum capability 70 only when the dense dequant-fallback variable is true, the legacy
     backend is marlin, or use_turbomind(the FP8 TurboMind variable). Reads the variables
     (with their defaults), never typed config."""
@@ -221,7 +222,8 @@ def select_fp8_sm70(
     hardware: Hardware,
     ns: NativeNamespace,
 ) -> Selection:
-    """The block-FP8 priority list after the `linear_backend` filter (CONTRACTS-fp8 2.1)."""
+    """The block-FP8 priority list after the `linear_backend` filter
+    (docs/contracts/fp8.md §2.1)."""
     backend = policy.linear_backend
     names = (
         PRIORITY

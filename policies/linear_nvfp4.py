@@ -1,7 +1,7 @@
-"""SM70 NVFP4 weight-only linears (CONTRACTS 2.1): the family entry, the selector over
+"""SM70 NVFP4 weight-only linears (docs/contracts/core.md §2.1): the family entry, the selector over
 Qpn4 -> Qpn2 -> TurboMind with policy and qualification reasons before capability, and the
 load function the engine and the replay harness both run. `linear_backend` is ignored here:
-the CT weight-only path keeps its precedence (CONTRACTS 1.3).
+the CT weight-only path keeps its precedence (docs/contracts/core.md §1.3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Turing (SM75) QPN linears (CONTRACTS 2.2): one candidate each, checked policy first
+"""Turing (SM75) QPN linears (docs/contracts/core.md §2.2): one candidate each, checked policy first
 (inside can_implement), then capability. `linear_backend` other than auto/turbomind leaves
 the layer to another backend: kernel None with status `backend_not_selected`, not an error.
 A layer the Turing kernel cannot serve is not an error either: the engine's upstream kernels

@@ -1,7 +1,7 @@
-"""Model qualification (CONTRACTS 4, CONTRACTS-dflash2 1.5): whole-model quality boundaries,
-not operator capability. Pure functions of the hardware, the engine configuration (with its
-model facts) and the layer description, returning Checks whose reasons name the rule and the
-offending value.
+"""Model qualification (docs/contracts/core.md §4, docs/contracts/dflash2.md §1.5): whole-model
+quality boundaries, not operator capability. Pure functions of the hardware, the engine
+configuration (with its model facts) and the layer description, returning Checks whose reasons name
+the rule and the offending value.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ NVFP4_SELECTOR_TOP_K = 16
 QPN2_ROLES = ("in_proj_qkvz", "qkv_proj", "out_proj", "o_proj", "gate_up_proj", "down_proj")
 AWQ_EXACT_DENSE_ROLES = ("gate_up_proj", "down_proj", "in_proj_qkvz", "out_proj", "o_proj")
 
-# CONTRACTS-dflash2 1.5: the verifier's model (TP, KV dtype, quantization and concurrency are
-# deliberately absent). (fact, required value, code, label) in check order.
+# docs/contracts/dflash2.md §1.5: the verifier's model (TP, KV dtype, quantization and concurrency
+# are deliberately absent). (fact, required value, code, label) in check order.
 DFLASH2_CAPABILITY = 70
 DFLASH2_ARCHITECTURE = "Qwen3_5ForConditionalGeneration"
 DFLASH2_DTYPE = "float16"
@@ -157,7 +157,7 @@ def awq_exact_dense_role_qualified(role: str) -> Check:
 
 
 def fp8_pp2_tp4_contract(engine: EngineConfig) -> Check:
-    """The SM70 FP8 PP2 x TP4 runtime contract (CONTRACTS-fp8 3.3): PP 2, TP 4, one
+    """The SM70 FP8 PP2 x TP4 runtime contract (docs/contracts/fp8.md §3.3): PP 2, TP 4, one
     sequence, no DBO, ubatch <= 1, no speculation. Also gates prescaled decode (3.6)."""
     if engine.pp != FP8_PP2_TP4[0]:
         return reject("fp8_pp_not_2", f"PP2 x TP4 needs pipeline parallel size 2 (PP={engine.pp})")

@@ -1,5 +1,5 @@
 """The policy's field table: every KernelConfig field, its environment variable, kind,
-parser and default, declared once (CONTRACTS section 1). This is the only module that spells
+parser and default, declared once (docs/contracts/core.md §1). This is the only module that spells
 variable names; messages and prefixes are built from it.
 """
 
@@ -111,7 +111,7 @@ def _kernel_names(value: tuple[str, ...], where: str) -> tuple[str, ...]:
 
 
 def _inherit_qpn8(value: Any, ctx: Mapping[str, Any]) -> bool:
-    """`sm70_fp8.qpn8_pp2_tp4` left unset (CONTRACTS-fp8 1.2): a present generic variable
+    """`sm70_fp8.qpn8_pp2_tp4` left unset (docs/contracts/fp8.md §1.2): a present generic variable
     that resolved qpn8 to false wins (a rollback beats a specific enable); otherwise a
     present generic variable or a typed qpn8 is copied unless the specific variable is
     present; else the specific variable or the default."""
@@ -140,11 +140,11 @@ def _verifier_qpn8(ctx: Mapping[str, Any]) -> bool | None:
 
 
 _QUALIFIED = Computed("= workload qualified", _qualified)
-# CONTRACTS-dflash2 1.3: every verifier option is on for the qualified model and workload.
+# docs/contracts/dflash2.md §1.3: every verifier option is on for the qualified model and workload.
 _VERIFIER_QUALIFIED = Computed("= verifier qualified", _dflash2_qualified)
 _DFLASH2 = VARIABLE_PREFIX + "SM70_DFLASH2_"
-# Shared: the serialized-FP8 policy reads it too (CONTRACTS-dflash2 1.1). A second field that
-# takes it is one more Field entry naming this constant; the warning then names both paths.
+# Shared: the serialized-FP8 policy reads it too (docs/contracts/dflash2.md §1.1). A second field
+# that takes it is one more Field entry naming this constant; the warning then names both paths.
 FP8_QPN8 = VARIABLE_PREFIX + "SM70_FP8_QPN8"
 
 # (field, variable, doc) in the upstream table order, which is also the edge order.
@@ -504,7 +504,8 @@ FIELDS: tuple[Field, ...] = (
         )
         for name, variable, doc in DFLASH2_OPTIONS
     ),
-    # One object for the Turing per-tensor and the Volta block-FP8 families (CONTRACTS-fp8 1).
+    # One object for the Turing per-tensor and the Volta block-FP8 families
+    # (docs/contracts/fp8.md §1).
     Field(
         section="sm70_fp8",
         name="enabled",
@@ -697,7 +698,7 @@ FIELDS: tuple[Field, ...] = (
     ),
 )
 
-# Names without a field (CONTRACTS-dflash2 1.4): known, so never reported as unknown.
+# Names without a field (docs/contracts/dflash2.md §1.4): known, so never reported as unknown.
 RETIRED: tuple[RetiredVariable, ...] = (
     RetiredVariable(
         _DFLASH2 + "QPN8_DENSE_ORDER", Kind.OBSOLETE, "dense tie ordering is mandatory"

@@ -1,14 +1,15 @@
-"""The contract's facts as literals, copied from CONTRACTS.md (section cited on each).
+"""The contract's facts as literals, copied from the contracts in docs/contracts/ (file and section
+cited on each).
 
 Tests compare the implementation with these values, never with the implementation's own
 tables: a changed table entry, kind or order must make a test fail. When a new family lands
-(CONTRACTS-fp8 1.1, CONTRACTS-dflash2 1.3/1.4), its names are added HERE, to the set of
-their kind; nothing else in the tests spells variable names by kind.
+(docs/contracts/fp8.md §1.1, docs/contracts/dflash2.md §1.3/§1.4), its names are added HERE, to the
+set of their kind; nothing else in the tests spells variable names by kind.
 """
 
 from __future__ import annotations
 
-# --- CONTRACTS 1.1 and 1.3: environment variables by kind -----------------------------------
+# --- docs/contracts/core.md §1.1 and §1.3: environment variables by kind --------------------------
 
 # 1.1 "deprecated": the five NVFP4 QPN2 names and the three AWQ dense names (eight in round 1).
 DEPRECATED_VARIABLES: frozenset[str] = (
@@ -26,8 +27,8 @@ DEPRECATED_VARIABLES: frozenset[str] = (
     )
     | frozenset(
         {
-            # CONTRACTS-fp8 1.1: the eleven sm70_fp8 aliases (VLLM_SM70_FP8_TURBOMIND moved here
-            # from legacy; VLLM_SM70_FP8_QPN8 is also the DFlash2 alias of target_fp8_qpn8).
+            # docs/contracts/fp8.md §1.1: the eleven sm70_fp8 aliases (VLLM_SM70_FP8_TURBOMIND moved
+            # here from legacy; VLLM_SM70_FP8_QPN8 is also the DFlash2 alias of target_fp8_qpn8).
             "VLLM_SM70_FP8_TURBOMIND",
             "VLLM_SM70_FP8_DEQUANT_FALLBACK",
             "VLLM_SM70_FP8_QPN8",
@@ -43,7 +44,8 @@ DEPRECATED_VARIABLES: frozenset[str] = (
     )
     | frozenset(
         {
-            # CONTRACTS-dflash2 1.3: the 18 verifier aliases (#7 is the shared VLLM_SM70_FP8_QPN8).
+            # docs/contracts/dflash2.md §1.3: the 18 verifier aliases (#7 is the shared
+            # VLLM_SM70_FP8_QPN8).
             "VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY",
             "VLLM_SM70_DFLASH2_FUSED_GDN_COMBINED_SPLIT",
             "VLLM_SM70_DFLASH2_CONTEXT_PIPELINE",
@@ -66,8 +68,8 @@ DEPRECATED_VARIABLES: frozenset[str] = (
     )
 )
 
-# 1.1 "legacy switch" (read, never warns), plus CONTRACTS-fp8 1.1's two natively read mirrors
-# and the FP8 MoE dequantize switch issue 16 registers as legacy.
+# 1.1 "legacy switch" (read, never warns), plus docs/contracts/fp8.md §1.1's two natively read
+# mirrors and the FP8 MoE dequantize switch issue 16 registers as legacy.
 LEGACY_VARIABLES: frozenset[str] = frozenset(
     {
         "VLLM_SM70_QUANT_BACKEND",
@@ -104,11 +106,11 @@ CURRENT_VARIABLES: frozenset[str] = frozenset(
     }
 )
 
-# CONTRACTS-dflash2 1.4: retired names, no field.
+# docs/contracts/dflash2.md §1.4: retired names, no field.
 OBSOLETE_VARIABLES: frozenset[str] = frozenset({"VLLM_SM70_DFLASH2_QPN8_DENSE_ORDER"})
 REMOVED_VARIABLES: frozenset[str] = frozenset({"VLLM_SM70_DFLASH2_QPN8_ALLOW_CANDIDATE_ORDER"})
 
-# CONTRACTS-dflash2 1.3, in table order: field -> alias (every one deprecated, INT_BOOL,
+# docs/contracts/dflash2.md §1.3, in table order: field -> alias (every one deprecated, INT_BOOL,
 # default = verifier qualified).
 DFLASH2_FIELDS: dict[str, str] = {
     "fused_gdn_verify": "VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY",
@@ -166,7 +168,7 @@ FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
     "sm70_awq_moe.max_batched_tokens": ("VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS", "current"),
     "sm70_awq_moe.indexed_prefill": ("VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL", "current"),
     "sm70_awq_moe.w2_chunk_tokens": ("VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS", "current"),
-    # CONTRACTS-fp8 1.1
+    # docs/contracts/fp8.md §1.1
     "sm70_fp8.enabled": ("VLLM_SM70_FP8_TURBOMIND", "deprecated"),
     "sm70_fp8.dequant_fallback": ("VLLM_SM70_FP8_DEQUANT_FALLBACK", "deprecated"),
     "sm70_fp8.qpn8": ("VLLM_SM70_FP8_QPN8", "deprecated"),
@@ -224,7 +226,7 @@ QUALIFIED_DEFAULTS: dict[str, object] = {
     "sm70_awq_moe.max_batched_tokens": 0,
     "sm70_awq_moe.indexed_prefill": True,
     "sm70_awq_moe.w2_chunk_tokens": 0,
-    # CONTRACTS-fp8 1.1 defaults (routectl's block_qpn8 default is False: issue 16).
+    # docs/contracts/fp8.md §1.1 defaults (routectl's block_qpn8 default is False: issue 16).
     "sm70_fp8.enabled": True,
     "sm70_fp8.dequant_fallback": True,
     "sm70_fp8.qpn8": False,
@@ -241,8 +243,8 @@ QUALIFIED_DEFAULTS: dict[str, object] = {
     "sm70_fp8.moe_dequant_fallback": False,
     "sm70_fp8.block_qpn8": False,
     "sm70_fp8.block_qpn8_volta_turbomind_prefill": None,
-    # CONTRACTS-dflash2 1.3/1.5: the test's engine has no model facts, so the verifier is not
-    # qualified and every verifier default is false.
+    # docs/contracts/dflash2.md §1.3/§1.5: the test's engine has no model facts, so the verifier is
+    # not qualified and every verifier default is false.
     **{f"sm70_dflash2.{name}": False for name in DFLASH2_FIELDS},
     "disabled_kernels": (),
     "linear_backend": "auto",
@@ -331,7 +333,8 @@ DEPRECATION_MESSAGES: dict[str, str] = {
     "VLLM_SM70_AWQ_MLP_ENGINE": "VLLM_SM70_AWQ_MLP_ENGINE is deprecated for dense linear "
     "layers; use kernel_config.sm70_awq.fused_silu. Explicit "
     "configuration takes precedence.",
-    # CONTRACTS-fp8 1.1: the scope "for serialized FP8 linear layers", CONTRACTS 1.1's ending.
+    # docs/contracts/fp8.md §1.1: the scope "for serialized FP8 linear layers",
+    # docs/contracts/core.md §1.1's ending.
     **{
         name: f"{name} is deprecated for serialized FP8 linear layers; use "
         f"kernel_config.sm70_fp8.{field}. Explicit configuration takes precedence."
@@ -363,7 +366,7 @@ DEPRECATION_MESSAGES: dict[str, str] = {
     },
 }
 
-# --- CONTRACTS 2.1: QPN2 (split_k, nacc) by (K, N padded to 32, gated call) ------------------
+# --- docs/contracts/core.md §2.1: QPN2 (split_k, nacc) by (K, N padded to 32, gated call) ---------
 QPN2_TUNING: dict[tuple[int, int, bool], tuple[int, int]] = {
     (1536, 5120, False): (8, 2),
     (5120, 3584, False): (16, 2),
@@ -373,7 +376,7 @@ QPN2_TUNING: dict[tuple[int, int, bool], tuple[int, int]] = {
     (4352, 5120, False): (16, 2),
 }
 
-# --- selector priority orders (CONTRACTS 2.1, 2.3, 3.1) -------------------------------------
+# --- selector priority orders (docs/contracts/core.md §2.1, §2.3, §3.1) ---------------------------
 NVFP4_SM70_ORDER: list[str] = [
     "Qpn4NvFp4LinearKernel",
     "Qpn2NvFp4LinearKernel",
@@ -382,12 +385,12 @@ NVFP4_SM70_ORDER: list[str] = [
 AWQ_DENSE_ORDER: list[str] = ["TurboMindAwqLinearKernel", "TritonAwqLinearKernel"]
 AWQ_MOE_METHOD_ORDER: list[str] = ["TurboMindAwqMoE", "MoeWNA16"]
 
-# --- CONTRACTS 3.2: Qwen3.8 per layer per rank, bytes -----------------------------------------
+# --- docs/contracts/core.md §3.2: Qwen3.8 per layer per rank, bytes -------------------------------
 QWEN38_PREPARED_WEIGHT_BYTES = 314_572_800
 QWEN38_METADATA_4BYTE = 78_643_200
 QWEN38_METADATA_3BYTE = 58_982_400
 QWEN38_COMPACT_SAVING_PER_LAYER = 19_660_800
 QWEN38_COMPACT_SAVING_48_LAYERS = 943_718_400
 
-# --- CONTRACTS 3.4: active exact W2 admits M * top_k <= 128 -----------------------------------
+# --- docs/contracts/core.md §3.4: active exact W2 admits M * top_k <= 128 -------------------------
 ACTIVE_EXACT_W2_MAX_SLOTS = 128

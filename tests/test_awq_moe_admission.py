@@ -1,5 +1,6 @@
-"""AWQ MoE admissions, resolutions and layer contracts at their boundaries (CONTRACTS 3.1,
-3.3, 3.5) and the `sm70_awq_moe` variables' parsing and precedence (CONTRACTS 1.2, 1.3)."""
+"""AWQ MoE admissions, resolutions and layer contracts at their boundaries
+(docs/contracts/core.md §3.1, §3.3, §3.5) and the `sm70_awq_moe` variables' parsing and precedence
+(docs/contracts/core.md §1.2, §1.3)."""
 
 from __future__ import annotations
 
@@ -134,7 +135,8 @@ def test_typed_disable_is_named_by_its_config_path():
 
 
 # The gate's message names where the value came from: the typed config path, the variable
-# (CONTRACTS 1.2 names), or the default. Literal messages, so a wrong source cannot pass.
+# (docs/contracts/core.md §1.2 names), or the default. Literal messages, so a wrong source cannot
+# pass.
 @pytest.mark.parametrize(
     ("environ", "config", "message"),
     [
@@ -513,8 +515,9 @@ def test_grouped_decode_other_conditions():
 
 
 # Each rejection's reason code, and which one a call failing several conditions gets (the
-# order of CONTRACTS 3.5's conjunction: load admission, batched, 2 <= M <= 8, top-k 10, the
-# cap, then strict_w13, exact_w2, active_exact_w2). Literal codes: they are what rows record.
+# order of docs/contracts/core.md §3.5's conjunction: load admission, batched, 2 <= M <= 8, top-k
+# 10, the cap, then strict_w13, exact_w2, active_exact_w2). Literal codes: they are what rows
+# record.
 @pytest.mark.parametrize(
     ("m", "changes", "code", "message"),
     [
@@ -684,8 +687,8 @@ def test_chunked_w2_scratch_uses_the_call_top_k_and_experts():
 
 
 def test_chunked_w2_refuses_a_chunk_scratch_equal_to_the_full_output():
-    # CONTRACTS 3.5: the chunk scratch must be strictly below the full output. top-k 1,
-    # w2_n 2, E 1: chunk 1 costs 1*1*(4+8) + 4*4 = 28 B, M 7 costs 7*1*2*2 = 28 B; M 8, 32 B.
+    # docs/contracts/core.md §3.5: the chunk scratch must be strictly below the full output. top-k
+    # 1, w2_n 2, E 1: chunk 1 costs 1*1*(4+8) + 4*4 = 28 B, M 7 costs 7*1*2*2 = 28 B; M 8, 32 B.
     assert chunked_w2_call(True, 1, 7, 1, 2, 1)[1].code == "scratch"  # type: ignore
     assert chunked_w2_call(True, 1, 8, 1, 2, 1) == OK
 

@@ -1,5 +1,5 @@
 """Category sm70-awq-moe replayed whole through `routectl.replay.harness.replay_category`: row set,
-golden routes of CONTRACTS 5.2/5.3, bytes and model totals, determinism."""
+golden routes of docs/contracts/core.md §5.2/§5.3, bytes and model totals, determinism."""
 
 from __future__ import annotations
 
@@ -271,8 +271,8 @@ def test_runs_are_deterministic_and_rows_own_their_routes(rows):
 
 
 def test_the_category_reads_the_moe_family_sections():
-    # CONTRACTS 1.3/3.1: the family is decided by sm70_turbomind.awq_moe (and the legacy
-    # backend override) and the sm70_awq_moe section; `explain` shows these two sections.
+    # docs/contracts/core.md §1.3/§3.1: the family is decided by sm70_turbomind.awq_moe (and the
+    # legacy backend override) and the sm70_awq_moe section; `explain` shows these two sections.
     assert AWQ_MOE_CATEGORY.policy_sections == ("sm70_turbomind", "sm70_awq_moe")
     assert sections_of("sm70-awq-moe") == ("sm70_turbomind", "sm70_awq_moe")
     with pytest.raises(KeyError, match="no family 'sm99-moe'"):

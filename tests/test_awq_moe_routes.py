@@ -1,5 +1,5 @@
-"""The AWQ MoE route selector (CONTRACTS 3.4) and the loader (3.2, 3.5): stages per token
-count in the contract's order, load-time decisions, prepared banks and their bytes."""
+"""The AWQ MoE route selector (docs/contracts/core.md §3.4) and the loader (3.2, 3.5): stages per
+token count in the contract's order, load-time decisions, prepared banks and their bytes."""
 
 from __future__ import annotations
 
@@ -215,7 +215,8 @@ def test_the_batched_decode_cap(m, w13, w2):
 
 
 # The per-expert dispatch stages' verdicts at M 16 (routed, neither grouped nor indexed):
-# CONTRACTS 3.4 "batched, not strict, M within the cap"; rows record each verdict's code.
+# docs/contracts/core.md §3.4 "batched, not strict, M within the cap"; rows record each verdict's
+# code.
 @pytest.mark.parametrize(
     ("changes", "code"),
     [
@@ -235,8 +236,8 @@ def test_per_expert_dispatch_verdict_codes(changes, code):
 
 
 def test_w2_and_reduce_verdict_codes_at_m_16_with_exact_w2():
-    # CONTRACTS 3.4 W2: grouped decode or (active_exact_w2 and M*top_k <= 128) -> active
-    # stage; batched, not strict, not exact_w2, within the cap -> per-expert dispatch.
+    # docs/contracts/core.md §3.4 W2: grouped decode or (active_exact_w2 and M*top_k <= 128) ->
+    # active stage; batched, not strict, not exact_w2, within the cap -> per-expert dispatch.
     choice = select_route(call(16), replace(DEFAULT, exact_w2=True), ns())
     verdicts = {v.name: v for v in choice.verdicts}
     assert verdicts["w13.per_expert_dispatch"].code is None
@@ -301,14 +302,15 @@ def test_one_token_lane_refusals_with_code_message_and_stage():
         "legacy single-token lane not built: no single-token op",
         "policy",
     )
-    # CONTRACTS 3.4: M = 1, batched and legacy lane off -> the routed lane, not the decomposed.
+    # docs/contracts/core.md §3.4: M = 1, batched and legacy lane off -> the routed lane, not the
+    # decomposed.
     assert _lane(choice, "lane.single_token_decomposed")[1] == "policy"
     assert choice.chosen[0] == "lane.routed"
 
 
 def test_the_decomposed_lane_reduces_with_either_op():
-    # CONTRACTS 3.4: reduce with awq_moe_single_token_weighted_reduce_out when present, else
-    # moe_unpermute: either one is enough for the decomposed lane.
+    # docs/contracts/core.md §3.4: reduce with awq_moe_single_token_weighted_reduce_out when
+    # present, else moe_unpermute: either one is enough for the decomposed lane.
     unbatched = replace(DEFAULT, batched=False, legacy_lane=False, legacy_lane_reason="off")
     for missing in ("moe_unpermute", "awq_moe_single_token_weighted_reduce_out"):
         assert select_route(call(1), unbatched, ns(missing)).chosen[0] == (
@@ -323,7 +325,8 @@ def test_one_token_lanes_refuse_other_token_counts_with_their_message():
 
 
 def test_qpn_m1_refusals_by_capability_and_call_inputs_carry_their_stages():
-    # CONTRACTS 3.5: the engine op needs capability exactly 70; 3.4: the call's inputs.
+    # docs/contracts/core.md §3.5: the engine op needs capability exactly 70; 3.4: the call's
+    # inputs.
     sm72 = select_route(call(1), replace(QPN, capability=72), ns())
     assert _lane(sm72, "lane.qpn_m1")[0::3] == (False, "capability")
     bf16 = select_route(call(1, dtype="bfloat16"), QPN, ns())
@@ -394,9 +397,10 @@ def test_no_stage_for_a_slot_is_a_selection_error_with_every_verdict_so_far():
     ],
 )
 def test_the_decomposed_lane_runs_w13_w2_and_a_reduce(missing, reduce_op):
-    # CONTRACTS 3.4: M = 1, decomposed lane: W13 awq_moe_single_token_dense_w13_sm70_out, SiLU
-    # (inside the engine), W2 awq_moe_single_token_dense_stage_sm70_out, reduce
-    # awq_moe_single_token_weighted_reduce_out when present else moe_unpermute.
+    # docs/contracts/core.md §3.4: M = 1, decomposed lane: W13
+    # awq_moe_single_token_dense_w13_sm70_out, SiLU (inside the engine), W2
+    # awq_moe_single_token_dense_stage_sm70_out, reduce awq_moe_single_token_weighted_reduce_out
+    # when present else moe_unpermute.
     unbatched = replace(DEFAULT, batched=False, legacy_lane=False, legacy_lane_reason="off")
     choice = select_route(call(1), unbatched, ns(*missing))
     assert (choice.m, choice.plan.lane, choice.plan.permute) == (1, "decomposed", None)
@@ -599,7 +603,7 @@ def test_typed_requests_are_named_by_their_config_path():
 @pytest.mark.parametrize(
     ("spec", "tp", "switch", "removed", "code", "message"),
     [
-        # CONTRACTS 3.5: explicit QPN M1 outside its contract is a load error
+        # docs/contracts/core.md §3.5: explicit QPN M1 outside its contract is a load error
         (
             QWEN3_30B,
             2,
@@ -697,8 +701,9 @@ def test_a_rank_layer_is_decided_as_its_model_level_spec():
 @pytest.mark.parametrize(
     ("env", "removed", "reason"),
     [
-        # CONTRACTS 3.4: the legacy lane is built when the layer is batched, legacy_compact is
-        # on and awq_moe_single_token_sm70_out is present; the M = 1 refusal names which.
+        # docs/contracts/core.md §3.4: the legacy lane is built when the layer is batched,
+        # legacy_compact is on and awq_moe_single_token_sm70_out is present; the M = 1 refusal names
+        # which.
         (moe_env(batched="0"), (), "batched GEMM is off for layer 0"),
         (moe_env(legacy_compact="0"), (), "sm70_awq_moe.legacy_compact is off"),
         (
@@ -748,8 +753,8 @@ SPLITS = {"experts": 64, "top_k": 8, "hidden": 2048, "intermediate": 1024, "grou
 @pytest.mark.parametrize(
     ("changes", "turbomind", "wna16", "chosen"),
     [
-        # CONTRACTS 2.3/3.1: TurboMind AWQ is asymmetric uint4 with zero points, group in
-        # {32, 64, 128}; anything else goes to MoeWNA16 with the reason named.
+        # docs/contracts/core.md §2.3/§3.1: TurboMind AWQ is asymmetric uint4 with zero points,
+        # group in {32, 64, 128}; anything else goes to MoeWNA16 with the reason named.
         ({"group": 32}, (True, None, None, None), (True, None, None, True), TURBOMIND),
         ({"group": 64}, (True, None, None, None), (True, None, None, True), TURBOMIND),
         ({"group": 128}, (True, None, None, None), (True, None, None, True), TURBOMIND),
@@ -798,7 +803,7 @@ def test_method_selection_names_each_layer_refusal(changes, turbomind, wna16, ch
 @pytest.mark.parametrize(
     ("kwargs", "stage", "code", "message"),
     [
-        # CONTRACTS 3.1: the family exists only when 70 <= capability < 75.
+        # docs/contracts/core.md §3.1: the family exists only when 70 <= capability < 75.
         (
             {"capability": 75},
             "capability",
@@ -1037,7 +1042,8 @@ def test_the_loaded_moe_layer_keeps_its_banks_and_the_last_route_for_the_engine(
     assert prepared.state["last_route"] is None
     prepared.apply(*meta_inputs(1))
     choice = prepared.state["last_route"]
-    assert (choice.m, choice.plan.lane) == (1, "legacy")  # QPN M1 is opt-in (CONTRACTS 3.5)
+    # QPN M1 is opt-in (docs/contracts/core.md §3.5)
+    assert (choice.m, choice.plan.lane) == (1, "legacy")
 
 
 def test_plan_keys_are_declared_from_the_contract_set():
@@ -1134,7 +1140,7 @@ def test_a_bank_whose_tensor_lists_disagree_is_refused():
     ("trim", "message"),
     [
         # Expert 1's prepared words one column short: (K, N/8) = (64, 16) for W13 of K 64,
-        # N 128; metadata (K/g, N) = (2, 128) (CONTRACTS 3.2 shapes at group 32).
+        # N 128; metadata (K/g, N) = (2, 128) (docs/contracts/core.md §3.2 shapes at group 32).
         ("words", "(64, 15)/(2, 128) for expert 1 of w13, expert 0 gave (64, 16)/(2, 128)"),
         ("meta", "(64, 16)/(2, 127) for expert 1 of w13, expert 0 gave (64, 16)/(2, 128)"),
     ],
@@ -1240,8 +1246,8 @@ def test_stage_classes_and_the_catalogue_agree():
 @pytest.mark.parametrize("interleaved", [True, False])
 def test_prepared_banks_keep_the_w13_layout_and_the_checkpoints_device(interleaved):
     """The SiLU step splits W13's output by the layout the banks were prepared in
-    (interleaved gate/up when the legacy lane is built, CONTRACTS 3.2): the banks must say
-    which.
+    (interleaved gate/up when the legacy lane is built, docs/contracts/core.md §3.2): the banks must
+    say which.
     Banks of a meta checkpoint stay on meta: (E, ...) stacks of every expert, no storage."""
     from native.moe_layer import meta_checkpoint
     from policies.awq_moe import prepare_banks
@@ -1250,7 +1256,8 @@ def test_prepared_banks_keep_the_w13_layout_and_the_checkpoints_device(interleav
     namespace = recorder()
     banks = prepare_banks(namespace, layer, meta_checkpoint(layer), False, interleaved)
     assert banks.w13_interleaved is interleaved
-    # W13 (K 64, N 128) and W2 (K 64, N 64) at group 32, 3 experts (CONTRACTS 3.2 shapes)
+    # W13 (K 64, N 128) and W2 (K 64, N 64) at group 32, 3 experts (docs/contracts/core.md §3.2
+    # shapes)
     for tensor, shape in (
         (banks.w13, (3, 64, 16)),
         (banks.s13, (3, 2, 128)),

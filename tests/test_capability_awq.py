@@ -1,4 +1,4 @@
-"""AWQ dense capability classes (CONTRACTS 2.3), exact-dense and fused-SiLU layout
+"""AWQ dense capability classes (docs/contracts/core.md §2.3), exact-dense and fused-SiLU layout
 decisions, TurboMind preparation and dispatch."""
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def test_turbomind_only_rules():
         (2560, 3588, 32, "n_not_multiple_of_8"),
         (0, 3584, 32, "k_not_positive"),
         (2560, 0, 32, "n_not_positive"),
-        # K = 1 and N = 1 are positive (CONTRACTS 2.3 "K > 0, N > 0"): the next rule fails.
+        # K = 1 and N = 1 are positive (docs/contracts/core.md §2.3 "K > 0, N > 0"): the next rule
+        # fails.
         (1, 3584, 32, "k_not_multiple_of_group"),
         (2560, 1, 32, "n_not_multiple_of_8"),
     ],
@@ -150,7 +151,8 @@ CORE = "requires positive K/N, complete groups and uint4 packing"
     ],
 )
 def test_turbomind_reasons_carry_the_offending_values(spec, message):
-    # CONTRACTS 2: reasons carry a stable code and a message with the offending values.
+    # docs/contracts/core.md §2: reasons carry a stable code and a message with the offending
+    # values.
     ok, reason = TM.can_implement(spec, FULL)
     assert (ok, reason.message) == (False, message)
 
@@ -363,7 +365,7 @@ def test_gated_call_only_at_tp2_and_one_token(tp, m, gated_call):
 
 
 def test_each_class_plans_its_layout_flags_and_keeps_its_plan():
-    # CONTRACTS 2.3: Triton prepares nothing gated, no exact dense, no fused call.
+    # docs/contracts/core.md §2.3: Triton prepares nothing gated, no exact dense, no fused call.
     spec = layer(2560, 2560, 128, DOWN)
     triton = TRITON.plan(spec, awq.AwqSetup(), FULL)
     assert (triton.layout, dict(triton.flags)) == (

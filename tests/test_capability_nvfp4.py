@@ -1,5 +1,5 @@
-"""SM70 NVFP4 capability classes (CONTRACTS 2.1), QPN2/QPN4 layout decisions, preparation
-and dispatch through recording doubles."""
+"""SM70 NVFP4 capability classes (docs/contracts/core.md §2.1), QPN2/QPN4 layout decisions,
+preparation and dispatch through recording doubles."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_turbomind_capability_is_volta_only(capability, ok):
         assert result is ok
         if not ok:
             assert reason.code == "requires_sm70_or_sm72"
-            # CONTRACTS 2.1 quotes the core; the capability follows it.
+            # docs/contracts/core.md §2.1 quotes the core; the capability follows it.
             assert reason.message == (f"requires SM70 or SM72 (Volta), got capability {capability}")
 
 
@@ -295,8 +295,8 @@ def test_shared_weight_off_by_policy_is_not_a_refusal():
     ],
 )
 def test_each_compact_scale_condition(options, ns, code, refused, message):
-    # CONTRACTS 2.1 "Compact scales: only when ...": each condition's code and message; the
-    # build's refusals (op, ABI revision) become the shared_scales fallback's reason.
+    # docs/contracts/core.md §2.1 "Compact scales: only when ...": each condition's code and
+    # message; the build's refusals (op, ABI revision) become the shared_scales fallback's reason.
     result = plan(options, ns)
     assert not result.compact_scales
     assert (result.compact_reason.code, result.compact_reason.message) == (code, message)
@@ -389,8 +389,9 @@ def test_qpn2_gated_call_uses_the_gated_tuning_and_half_width():
 
 
 def test_an_untabled_gated_shape_takes_the_gated_rule_and_a_half_width_output():
-    # CONTRACTS 2.1: (5120, 4096) is untabled: split_k = 8 if gated or K % 256 else 16, so
-    # the fused gate/up call takes 8 and the plain call 16; the gated call writes N/2 columns.
+    # docs/contracts/core.md §2.1: (5120, 4096) is untabled: split_k = 8 if gated or K % 256 else
+    # 16, so the fused gate/up call takes 8 and the plain call 16; the gated call writes N/2
+    # columns.
     seen: list[tuple[str, dict]] = []
 
     def dispatch(**kwargs):
@@ -415,8 +416,8 @@ def test_an_untabled_gated_shape_takes_the_gated_rule_and_a_half_width_output():
     "prefill, scratch", [(True, {"qpn2_prefill_dequant": 42_270_720}), (False, {})]
 )
 def test_prefill_scratch_is_a_k_by_padded_n_fp16_buffer(prefill, scratch):
-    # CONTRACTS 2.1: M >= prefill_min_m dequantizes into invocation-owned FP16 scratch of
-    # K x N padded to 32: 5120 x 4128 x 2 bytes; none when prefill is off.
+    # docs/contracts/core.md §2.1: M >= prefill_min_m dequantizes into invocation-owned FP16 scratch
+    # of K x N padded to 32: 5120 x 4128 x 2 bytes; none when prefill is off.
     _, result, prepared = prepared_qpn2(
         nv.Qpn2Options(prefill=prefill), RecordingNamespace(CATALOGUE)
     )
@@ -426,7 +427,7 @@ def test_prefill_scratch_is_a_k_by_padded_n_fp16_buffer(prefill, scratch):
 
 def test_turbomind_preparation_records_its_plan_unprescaled_and_plain():
     # A TurboMind-only layer and a QPN2 layer without batch layouts or compact scales prepare
-    # TurboMind state plain: not gated, not prescaled, not compact (CONTRACTS 2.1).
+    # TurboMind state plain: not gated, not prescaled, not compact (docs/contracts/core.md §2.1).
     plain = {"n": 4128, "gated": False, "batch_prescale": False, "compact_scales": False}
     ns = RecordingNamespace(CATALOGUE)
     spec = layer()
@@ -535,8 +536,8 @@ def test_qpn4_gated_layout_prepares_interleaved_and_serves_half_width():
 
 
 def test_each_class_plans_its_layout_and_every_flag():
-    # The decision's five flags (CONTRACTS 2.1): a TurboMind-only layer has none of them on;
-    # QPN2 keeps the layout it planned for the loaded layer.
+    # The decision's five flags (docs/contracts/core.md §2.1): a TurboMind-only layer has none of
+    # them on; QPN2 keeps the layout it planned for the loaded layer.
     off = {
         "shared_weight": False,
         "prefill_enabled": False,

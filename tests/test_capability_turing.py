@@ -1,5 +1,5 @@
-"""Turing QPN capability classes (CONTRACTS 2.2): policy reasons first, then capability and
-every layer rule at its boundary; dispatch with invocation-owned scratch."""
+"""Turing QPN capability classes (docs/contracts/core.md §2.2): policy reasons first, then
+capability and every layer rule at its boundary; dispatch with invocation-owned scratch."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ QPN8_CORE = "requires positive N divisible by 32 and K divisible by 128"
     ],
 )
 def test_layer_reasons_carry_the_offending_values(kernel, request_, message):
-    # CONTRACTS 2: a reason is a stable code and a message with the offending values.
+    # docs/contracts/core.md §2: a reason is a stable code and a message with the offending values.
     ok, reason = kernel.can_implement(request_, FULL)
     assert (ok, reason.message) == (False, message)
 
@@ -195,7 +195,8 @@ def test_qpn8_layer_rules_in_order():
     assert code(QPN8, fp8(weight_shape=(100, 5000))) == "n_not_multiple_of_32"
     assert code(QPN8, fp8(weight_shape=(96, 5000))) == "k_not_multiple_of_128"
     assert code(QPN8, fp8(weight_shape=(96, 128))) is None
-    # N = 1 and K = 1 are positive (CONTRACTS 2.2 "N > 0, K > 0"): the alignment rule fails.
+    # N = 1 and K = 1 are positive (docs/contracts/core.md §2.2 "N > 0, K > 0"): the alignment rule
+    # fails.
     assert code(QPN8, fp8(weight_shape=(1, 5120))) == "n_not_multiple_of_32"
     assert code(QPN8, fp8(weight_shape=(96, 1))) == "k_not_multiple_of_128"
 
@@ -250,7 +251,8 @@ def test_turing_qpn2_passes_scratch_above_32_rows():
     ):
         prepared.apply(torch.empty((1, 5120), dtype=torch.float32, device="meta"))
     # The QPN2 GEMM of a plain (not gated) layer, tuned by (K, N padded to 32, gated call):
-    # CONTRACTS 2.1 (5120, 4128, F) = (16, 2); scratch only above 32 rows (CONTRACTS 2.2).
+    # docs/contracts/core.md §2.1 (5120, 4128, F) = (16, 2); scratch only above 32 rows
+    # (docs/contracts/core.md §2.2).
     assert [c["plan"] for c in calls[:2]] == [
         {"m": 1, "split_k": 16, "nacc": 2, "gated": False},
         {"m": 8, "split_k": 16, "nacc": 2, "gated": False},
@@ -262,7 +264,7 @@ def test_turing_qpn2_passes_scratch_above_32_rows():
 
 
 def test_turing_qpn2_uses_the_tuning_table_entry_of_its_shape():
-    # CONTRACTS 2.1: (1536, 5120, F) = (8, 2), where the untabled rule would give 16.
+    # docs/contracts/core.md §2.1: (1536, 5120, F) = (8, 2), where the untabled rule would give 16.
     ns = RecordingNamespace(CATALOGUE)
     spec = Nvfp4Layer.of(QKVZ, 1536, 5120)
     prepared = tu.prepare_turing_qpn2(spec, spec.checkpoint_tensors(), ns)
@@ -300,7 +302,7 @@ def test_qpn8_scratch_is_a_fresh_k_by_n_fp16_buffer_per_invocation():
     ):
         prepared.apply(torch.empty((9, 5120), dtype=torch.bfloat16, device="meta"))
     assert set(prepared.resident) == {"qpn8_weight", "weight_scale"}
-    # CONTRACTS 2.2: a (K, N) FP16 scratch, 5120 x 3584 x 2 bytes.
+    # docs/contracts/core.md §2.2: a (K, N) FP16 scratch, 5120 x 3584 x 2 bytes.
     assert prepared.scratch == {"dense_scratch": 36_700_160}
 
 

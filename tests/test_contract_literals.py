@@ -58,11 +58,11 @@ def deprecation_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, PolicyDeprecationWarning)]
 
 
-# --- variables by kind (CONTRACTS 1.1, 1.3) -------------------------------------------------
+# --- variables by kind (docs/contracts/core.md §1.1, §1.3) ----------------------------------------
 
 
 def variables_of_kind(kind: str) -> set[str]:
-    # Kinds compared by their string value so obsolete/removed (CONTRACTS-dflash2 1.4) need
+    # Kinds compared by their string value so obsolete/removed (docs/contracts/dflash2.md §1.4) need
     # no change here when they join the Kind enum.
     return {f.variable for f in FIELDS if f.variable and str(f.kind) == kind} | {
         r.variable for r in RETIRED if str(r.kind) == kind
@@ -196,7 +196,7 @@ def test_unknown_sm70_names_are_reported_as_typos() -> None:
     )
 
 
-# --- precedence (CONTRACTS 1.2) -------------------------------------------------------------
+# --- precedence (docs/contracts/core.md §1.2) -----------------------------------------------------
 
 
 def test_explicit_over_variable_over_default() -> None:
@@ -308,7 +308,7 @@ def test_natively_read_fields_must_agree_with_the_environment(name: str, key: st
     assert agreed.value(f"sm70_awq_moe.{key}") is (not default)
 
 
-# --- parsing boundaries (CONTRACTS 1.2) -----------------------------------------------------
+# --- parsing boundaries (docs/contracts/core.md §1.2) ---------------------------------------------
 
 
 @pytest.mark.parametrize("text, value", [("1", 1), ("1024", 1024)])
@@ -411,7 +411,7 @@ def test_unknown_linear_backend_and_kernel_name_are_input_errors() -> None:
         resolve({}, {"disabled_kernels": ["MarlinLinearKernal"]})
 
 
-# --- QPN2 tuning (CONTRACTS 2.1) ------------------------------------------------------------
+# --- QPN2 tuning (docs/contracts/core.md §2.1) ----------------------------------------------------
 
 
 @pytest.mark.parametrize("key", sorted(C.QPN2_TUNING))
@@ -475,7 +475,7 @@ def test_dispatch_plans_carry_the_tuned_split_k(
     assert [(p["split_k"], p["nacc"], p["gated"]) for p in plans] == [(split_k, 2, gated_call)]
 
 
-# --- exact-W2 boundary, M * top_k vs 128 (CONTRACTS 3.4) ------------------------------------
+# --- exact-W2 boundary, M * top_k vs 128 (docs/contracts/core.md §3.4) ----------------------------
 
 
 @pytest.mark.parametrize(
@@ -537,7 +537,7 @@ def test_active_exact_w2_route_at_the_boundary(m: int, top_k: int, w2: str) -> N
     assert plain.chosen[3] == "w2.per_expert_dispatch"
 
 
-# --- selector priority orders (CONTRACTS 2.1, 2.3) ------------------------------------------
+# --- selector priority orders (docs/contracts/core.md §2.1, §2.3) ---------------------------------
 
 
 def test_kernel_tuples_are_in_contract_priority_order() -> None:
@@ -547,7 +547,7 @@ def test_kernel_tuples_are_in_contract_priority_order() -> None:
     assert [k.name for k in AWQ_DENSE_KERNELS] == C.AWQ_DENSE_ORDER
 
 
-# --- serialisation keeps what precedence decided (CONTRACTS 1.5) ----------------------------
+# --- serialisation keeps what precedence decided (docs/contracts/core.md §1.5) --------------------
 
 
 def test_round_trips_keep_ignored_variables_and_warnings() -> None:
@@ -614,7 +614,8 @@ def test_batched_decode_cap_boundaries(m: int, cap: int, within: bool) -> None:
     assert within_cap(m, cap) is within
 
 
-# CONTRACTS 5.2: the one layer each model scope's rows describe, per linear category and TP.
+# docs/contracts/core.md §5.2: the one layer each model scope's rows describe, per linear category
+# and TP.
 @pytest.mark.parametrize(
     "category, row, layer",
     [
@@ -662,9 +663,9 @@ def test_linear_categories_describe_the_contract_layer(
     assert dict(spec.layer) == layer
 
 
-# CONTRACTS 5.1/5.2: the standard matrix of each linear category (108 rows per model, in
-# model x kv x tp x spec x c x budget order) and its engine double per row; the model facts
-# the double carries are CONTRACTS-dflash2 4.1's table.
+# docs/contracts/core.md §5.1/§5.2: the standard matrix of each linear category (108 rows per model,
+# in model x kv x tp x spec x c x budget order) and its engine double per row; the model facts
+# the double carries are docs/contracts/dflash2.md §4.1's table.
 LINEAR_MATRIX_ROWS = {"sm70-nvfp4-linear": 324, "sm70-awq-linear": 324, "sm75-linear": 432}
 LINEAR_PROBE_ROWS = {"sm70-nvfp4-linear": 18, "sm70-awq-linear": 10}
 NA = "not_applicable"
@@ -705,7 +706,7 @@ def test_linear_matrix_rows_ids_and_engine_double(category: str) -> None:
         "flash_next_mtp4_nvfp4/float16/tp2/none/c1/q4096",
     ]
     assert {r.capability for r in matrix} == {75 if category == "sm75-linear" else 70}
-    # CONTRACTS 5.2: "not applicable" cells are rows with that status and no layer.
+    # docs/contracts/core.md §5.2: "not applicable" cells are rows with that status and no layer.
     statuses = {(r.model, r.status[0] if r.status else None) for r in matrix}
     assert statuses == LINEAR_MODEL_STATUS[category]
     by_id = {r.id: r for r in matrix}

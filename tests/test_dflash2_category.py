@@ -1,5 +1,5 @@
-"""Category sm70-dflash2-policy: golden rows of CONTRACTS-dflash2 4.5 and the reference's one
-intended change (4.6), with literals from the contract and issue 15."""
+"""Category sm70-dflash2-policy: golden rows of docs/contracts/dflash2.md §4.5 and the reference's
+one intended change (4.6), with literals from the contract and issue 15."""
 
 from __future__ import annotations
 
@@ -203,7 +203,8 @@ def test_gdn_k8_v24_tp2_admits_all_four_guards(rows):
 
 def older_combined_rule(engine: EngineConfig, layout: GdnLayout) -> Check:
     """Before the layout change: TP exactly 4 and model hidden size 5120, no layout
-    predicate (CONTRACTS-dflash2 3, last bullet). A variant for this test only."""
+    predicate (docs/contracts/dflash2.md §3, the bullet on the rule before the layout
+    change). A variant for this test only."""
     if engine.tp != 4:
         return reject("tp_not_4", f"combined split needs TP 4 (TP {engine.tp})")
     if engine.model is None or engine.model.hidden_size != 5120:
@@ -252,8 +253,8 @@ def test_policy_rows_are_strict_in_the_snapshot_schema(rows):
 
 
 # --- the route matrix's cells and reasons (what a reviewer reads) ------------------------------
-# Outcomes from CONTRACTS-dflash2 4.5: qualified TP4 rows admit all four guards, TP2 rows all
-# but the combined split (`local_tail_layout`); unqualified rows have all 18 options off and no
+# Outcomes from docs/contracts/dflash2.md §4.5: qualified TP4 rows admit all four guards, TP2 rows
+# all but the combined split (`local_tail_layout`); unqualified rows have all 18 options off and no
 # guard; an alias "0" turns its field off and removes its own guard; the retired names warn as
 # obsolete / removed (1.4).
 MATRIX_CELLS = {

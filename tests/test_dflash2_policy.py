@@ -1,4 +1,4 @@
-"""The DFlash2 verifier policy (issue 15, CONTRACTS-dflash2): section `sm70_dflash2`, its
+"""The DFlash2 verifier policy (issue 15, docs/contracts/dflash2.md): section `sm70_dflash2`, its
 aliases, the obsolete and removed names, the verifier qualification, the GDN admissions and
 the hash rule. Expected values are literals from the contract."""
 
@@ -21,7 +21,7 @@ from routectl.policy.fields import INT_BOOL, Field, Kind
 from routectl.policy.resolve import PolicyDeprecationWarning, resolve_fields
 from routectl.workload import EngineConfig, Hardware, ModelFacts
 
-# CONTRACTS-dflash2 1.3, in table order.
+# docs/contracts/dflash2.md §1.3, in table order.
 TABLE = (
     ("fused_gdn_verify", "VLLM_SM70_DFLASH2_FUSED_GDN_VERIFY"),
     ("fused_gdn_combined_split", "VLLM_SM70_DFLASH2_FUSED_GDN_COMBINED_SPLIT"),
@@ -459,7 +459,7 @@ def test_guards_check_policy_then_capability_then_selector_engine():
 
 @pytest.mark.parametrize(("selector_top_k", "code"), [(1, None), (0, "not_dflash_selector")])
 def test_a_selector_engine_needs_selector_top_k_above_zero(selector_top_k, code):
-    # CONTRACTS-dflash2 [P16]: integer selector_top_k > 0, so 1 is a selector engine.
+    # docs/contracts/dflash2.md §3 [P16]: integer selector_top_k > 0, so 1 is a selector engine.
     on = resolve({}, {"sm70_dflash2": {name: True for name, _ in TABLE}})
     engine = dataclasses.replace(VERIFIER, selector_top_k=selector_top_k)
     assert [c for _, _, c in admissions(on, engine=engine)][:3] == [code] * 3

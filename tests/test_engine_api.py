@@ -450,7 +450,7 @@ def test_the_moe_loader_reports_its_last_call_and_takes_no_checkpoint():
     layer = session.load_layer(FAMILY, MOE, None, _recording())
     assert loader.last_call(layer.prepared) is None  # nothing called yet
     inputs = loader.call_inputs(MOE, layer.prepared, 1)
-    # CONTRACTS 3.4: x (M, 2560) fp16, router ids (M, top-k 10) int32, weights fp32.
+    # docs/contracts/core.md §3.4: x (M, 2560) fp16, router ids (M, top-k 10) int32, weights fp32.
     assert [(tuple(t.shape), t.dtype, t.device.type) for t in inputs] == [
         ((1, 2560), torch.float16, "meta"),
         ((1, 10), torch.int32, "meta"),

@@ -97,8 +97,8 @@ def test_merge_applies_explicit_over_variable_over_default():
 
 @pytest.mark.parametrize("kind", [Kind.CONFIG, Kind.CURRENT, Kind.LEGACY, Kind.DEPRECATED])
 def test_a_retired_variable_of_another_kind_is_refused_naming_it(kind):
-    # Only obsolete and removed names are retired (CONTRACTS-dflash2 1.4); a table that declares
-    # another kind there is a maintainer's slip, named with the variable.
+    # Only obsolete and removed names are retired (docs/contracts/dflash2.md §1.4); a table that
+    # declares another kind there is a maintainer's slip, named with the variable.
     with pytest.raises(ValueError) as info:
         RetiredVariable("VLLM_DEMO_GONE", kind, "no longer read")
     assert str(info.value) == (

@@ -1,4 +1,4 @@
-"""Golden rows of sm70-fp8-linear (CONTRACTS-fp8 6): outcomes A and B at TP2 and TP4, every
+"""Golden rows of sm70-fp8-linear (docs/contracts/fp8.md §6): outcomes A and B at TP2 and TP4, every
 edge probe of 6.4, the fp8-policy grid and routectl's own probes. Every expected value is a
 literal from the contract or the issue."""
 
@@ -22,7 +22,7 @@ PREFILL = "fp8_gemm_sm70_prefill_dispatch_out"
 GEMM = "fp8_gemm_sm70_out"
 QPN8 = "fp8_qpn8_dispatch_sm70_out"
 
-# CONTRACTS-fp8 6.2: local (K, N) per role and TP.
+# docs/contracts/fp8.md §6.2: local (K, N) per role and TP.
 LOCAL = {
     2: {
         "qkv_proj": (5120, 7168),

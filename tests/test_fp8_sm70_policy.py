@@ -1,7 +1,7 @@
-"""The sm70_fp8 policy of Volta block-FP8 linears (CONTRACTS-fp8 1, 2, 5) and the verifier
-bridge (issue 16): fields, aliases, inheritance, explicit_enables, the bridge, the capability
-classes, selection, admission and load errors. Expected values are literals from the contract
-or the issue."""
+"""The sm70_fp8 policy of Volta block-FP8 linears (docs/contracts/fp8.md §1, §2, §5) and the
+verifier bridge (issue 16): fields, aliases, inheritance, explicit_enables, the bridge, the
+capability classes, selection, admission and load errors. Expected values are literals from the
+contract or the issue."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ PP2 = "VLLM_SM70_FP8_QPN8_PP2_TP4"
 TM = "TurboMindFp8LinearKernel"
 BLOCK = "QPN8Fp8BlockScaledMMLinearKernel"
 
-# CONTRACTS-fp8 1.1: (field, variable, kind, default).
+# docs/contracts/fp8.md §1.1: (field, variable, kind, default).
 TABLE = [
     ("enabled", "VLLM_SM70_FP8_TURBOMIND", Kind.DEPRECATED, True),
     ("dequant_fallback", "VLLM_SM70_FP8_DEQUANT_FALLBACK", Kind.DEPRECATED, True),
@@ -149,7 +149,7 @@ def test_block_qpn8_fields_are_config_only():
     assert fp8(policy, "block_qpn8_volta_turbomind_prefill") == (False, "explicit")
 
 
-# --- qpn8_pp2_tp4 inheritance (CONTRACTS-fp8 1.2, the upstream test table) ----------------
+# --- qpn8_pp2_tp4 inheritance (docs/contracts/fp8.md §1.2, the upstream test table) ---------------
 
 
 @pytest.mark.parametrize(

@@ -537,8 +537,8 @@ def test_readme_matrix_excerpt_is_the_program_output():
 
 def test_policy_category_cells_show_qualification_and_guards():
     """A DFlash2 policy row selects no kernel: its cell is the verifier qualification, the
-    options on and the GDN guards admitted (CONTRACTS-dflash2 4.5: 18 qualified TP4 rows admit
-    all four guards, 18 TP2 rows all but the combined split)."""
+    options on and the GDN guards admitted (docs/contracts/dflash2.md §4.5: 18 qualified TP4 rows
+    admit all four guards, 18 TP2 rows all but the combined split)."""
     result = ok(invoke(["matrix", "-c", "sm70-dflash2-policy", "--color", "never"], cwd=ROOT))
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()

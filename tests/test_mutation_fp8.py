@@ -5,7 +5,7 @@ and workspace refusals with their fallback records, the TurboMind variants (pres
 prefill prescaled, exact-dense, visible dense MM, grouped decode), the workspace registry,
 the grouped invariants, the capability classes' codes and the policy's outcomes.
 
-Every expected value is a literal from CONTRACTS-fp8 (section cited at each test) or, for a
+Every expected value is a literal from docs/contracts/fp8.md (section cited at each test) or, for a
 message whose wording the contract leaves to routectl, the message routectl records; none is
 computed by calling the code under test."""
 
@@ -34,7 +34,7 @@ from routectl.workload import EngineConfig, Hardware
 PREFIX = "model.layers.0."
 SHARED_GATE = "model.layers.0.mlp.shared_experts.gate_up_proj"
 
-# CONTRACTS-fp8 3.2: the six QPN8 layout ops, in the contract's order.
+# docs/contracts/fp8.md §3.2: the six QPN8 layout ops, in the contract's order.
 QPN8_PREPARE = "fp8_qpn8_prepare_sm70"
 QPN8_DEQUANTIZE = "fp8_qpn8_dequantize_sm70_out"
 QPN8_PREFILL = "fp8_qpn8_prefill_sm70_out"
@@ -111,7 +111,7 @@ def fallbacks(layout: fs.Fp8Layout) -> list[tuple[str, Any, Any, str]]:
     return [(f.field, f.requested, f.effective, f.reason) for f in layout.fallbacks]
 
 
-# --- generic QPN8 (CONTRACTS-fp8 3.2) ----------------------------------------------------------
+# --- generic QPN8 (docs/contracts/fp8.md §3.2) ----------------------------------------------------
 
 QPN8_ON = options("qpn8", qpn8=True)
 

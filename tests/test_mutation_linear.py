@@ -1,6 +1,6 @@
 """Fresh replays of sm70-awq-linear rows through the category's own route (what
 `LinearCategory.route` adds to the loader: the engine's workspace, the prepare calls and the
-fused gate/up call), with expectations written from CONTRACTS 2.3 and 5.3."""
+fused gate/up call), with expectations written from docs/contracts/core.md §2.3 and §5.3."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def route(row_id: str) -> dict[str, Any]:
 
 
 def test_the_engine_workspace_reaches_the_loader():
-    # CONTRACTS 2.3: too little exact-dense workspace keeps plain TurboMind with a fallback.
+    # docs/contracts/core.md §2.3: too little exact-dense workspace keeps plain TurboMind with a
+    # fallback.
     r = route("edge:workspace_missing")
     assert r["kernel"] == "TurboMindAwqLinearKernel"
     assert r["flags"] == {"exact_dense": False, "fused_gated_call": False, "gated": False}
@@ -32,8 +33,8 @@ def test_the_engine_workspace_reaches_the_loader():
 
 
 def test_the_fused_gate_up_call_is_replayed_once_at_one_token():
-    # CONTRACTS 2.3: replay at M in {1, 4, 8, 4096, 8192}, then one fused gate/up call at
-    # M = 1 for gated layers; at TP 2 it is awq_gemm_sm70_out(gated=true).
+    # docs/contracts/core.md §2.3: replay at M in {1, 4, 8, 4096, 8192}, then one fused gate/up call
+    # at M = 1 for gated layers; at TP 2 it is awq_gemm_sm70_out(gated=true).
     r = route("edge:fused_tp2")
     plans = [(c["op"], c["plan"]["m"], c["plan"]["gated"]) for c in r["dispatch"]]
     assert plans == [

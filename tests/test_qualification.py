@@ -1,4 +1,4 @@
-"""Model qualification (CONTRACTS 4): whole-model rules as pure functions."""
+"""Model qualification (docs/contracts/core.md §4): whole-model rules as pure functions."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_qualification_verdicts_name_every_engine_rule():
     assert dict(q.qualification_verdicts(Hardware(70), single))["qpn4_workload"] == (True, None)
 
 
-# --- the SM70 FP8 PP2 x TP4 runtime contract (CONTRACTS-fp8 3.3) ---------------------------------
+# --- the SM70 FP8 PP2 x TP4 runtime contract (docs/contracts/fp8.md §3.3) -------------------------
 # "PP == 2, TP == 4, max_num_seqs == 1, no DBO, ubatch <= 1, no speculative config", checked in
 # that order; the codes are the stable ones the FP8 rows record.
 PP2_TP4 = EngineConfig(tp=4, pp=2, max_num_seqs=1, spec_method="none", dbo=False, ubatch=0)
@@ -204,7 +204,7 @@ def test_each_pp2_tp4_rule_rejects_with_its_code_and_message(changes, code, mess
 
 def test_pp2_tp4_rules_apply_in_contract_order():
     # Every rule broken at once: PP is named first, then TP, then concurrency, DBO, ubatch and
-    # speculation (CONTRACTS-fp8 3.3 order).
+    # speculation (docs/contracts/fp8.md §3.3 order).
     broken = dict(pp=1, tp=2, max_num_seqs=2, dbo=True, ubatch=2, spec_method="mtp")
     order = ["pp", "tp", "max_num_seqs", "dbo", "ubatch", "spec_method"]
     codes = []

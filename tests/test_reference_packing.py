@@ -104,7 +104,7 @@ def test_metadata_records() -> None:
 
 
 def test_qpn_argument_bytes_match_contract() -> None:
-    # CONTRACTS 3.2: bytes per layer per rank over all 512 experts.
+    # docs/contracts/core.md §3.2: bytes per layer per rank over all 512 experts.
     def nbytes(compact: bool, names: tuple[str, ...]) -> int:
         specs = qpn_m1_arguments(compact)
         size = {"int32": 4, "uint8": 1}

@@ -140,7 +140,8 @@ def test_golden_qualified_in_proj_qkvz_selects_shared_compact_qpn2():
     # The loaded layer keeps the QPN2 layout it was prepared with, with or without tensors.
     assert set(loaded.state) == {"plan"} and loaded.state["plan"].compact_scales is True
     assert set(nvfp4(BATCH_OFF).state) == {"plan"}
-    # Prefill dequantizes into K x N-padded FP16 scratch: 5120 x 4128 x 2 bytes (CONTRACTS 2.1).
+    # Prefill dequantizes into K x N-padded FP16 scratch: 5120 x 4128 x 2 bytes
+    # (docs/contracts/core.md §2.1).
     assert loaded.scratch == {"qpn2_prefill_dequant": 42_270_720}
     mark = recorder.mark()
     for m in (1, 8, 32, 64, 1024):
@@ -366,8 +367,8 @@ def test_qpn4_gate_needs_dense_gated_silu_and_prepares_gated():
 
 
 def test_dense_gated_silu_never_prepares_a_down_proj_gated():
-    # CONTRACTS 4: dense_gated_silu concerns gate_up_proj only; a QPN4 down_proj with it on
-    # is prepared plain and has no gated apply.
+    # docs/contracts/core.md §4: dense_gated_silu concerns gate_up_proj only; a QPN4 down_proj with
+    # it on is prepared plain and has no gated apply.
     loaded = nvfp4(
         {var("sm70_nvfp4.dense_gated_silu"): "1"}, layer=QPN4_DOWN, engine=SINGLE, tensors=True
     )
@@ -376,8 +377,9 @@ def test_dense_gated_silu_never_prepares_a_down_proj_gated():
 
 
 def test_qpn4_qualification_reason_names_the_layer_rule():
-    # CONTRACTS 4: a QPN4 down_proj needs N == 5120; the reason keeps the selector's core
-    # text (CONTRACTS 2.1, "QPN4 off or outside the qualified workload") and the rule's.
+    # docs/contracts/core.md §4: a QPN4 down_proj needs N == 5120; the reason keeps the selector's
+    # core text (docs/contracts/core.md §2.1, "QPN4 off or outside the qualified workload") and the
+    # rule's.
     decision = nvfp4(layer=Nvfp4Layer.of(DOWN, 4352, 4096), engine=SINGLE).decision
     qpn4 = verdict(decision, "Qpn4NvFp4LinearKernel")
     assert (qpn4.code, qpn4.stage, qpn4.message) == (
@@ -399,7 +401,7 @@ def test_disabled_kernels_by_variable_and_by_config():
 
 
 def test_qpn4_disabled_by_name_leaves_the_down_proj_to_the_next_candidate():
-    # CONTRACTS 2.1: "in disabled_kernels" is a selector reason of every candidate.
+    # docs/contracts/core.md §2.1: "in disabled_kernels" is a selector reason of every candidate.
     decision = nvfp4({DISABLED: "Qpn4NvFp4LinearKernel"}, layer=QPN4_DOWN, engine=SINGLE).decision
     qpn4 = verdict(decision, "Qpn4NvFp4LinearKernel")
     assert decision.kernel == "TurboMindNvFp4LinearKernel"
@@ -495,8 +497,8 @@ def test_turing_linear_backend_is_not_an_error(load, spec, backend, served):
         assert decision.status[0] == "backend_not_selected"
         assert decision.selection.verdicts[0].code == "backend_not_selected"
         assert backend in decision.status[1]
-        # CONTRACTS 2.2: policy is checked first; the filter is a policy verdict, which the
-        # startup report records by stage, and the decision keeps the capability.
+        # docs/contracts/core.md §2.2: policy is checked first; the filter is a policy verdict,
+        # which the startup report records by stage, and the decision keeps the capability.
         (only,) = decision.selection.verdicts
         assert (only.name, only.stage) == (kernel_name[load], "policy")
         assert decision.capability == 75
@@ -684,8 +686,8 @@ def test_awq_nothing_can_serve_when_both_are_disabled():
 
 def test_awq_verdict_stages_name_the_policy_gates():
     # The stage the startup report records per verdict: route admission, the linear_backend
-    # filter and Triton's "TurboMind route admitted" rule are policy gates (CONTRACTS 2.3),
-    # checked before capability and never a fallback.
+    # filter and Triton's "TurboMind route admitted" rule are policy gates
+    # (docs/contracts/core.md §2.3), checked before capability and never a fallback.
     admitted = awq_load().decision
     triton = verdict(admitted, "TritonAwqLinearKernel")
     assert (triton.code, triton.stage) == ("turbomind_route_admitted", "policy")
@@ -696,8 +698,8 @@ def test_awq_verdict_stages_name_the_policy_gates():
 
 
 def test_awq_linear_backend_refusal_fails_closed_with_its_message():
-    # CONTRACTS 2.3: a linear_backend filter on the admitted route fails closed, with the
-    # reason; the message names the backend asked for and the ones the family serves.
+    # docs/contracts/core.md §2.3: a linear_backend filter on the admitted route fails closed, with
+    # the reason; the message names the backend asked for and the ones the family serves.
     with pytest.raises(SelectionError) as info:
         awq_load(config={"linear_backend": "triton"})
     error = info.value
@@ -727,7 +729,7 @@ def test_awq_nothing_can_serve_names_the_layer_and_every_reason():
 
 def test_awq_exact_dense_layers_and_their_fallbacks():
     assert awq_load(AWQ_DOWN).decision.flags["exact_dense"] is True
-    # CONTRACTS 2.3: a workspace of max(44,564,480, K*N) FP16 elements, in bytes.
+    # docs/contracts/core.md §2.3: a workspace of max(44,564,480, K*N) FP16 elements, in bytes.
     exact = awq_load(AWQ_DOWN, tensors=True)
     assert exact.scratch == {"exact_dense_workspace": 89_128_960}
     assert exact.decision.capability == 70

@@ -1,4 +1,5 @@
-"""The linear kernel capability classes, by family (CONTRACTS 2). Torch-free at import."""
+"""The linear kernel capability classes, by family (docs/contracts/core.md §2). Torch-free at
+import."""
 
 from native.kernels.awq_dense import (
     AWQ_DENSE_KERNELS,

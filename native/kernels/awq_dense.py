@@ -1,4 +1,4 @@
-"""AWQ dense linears on SM70 (CONTRACTS 2.3): TurboMindAwqLinearKernel and its Triton
+"""AWQ dense linears on SM70 (docs/contracts/core.md §2.3): TurboMindAwqLinearKernel and its Triton
 fallback TritonAwqLinearKernel, the exact-dense prefill and fused-SiLU layout decisions
 (torch-free), TurboMind preparation and dispatch through the injected namespace.
 """
@@ -188,7 +188,7 @@ class AwqOptions:
     """What the policy decided for one AWQ TurboMind layer (built by policies/)."""
 
     prefill_exact_dense: bool = True
-    exact_dense_role: bool = True  # the role is exact-dense qualified (CONTRACTS 4)
+    exact_dense_role: bool = True  # the role is exact-dense qualified (docs/contracts/core.md §4)
     fused_silu: bool = False
     tp: int = 1
 
@@ -220,7 +220,8 @@ class AwqLayout:
 def _exact_dense(
     layer: AwqLayer, options: AwqOptions, gated: bool, ns: NativeNamespace, workspace: int | None
 ) -> tuple[Reason | None, bool]:
-    """(reason exact dense is off, refused by build/engine), in CONTRACTS 2.3 order."""
+    """(reason exact dense is off, refused by build/engine), in docs/contracts/core.md §2.3
+    order."""
     k, n = layer.input_size, layer.output_size
     if not options.prefill_exact_dense:
         return Reason(

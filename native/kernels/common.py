@@ -85,8 +85,8 @@ def empty_fp16(shape: tuple[int, ...], like: Any) -> Any:
 
 
 def owned_fp16(shape: tuple[int, ...], like: Any) -> Any:
-    """An FP16 buffer that belongs to one invocation (scratch, CONTRACTS 2.2) or one binding
-    (a workspace): its own allocation on every device, meta included, so that who owns
+    """An FP16 buffer that belongs to one invocation (scratch, docs/contracts/core.md §2.2) or one
+    binding (a workspace): its own allocation on every device, meta included, so that who owns
     which buffer stays visible in replay and to the tests."""
     import torch
 

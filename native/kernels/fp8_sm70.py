@@ -1,4 +1,4 @@
-"""Volta block-FP8 W8A16 linears (CONTRACTS-fp8 2-4): the capability classes
+"""Volta block-FP8 W8A16 linears (docs/contracts/fp8.md §2-§4): the capability classes
 QPN8Fp8BlockScaledMMLinearKernel (first in priority) and TurboMindFp8LinearKernel, the layout
 decisions inside TurboMind (generic QPN8, PP2/TP4 QPN8, gated SiLU, exact-dense prefill,
 prescaled variants, grouped lanes) with their tuning tables, the shared workspaces, and
@@ -53,7 +53,7 @@ STRIDED_PTRS_OP = "awq_moe_build_strided_ptrs"
 # A pseudo-op: the dense GEMM of the visible dense MM prefill, recorded like a native call.
 TORCH_MM_OP = "torch.mm"
 
-# The six ops a TurboMind QPN8 layout needs (CONTRACTS-fp8 3.2), in the contract's order.
+# The six ops a TurboMind QPN8 layout needs (docs/contracts/fp8.md §3.2), in the contract's order.
 QPN8_LAYOUT_OPS = (
     QPN8_PREPARE_OP,
     QPN8_DEQUANTIZE_OP,
@@ -172,7 +172,8 @@ class Fp8Sm70Options:
     grouped_bmm_decode: bool = True
     block_qpn8: bool = False
     force_marlin: bool = False
-    # Fields whose true value was asked for (typed, or a present variable) (CONTRACTS-fp8 1.2).
+    # Fields whose true value was asked for (typed, or a present variable)
+    # (docs/contracts/fp8.md §1.2).
     explicit_enables: frozenset[str] = frozenset()
     # The PP2/TP4 runtime contract holds for this engine (model qualification, 3.3).
     pp2_tp4_contract: bool = False
@@ -196,7 +197,8 @@ class Fp8ActivationError(TypeError):
 
 
 class Fp8LoadError(Exception):
-    """The layer fails to load (CONTRACTS-fp8 5): a stable code and the contract's message."""
+    """The layer fails to load (docs/contracts/fp8.md §5): a stable code and the contract's
+    message."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

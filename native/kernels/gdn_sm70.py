@@ -1,5 +1,5 @@
 """The Qwen GDN (gated delta net) layer's fused DFlash2 verifier paths on Volta
-(CONTRACTS-dflash2 3): the layer's per-rank projection widths and the combined-split
+(docs/contracts/dflash2.md §3): the layer's per-rank projection widths and the combined-split
 kernel's local-layout predicate (upstream `_can_implement_sm70_combined_gdn_split`).
 Capability facts only: whether the policy enables a path is decided in `policies/`.
 """

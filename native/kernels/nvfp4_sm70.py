@@ -1,5 +1,5 @@
-"""NVFP4 weight-only linears on Volta (CONTRACTS 2.1): capability classes in priority order
-Qpn4NvFp4LinearKernel, Qpn2NvFp4LinearKernel, TurboMindNvFp4LinearKernel, plus their layout
+"""NVFP4 weight-only linears on Volta (docs/contracts/core.md §2.1): capability classes in priority
+order Qpn4NvFp4LinearKernel, Qpn2NvFp4LinearKernel, TurboMindNvFp4LinearKernel, plus their layout
 decisions (torch-free), preparation and dispatch through the injected native namespace.
 """
 
@@ -26,7 +26,7 @@ from routectl.namespaces.native_ns import NativeNamespace, missing_ops
 from routectl.reasons import OK, Check, Reason, missing_ops_reason, reject
 
 # TurboMind's own preparation (repack + FP16 or compact E4M3 scales). Not a capability
-# requirement (CONTRACTS lists none for TurboMind); the provider always ships it.
+# requirement (docs/contracts/core.md lists none for TurboMind); the provider always ships it.
 TM_PREPARE_OP = "nvfp4_sm70_prepare"
 
 QPN2_PREPARE_OP = "nvfp4_qpn2_prepare_sm70"
@@ -210,7 +210,7 @@ class Qpn2Options:
     prefill: bool = True
     prefill_min_m: int = 1024
     batch_layouts: bool = False  # effective value: only exactly SM70 has batch layouts
-    qualified: bool = True  # the NVFP4 workload qualification (CONTRACTS 4.1)
+    qualified: bool = True  # the NVFP4 workload qualification (docs/contracts/core.md §4.1)
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,8 @@ def _compact_scales(
 
 def plan_qpn2(layer: Nvfp4Layer, options: Qpn2Options, ns: NativeNamespace) -> Qpn2Layout:
     """Shared weight, compact scales, batch prescale and prefill of a layer that selected
-    QPN2 (CONTRACTS 2.1). Pure in its arguments; the namespace is only asked questions."""
+    QPN2 (docs/contracts/core.md §2.1). Pure in its arguments; the namespace is only asked
+    questions."""
     k, n = packed_dims(layer)
     n_padded = padded(n, QPN2_TILE_N)
     refusals: list[tuple[str, Reason]] = []

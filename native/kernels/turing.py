@@ -1,4 +1,4 @@
-"""Turing (SM75) QPN linears (CONTRACTS 2.2): TuringQpn2NvFp4LinearKernel and
+"""Turing (SM75) QPN linears (docs/contracts/core.md §2.2): TuringQpn2NvFp4LinearKernel and
 TuringQpn8Fp8LinearKernel. Unlike the Volta classes, these check the policy first, inside
 `can_implement`: the request object carries the policy-derived flags, because native/ never
 reads the policy itself.

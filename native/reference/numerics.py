@@ -1,4 +1,5 @@
-"""CPU reference arithmetic of the AWQ QPN M1 operator and its prepare ops (CONTRACTS 6).
+"""CPU reference arithmetic of the AWQ QPN M1 operator and its prepare ops
+(docs/contracts/core.md §6).
 
 Vectorised over the selected experts; Python loops only run over the fixed reduction orders
 (160 K steps, 16 slices, 10 routes), never over elements. The prepare functions run on the

@@ -1,4 +1,5 @@
-"""FP64 oracle of the QPN M1 op (CONTRACTS 6 "Acceptance") and the seed's bound checker.
+"""FP64 oracle of the QPN M1 op (docs/contracts/core.md §6 "Acceptance") and the seed's bound
+checker.
 
 Takes the op's own arguments (any implementation's, a GPU build's moved to CPU included),
 decodes the selected experts with the independent unpacker in `packing`, and computes:

@@ -1,8 +1,8 @@
 """Packers and unpackers of AWQ checkpoint tensors and SM70 prepared banks.
 
-Written from CONTRACTS 6's index formulas (scatter/gather by flat index), independently of
-the reshape/permute code in `numerics` that the reference ops run, so that each checks the
-other. Logical weights: codes (K, N) and zeros (K/g, N) in 0..15, scales (K/g, N) fp16.
+Written from docs/contracts/core.md §6's index formulas (scatter/gather by flat index),
+independently of the reshape/permute code in `numerics` that the reference ops run, so that each
+checks the other. Logical weights: codes (K, N) and zeros (K/g, N) in 0..15, scales (K/g, N) fp16.
 """
 
 from __future__ import annotations

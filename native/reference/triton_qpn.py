@@ -1,4 +1,4 @@
-"""Triton kernels of the AWQ QPN M1 step (CONTRACTS 6) and their launcher.
+"""Triton kernels of the AWQ QPN M1 step (docs/contracts/core.md §6) and their launcher.
 
 Two launches: W13 (one program per route and block of gate/up column pairs; one thread per
 (pair, K slice), holding the gate and the up chain: int4 decode in registers, the slice

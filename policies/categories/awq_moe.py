@@ -1,10 +1,10 @@
-"""Category sm70-awq-moe: AWQ mixture-of-experts layers on Volta (CONTRACTS 3, 5).
+"""Category sm70-awq-moe: AWQ mixture-of-experts layers on Volta (docs/contracts/core.md §3, §5).
 
 One MoE layer per row, loaded through `policies.awq_moe.load_awq_moe` (every expert of both
 banks prepared through the recording namespace), then dispatched at each token count of
 `TOKEN_COUNTS` within the row's budget with router ids/weights on meta. A row's route is the
 standard loaded-layer content plus `stages`: per replayed M, the chosen stages and every
-stage verdict in CONTRACTS 3.4 order.
+stage verdict in docs/contracts/core.md §3.4 order.
 """
 
 from __future__ import annotations

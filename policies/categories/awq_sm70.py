@@ -1,4 +1,4 @@
-"""Category sm70-awq-linear: AWQ dense linears on Volta (CONTRACTS 2.3, 5)."""
+"""Category sm70-awq-linear: AWQ dense linears on Volta (docs/contracts/core.md §2.3, §5)."""
 
 from __future__ import annotations
 

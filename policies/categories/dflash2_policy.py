@@ -1,4 +1,5 @@
-"""Category sm70-dflash2-policy: the DFlash2 verifier policy on Volta (CONTRACTS-dflash2 4).
+"""Category sm70-dflash2-policy: the DFlash2 verifier policy on Volta
+(docs/contracts/dflash2.md §4).
 
 One row per configuration of the standard matrix plus 82 edges. A row is no layer route but
 a CPU evaluation of the verifier policy: the verifier qualification, each of the 18

@@ -1,4 +1,4 @@
-"""Category sm70-fp8-linear: Volta block-FP8 W8A16 linears (CONTRACTS-fp8 6).
+"""Category sm70-fp8-linear: Volta block-FP8 W8A16 linears (docs/contracts/fp8.md §6).
 
 A row loads up to five layers of one model through the family's loader on meta tensors,
 sharing the device's workspaces, and dispatches each at the category's token counts (the
@@ -33,7 +33,7 @@ TOKEN_COUNTS = (1, 4, 8, 16, 4096, 8192)
 LAYER_PREFIX = "model.layers.0."
 FUSED_ROLE = "gate_up_proj"
 
-# The five probed roles of a 27B-shaped FP8 model (CONTRACTS-fp8 6.2): global (K, N) and
+# The five probed roles of a 27B-shaped FP8 model (docs/contracts/fp8.md §6.2): global (K, N) and
 # which dimension tensor parallelism splits.
 ROLES: tuple[tuple[str, int, int, str], ...] = (
     ("qkv_proj", 5120, 14336, "n"),

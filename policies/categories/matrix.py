@@ -1,5 +1,6 @@
-"""The standard route matrix (CONTRACTS 5.1): model x kv x tp x spec x concurrency x budget,
-and the model facts of each scope the engine double carries (CONTRACTS-dflash2 4.1)."""
+"""The standard route matrix (docs/contracts/core.md §5.1): model x kv x tp x spec x concurrency x
+budget, and the model facts of each scope the engine double carries
+(docs/contracts/dflash2.md §4.1)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ BUDGETS = (4096, 8192)
 SPEC_TOKENS = {"none": 0, "mtp": 4, "dflash": 7}
 DFLASH_SELECTOR_TOP_K = 16
 
-# What the engine double knows of each model scope's config (CONTRACTS-dflash2 4.1); scopes
+# What the engine double knows of each model scope's config (docs/contracts/dflash2.md §4.1); scopes
 # without an entry are unknown models.
 _QWEN3_5 = "Qwen3_5ForConditionalGeneration"
 MODEL_FACTS: Mapping[str, ModelFacts] = {

@@ -1,4 +1,4 @@
-"""Category sm70-nvfp4-linear: CT NVFP4 weight-only linears on Volta (CONTRACTS 5)."""
+"""Category sm70-nvfp4-linear: CT NVFP4 weight-only linears on Volta (docs/contracts/core.md §5)."""
 
 from __future__ import annotations
 

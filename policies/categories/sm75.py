@@ -1,4 +1,4 @@
-"""Category sm75-linear: Turing QPN2 NVFP4 and QPN8 FP8 linears (CONTRACTS 2.2, 5).
+"""Category sm75-linear: Turing QPN2 NVFP4 and QPN8 FP8 linears (docs/contracts/core.md §2.2, §5).
 
 The probes hit every rejection reason of both Turing kernels at least once; the README lists
 them.

@@ -38,7 +38,7 @@ from routectl.review.git import (
 from routectl.review.sources import SnapshotFiles
 from routectl.runtime import checkpoints
 
-# The stable interface every routectl version keeps (DESIGN "Snapshot files").
+# The stable interface every routectl version keeps (docs/architecture.md, "Snapshot files").
 SNAPSHOT_ARGS = ("-m", "routectl", "snapshot", "--all", "--output-dir")
 # Every routectl version accepts `--debug` before the command name.
 DEBUG_ARGS = ("-m", "routectl", "--debug", "snapshot", "--all", "--output-dir")
