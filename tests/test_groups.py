@@ -192,12 +192,12 @@ def test_the_readme_groups_example_prints_what_it_shows(capsys):
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "library.md").read_text()
     example, shown = re.search(
         r"Change groups and row patterns.*?```python\n(.*?)```\n\n"
         r"prints\n\n```text\n(.*?)```",
-        readme,
+        guide,
         flags=re.S,
     ).groups()
-    exec(compile(example, "README.md", "exec"), {})
+    exec(compile(example, "docs/library.md", "exec"), {})
     assert capsys.readouterr().out == shown

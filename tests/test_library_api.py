@@ -99,8 +99,8 @@ def test_import_routectl_defers_pydantic_and_tomllib():
 def test_the_readme_library_example_runs(capsys):
     import re
 
-    readme = (ROOT / "README.md").read_text()
-    example = re.findall(r"```python\n(.*?)```", readme, flags=re.S)[0]
+    guide = (ROOT / "docs" / "library.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", guide, flags=re.S)[0]
     assert "routectl.select(" in example
-    exec(compile(example, "README.md", "exec"), {})
+    exec(compile(example, "docs/library.md", "exec"), {})
     assert capsys.readouterr().out.startswith("Qpn2NvFp4LinearKernel ")

@@ -522,10 +522,10 @@ def test_report_refuses_a_missing_folder(tmp_path):
 
 
 def test_readme_matrix_excerpt_is_the_program_output():
-    """The README's matrix excerpt is real output: each `...`-separated block is a run of
-    consecutive lines of `routectl matrix -c sm70-awq-linear`."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### `routectl matrix` and `routectl report --html`")[1]
+    """The matrix excerpt of docs/commands.md is real output: each `...`-separated block is a
+    run of consecutive lines of `routectl matrix -c sm70-awq-linear`."""
+    readme = (ROOT / "docs" / "commands.md").read_text()
+    section = readme.split("## `routectl matrix` and `routectl report --html`")[1]
     excerpt = section.split("```text\n")[1].split("```")[0]
     result = ok(invoke(["matrix", "-c", "sm70-awq-linear", "--color", "never"], cwd=ROOT))
     output = result.stdout

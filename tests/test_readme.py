@@ -1,7 +1,8 @@
-"""The README tells the truth: every `console` block's commands run (in a copy of the
-project, through this checkout's routectl) and print exactly what the README shows, after
-normalising only what legitimately varies (the project's path). The pre-commit snippet
-matches the hook manifest."""
+"""The README and the docs tell the truth: every `console` block's commands, in README.md and
+in docs/, run (in a copy of the project, through this checkout's routectl) and print exactly
+what the page shows, counts included, after normalising only what legitimately varies (the
+project's path and the copy's parent commit hash). The pre-commit snippet matches the hook
+manifest, and the README stays short enough to read in ten minutes."""
 
 from __future__ import annotations
 
@@ -16,12 +17,21 @@ from policies.variables import VARIABLE_PREFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-# Where the README's examples pretend the clone lives.
+# The pages whose transcripts run: the README first, then the docs in path order.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCS_TEXT = "\n".join(page.read_text() for page in PAGES)
+# Where the README's examples pretend the clone lives, and the parent commit they show.
 SHOWN_ROOT = "~/routectl"
+SHOWN_PARENT = "6d68cf28c393"
+README_MAX_LINES = 450
 
 
 def console_blocks() -> list[str]:
-    return re.findall(r"```console\n(.*?)```", README, flags=re.S)
+    return [
+        block
+        for page in PAGES
+        for block in re.findall(r"```console\n(.*?)```", page.read_text(), flags=re.S)
+    ]
 
 
 def sessions(block: str) -> list[tuple[str, str]]:
@@ -48,7 +58,18 @@ def project_copy(tmp_path: Path) -> Path:
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "copy"]):
         subprocess.run([*git, *args], check=True, capture_output=True)
+    # A second commit, a pure refactor (a comment, no route moves), for `diff HEAD~1`.
+    variables = root / "policies" / "variables.py"
+    variables.write_text(variables.read_text() + "# (a comment: a refactor moves no route)\n")
+    for args in (["commit", "-qam", "refactor"],):
+        subprocess.run([*git, *args], check=True, capture_output=True)
     return root
+
+
+def parent_commit(root: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD~1"], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def run_shown(command: str, root: Path) -> str:
@@ -68,12 +89,20 @@ def run_shown(command: str, root: Path) -> str:
         stderr=subprocess.STDOUT,
         timeout=900,
     )
-    return proc.stdout.replace(str(root), SHOWN_ROOT)
+    parent = parent_commit(root)
+    return (
+        proc.stdout.replace(str(root), SHOWN_ROOT)
+        .replace(parent, SHOWN_PARENT)
+        .replace(parent[:12], SHOWN_PARENT)
+    )
 
 
 def test_every_shown_output_is_what_the_command_prints(tmp_path):
     blocks = console_blocks()
-    assert len(blocks) >= 2  # the quick start's passing and failing checks, list, explain
+    # The quick start's passing and failing checks, list, explain; diff against the parent
+    # and the native probe (docs/commands.md).
+    assert len(blocks) >= 4
+    assert any("$ routectl diff --baseline-ref HEAD~1\n" in block for block in blocks)
     root = project_copy(tmp_path)
     mismatches = []
     for block in blocks:
@@ -87,7 +116,7 @@ def test_every_shown_output_is_what_the_command_prints(tmp_path):
 def test_the_pre_commit_snippet_is_the_manifest_and_names_no_missing_tag():
     manifest = (ROOT / ".pre-commit-hooks.yaml").read_text()
     (snippet,) = [
-        b for b in re.findall(r"```yaml\n(.*?)```", README, flags=re.S) if "routectl-check" in b
+        b for b in re.findall(r"```yaml\n(.*?)```", DOCS_TEXT, flags=re.S) if "routectl-check" in b
     ]
     assert "rev:" not in snippet and "repo: local" in snippet
     keys = ("id", "name", "entry", "language", "pass_filenames", "always_run", "require_serial")
@@ -110,3 +139,21 @@ def test_the_example_workflow_installs_the_cpu_torch():
     ]
     recipe = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
     assert f"```sh\n{recipe}\n```" in README
+
+
+def test_the_readme_is_a_ten_minute_read_that_points_to_the_rest():
+    lines = README.splitlines()
+    assert len(lines) <= README_MAX_LINES, len(lines)
+    for section in ("## Quick start", "## Glossary", "## Reviewing a route change"):
+        assert section in lines, section
+    for page in ("commands", "policy", "library", "discovery", "architecture"):
+        assert f"](docs/{page}.md)" in README, page
+
+
+def test_the_quick_start_says_how_to_get_the_cpu_torch_beside_its_command():
+    quick = README.split("## Quick start")[1].split("\n## ")[0]
+    command = "```sh\npip install torch==2.13.0 && pip install . && routectl check\n```"
+    assert command in quick
+    note = quick.split(command)[1].split("\n\n")[1]  # the paragraph right after it
+    assert note.startswith("> ") and "CUDA" in note
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in note

@@ -111,7 +111,8 @@ def test_native_never_imports_policies_and_routectl_imports_neither():
 
 
 def test_readme_variable_table_matches_the_variable_data():
-    readme = (ROOT / "README.md").read_text()
+    # The table moved with the policy guide from the README to docs/policy.md.
+    readme = (ROOT / "docs" / "policy.md").read_text()
     rows = {}
     for line in readme.splitlines():
         cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
