@@ -54,7 +54,7 @@ def test_stated_round_trip(project):
     assert first.stdout.splitlines()[:4] == [
         "toy-a: FAILED: 11 rows, 4 changed, 0 added, 0 removed",
         "  changed 4 rows (unexpected)",
-        "    route.dispatch[0].plan.split_k: 99 -> 4",
+        "    route.dispatch[M=1,0].plan.split_k: 99 -> 4",
         "    rows toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64",
     ]
     assert first.stderr.splitlines()[-1] == (
@@ -66,8 +66,8 @@ def test_stated_round_trip(project):
         "changes": [
             {
                 "rows": "toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64",
-                "fields": {"route.dispatch[*].plan.split_k": [99, 4]},
-                "reason": "TODO: say why route.dispatch[*].plan.split_k moves",
+                "fields": {"route.dispatch[M=1,0].plan.split_k": [99, 4]},
+                "reason": "TODO: say why route.dispatch[M=1,0].plan.split_k moves",
             }
         ],
     }
@@ -93,7 +93,10 @@ def test_stated_round_trip(project):
         ]
     }
     text = check(project, "--expected-changes", stated).stdout
-    assert '    route.kernel: "OldKernel" -> "FastKernel" <- not stated' in text
+    assert (
+        f'    + row toy-a:{Q64[0]} (unexpected): route.kernel: "OldKernel" -> "FastKernel" '
+        "<- not stated"
+    ) in text.splitlines()
 
 
 def test_stated_file_fails_when_one_more_row_moves(project):
@@ -156,7 +159,7 @@ def test_markdown_summary_is_appended_and_escaped(project):
     assert "| toy-a | 11 | 5 | 0 | 0 | **FAILED** |" in text
     assert "| toy-b | 11 | 0 | 0 | 0 | ok |" in text
     assert (
-        "| `route.dispatch[0].plan.split_k: 99 -> 4` | 4 | "
+        "| `route.dispatch[M=1,0].plan.split_k: 99 -> 4` | 4 | "
         "`toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64` | unexpected |"
     ) in text
     # A value with Markdown in it stays text: `|` escaped in the code span and the list item.

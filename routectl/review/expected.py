@@ -45,8 +45,8 @@ TODO_REASON = "TODO"
 
 
 def path_regex(path: str) -> re.Pattern[str]:
-    """A field path where `[*]` matches any list index."""
-    return re.compile(re.escape(path).replace(r"\[\*\]", r"\[[0-9]+\]"))
+    """A field path where `[*]` matches any list item, by position or key."""
+    return re.compile(re.escape(path).replace(r"\[\*\]", r"\[[^\]]+\]"))
 
 
 @dataclass(frozen=True)
@@ -399,8 +399,10 @@ def _stated_fields(
         if f.path in general:
             repeated.add(f.path)
         general[f.path] = [f.old, f.new]
+    # A change at one place in every row is stated there (`route.stages[M=128]...`).
+    concrete_of = {f.path: f.concrete for f in group.fields if f.path not in repeated}
     if not repeated:
-        return general
+        return dict(sorted((concrete_of[p] or p, v) for p, v in general.items()))
     patterns = [path_regex(g) for g in sorted(repeated)]
     concrete: dict[str, list[Any]] | None = None
     for row_id in group.row_ids:
@@ -413,7 +415,7 @@ def _stated_fields(
             concrete = mine
         elif mine != concrete:
             return None
-    out = {p: v for p, v in general.items() if p not in repeated}
+    out = {concrete_of[p] or p: v for p, v in general.items() if p not in repeated}
     out.update(concrete or {})
     return dict(sorted(out.items()))
 
@@ -425,7 +427,7 @@ def _group_reason(verdict: CategoryVerdict, group: ChangeGroup) -> str:
         if only and len(only) == 1 and not is_todo(only[0]):
             return only[0]
     if group.kind == "changed":
-        paths = list(dict.fromkeys(f.path for f in group.fields))
+        paths = list(dict.fromkeys(f.shown_path for f in group.fields))
         what = ", ".join(paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
         return f"{TODO_REASON}: say why {what} moves"
     return f"{TODO_REASON}: say why these rows are {group.kind} ({group.label})"

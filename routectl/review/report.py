@@ -14,7 +14,13 @@ from typing import Any
 from routectl.io.schemas import SCHEMA_VERSION, schema_violation
 from routectl.io.terminal import ERROR_COLOR, OK_COLOR, Painter
 from routectl.review.compare import CategoryVerdict, CheckOutcome, FieldChange
-from routectl.review.groups import ChangeGroup, SignatureField, general_path
+from routectl.review.groups import (
+    ChangeCluster,
+    ChangeGroup,
+    SignatureField,
+    cluster_groups,
+    general_path,
+)
 from routectl.review.patterns import describe
 from routectl.review.snapshot import SnapshotError, dump_json
 
@@ -91,18 +97,19 @@ def _counted(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
-def group_verdict(verdict: CategoryVerdict, group: ChangeGroup) -> str:
+def group_verdict(verdict: CategoryVerdict, group: ChangeGroup | ChangeCluster) -> str:
     """`unexpected`, `expected` (with the reasons given, when one), or the split."""
-    bad = sum(1 for i in group.row_ids if i in verdict.unexpected_set)
-    if bad == len(group.row_ids):
+    ids = group.row_ids
+    bad = sum(1 for i in ids if i in verdict.unexpected_set)
+    if bad == len(ids):
         return "unexpected"
     if bad:
-        return f"{len(group.row_ids) - bad} expected, {bad} unexpected"
-    reasons = {r for i in group.row_ids for r in verdict.reasons.get(i, ())}
+        return f"{len(ids) - bad} expected, {bad} unexpected"
+    reasons = {r for i in ids for r in verdict.reasons.get(i, ())}
     return "expected" + (f": {next(iter(reasons))}" if len(reasons) == 1 else "")
 
 
-def unstated_paths(verdict: CategoryVerdict, group: ChangeGroup) -> set[str]:
+def unstated_paths(verdict: CategoryVerdict, group: ChangeGroup | ChangeCluster) -> set[str]:
     """The generalised paths of a group's changes no stated field covers."""
     return {
         general_path(c.path) for i in group.row_ids for c in verdict.unexpected_fields.get(i, ())
@@ -135,20 +142,92 @@ def row_lines(ids: Sequence[str], patterns: Sequence[str] | None, max_rows: int)
     return lines
 
 
+def _styled(s: Painter, mark: str) -> str:
+    return _alarm(s, mark) if "unexpected" in mark else s(mark, color=OK_COLOR)
+
+
+def _field_lines(
+    verdict: CategoryVerdict,
+    fields: Sequence[SignatureField],
+    unstated: set[str],
+    s: Painter,
+    max_fields: int,
+    indent: str,
+) -> list[str]:
+    shown = fields if not max_fields else fields[:max_fields]
+    lines = []
+    for f in shown:
+        flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
+        lines.append(f"{indent}{show_field(f)}{flag}")
+    if len(fields) > len(shown):
+        lines.append(f"{indent}... {_counted(len(fields) - len(shown), 'more field change')}")
+    return lines
+
+
 def _group_text(
     verdict: CategoryVerdict, group: ChangeGroup, s: Painter, max_fields: int, max_rows: int
 ) -> list[str]:
-    mark = group_verdict(verdict, group)
-    styled = _alarm(s, mark) if "unexpected" in mark else s(mark, color=OK_COLOR)
-    lines = [f"  {group_title(group)} ({styled})"]
-    unstated = unstated_paths(verdict, group)
-    fields = group.fields if not max_fields else group.fields[:max_fields]
-    for f in fields:
-        flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
-        lines.append(f"    {show_field(f)}{flag}")
-    if len(group.fields) > len(fields):
-        lines.append(f"    ... {_counted(len(group.fields) - len(fields), 'more field change')}")
+    lines = [f"  {group_title(group)} ({_styled(s, group_verdict(verdict, group))})"]
+    lines.extend(
+        _field_lines(verdict, group.fields, unstated_paths(verdict, group), s, max_fields, "    ")
+    )
     lines.extend(f"    {line}" for line in row_lines(group.qualified_ids, group.patterns, max_rows))
+    return lines
+
+
+def _child_text(
+    verdict: CategoryVerdict,
+    cluster: ChangeCluster,
+    above: str,
+    s: Painter,
+    max_fields: int,
+    max_rows: int,
+    indent: str,
+) -> list[str]:
+    """One cluster below another: `+ ...` with what it adds; its verdict only when it is
+    not the verdict `above`."""
+    mark = group_verdict(verdict, cluster)
+    said = "" if mark == above else f" ({_styled(s, mark)})"
+    unstated = unstated_paths(verdict, cluster)
+    group = cluster.group
+    if group is not None:
+        rows = (
+            [f"row {group.qualified_ids[0]}"]
+            if len(group.row_ids) == 1
+            else row_lines(group.qualified_ids, group.patterns, max_rows)
+        )
+        if len(rows) == 1 and len(cluster.fields) == 1:  # one line says it all
+            (f,) = cluster.fields
+            flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
+            return [f"{indent}+ {rows[0]}{said}: {show_field(f)}{flag}"]
+        lines = [f"{indent}+ {_counted(len(group.row_ids), 'row')}{said}"]
+        lines.extend(_field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  "))
+        lines.extend(f"{indent}  {line}" for line in rows)
+        return lines
+    head = f"{_counted(len(cluster.row_ids), 'row')} in {len(cluster.groups)} groups"
+    lines = [f"{indent}+ {head}{said}, also:"]
+    lines.extend(_field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  "))
+    for child in cluster.children:
+        lines.extend(_child_text(verdict, child, mark, s, max_fields, max_rows, indent + "  "))
+    return lines
+
+
+def _cluster_text(
+    verdict: CategoryVerdict, cluster: ChangeCluster, s: Painter, max_fields: int, max_rows: int
+) -> list[str]:
+    """A cluster of groups: the changes they share once, then what each adds."""
+    if cluster.group is not None:
+        return _group_text(verdict, cluster.group, s, max_fields, max_rows)
+    mark = group_verdict(verdict, cluster)
+    rows = _counted(len(cluster.row_ids), "row")
+    lines = [f"  changed {rows} in {len(cluster.groups)} groups ({_styled(s, mark)})"]
+    lines.extend(
+        _field_lines(
+            verdict, cluster.fields, unstated_paths(verdict, cluster), s, max_fields, "    "
+        )
+    )
+    for child in cluster.children:
+        lines.extend(_child_text(verdict, child, mark, s, max_fields, max_rows, "    "))
     return lines
 
 
@@ -187,8 +266,11 @@ def _category_text(
     lines = [category_line(verdict, s)]
     if not verdict.comparison.baseline_present:
         lines.append("  no baseline snapshot of this category: every row is added")
+    for cluster in cluster_groups(verdict.groups):
+        lines.extend(_cluster_text(verdict, cluster, s, max_fields, max_rows))
     for group in verdict.groups:
-        lines.extend(_group_text(verdict, group, s, max_fields, max_rows))
+        if group.kind != "changed":
+            lines.extend(_group_text(verdict, group, s, max_fields, max_rows))
     lines.extend(_missing_text(verdict, s, max_rows))
     return lines
 
