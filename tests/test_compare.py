@@ -17,7 +17,6 @@ from routectl.review.compare import (
     REORDERED,
     CheckOutcome,
     FieldChange,
-    attribute,
     change_path,
     compare_rows,
     field_changes,
@@ -27,7 +26,7 @@ from routectl.review.compare import (
     split_id,
     unkeyed,
 )
-from routectl.review.expected import judge_category
+from routectl.review.expected import ExpectedChanges, judge_category, resolve_stated
 from routectl.review.groups import group_changes
 from routectl.review.report import (
     build_report,
@@ -372,32 +371,37 @@ def test_parse_expected_forms_and_rejections():
 
 
 def _entries(*ids):
-    return parse_expected(list(ids), CATEGORIES, source="f.json")
+    return ExpectedChanges.of_ids(parse_expected(list(ids), CATEGORIES, source="f.json")).entries
+
+
+def _rows(resolution, name):
+    return {i for m in resolution.by_category[name] for i in m.rows}
 
 
 def test_attribution_of_bare_ids():
     ids = {"cat-a": {"edge:a", "edge:both"}, "cat-b": {"edge:b", "edge:both"}}
-    got = attribute(
+    got = resolve_stated(
         _entries("edge:a", "cat-b:edge:b", "edge:none"), CATEGORIES, ids.__getitem__, CATEGORIES
     )
-    assert set(got.by_category["cat-a"]) == {"edge:a"}
-    assert set(got.by_category["cat-b"]) == {"edge:b"}
+    assert _rows(got, "cat-a") == {"edge:a"}
+    assert _rows(got, "cat-b") == {"edge:b"}
     assert got.unattributed == ("edge:none",)
     with pytest.raises(InputError, match=r"several categories \(cat-a, cat-b\)"):
-        attribute(_entries("edge:both"), CATEGORIES, ids.__getitem__, CATEGORIES)
+        resolve_stated(_entries("edge:both"), CATEGORIES, ids.__getitem__, CATEGORIES)
     with pytest.raises(InputError, match="repeats"):
-        attribute(_entries("edge:a", "cat-a:edge:a"), CATEGORIES, ids.__getitem__, CATEGORIES)
+        resolve_stated(_entries("edge:a", "cat-a:edge:a"), CATEGORIES, ids.__getitem__, CATEGORIES)
     # A filtered run judges only its own categories; one judged category owns unknown ids.
-    got = attribute(
+    got = resolve_stated(
         _entries("edge:b", "cat-b:edge:zz", "edge:none"), ["cat-a"], ids.__getitem__, CATEGORIES
     )
-    assert dict(got.by_category) == {"cat-a": {"edge:none": got.by_category["cat-a"]["edge:none"]}}
+    assert list(got.by_category) == ["cat-a"] and _rows(got, "cat-a") == {"edge:none"}
     assert got.unattributed == ()
 
 
-def judge(name, comparison, listed):
+def judge(name, comparison, entries):
     groups = group_changes(name, comparison, {}, {})
-    return judge_category(name, comparison, listed, (), groups)[0]
+    resolved = resolve_stated(entries, [name], lambda n: set(), CATEGORIES)
+    return judge_category(name, comparison, resolved.by_category[name], groups)[0]
 
 
 def test_verdict_unexpected_missing_unknown():
@@ -405,14 +409,14 @@ def test_verdict_unexpected_missing_unknown():
     new = [make_row(1, kernel="X"), make_row(2, kernel="X"), make_row(3), make_row(4)]
     comparison = compare_rows(old, new)
     r = {i: make_row(i)["id"] for i in range(1, 6)}
-    entries = _entries(f"cat-a:{r[1]}", f"cat-a:{r[3]}", f"cat-a:{r[5]}")
-    listed = attribute(entries, ["cat-a"], lambda n: set(), CATEGORIES).by_category["cat-a"]
-    verdict = judge("cat-a", comparison, listed)
+    verdict = judge(
+        "cat-a", comparison, _entries(f"cat-a:{r[1]}", f"cat-a:{r[3]}", f"cat-a:{r[5]}")
+    )
     assert verdict.unexpected == tuple(sorted([r[2], r[4]]))
     assert verdict.missing == tuple(sorted([r[3], r[5]]))
     assert verdict.unknown == (r[5],)
     assert not verdict.ok
-    assert judge("cat-a", comparison, {k: listed[r[1]] for k in (r[1], r[2], r[4])}).ok
+    assert judge("cat-a", comparison, _entries(*(f"cat-a:{r[i]}" for i in (1, 2, 4)))).ok
 
 
 # --- report --------------------------------------------------------------------------------
@@ -429,8 +433,7 @@ def _outcome(
     for r in new:
         r["route"]["flags"] = {f"f{j:02d}": j for j in range(fields)}
     comparison = compare_rows(old, new)
-    listed = attribute(_entries(*expected), ["cat-a"], lambda n: set(), CATEGORIES)
-    verdict = judge("cat-a", comparison, listed.by_category["cat-a"])
+    verdict = judge("cat-a", comparison, _entries(*expected))
     return CheckOutcome({"cat-a": verdict}, stale=tuple(stale))
 
 

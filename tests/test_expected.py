@@ -50,10 +50,10 @@ def judge(new: list[dict], document, *, old=None, categories=CATS, judged=("cat-
     comparison = compare_rows(old, new)
     ids = {"cat-a": comparison.fresh_ids | comparison.baseline_ids, **(known or {})}
     stated = resolve_stated(
-        changes.stated, list(judged), lambda n: ids.get(n, set()), list(categories)
+        changes.entries, list(judged), lambda n: ids.get(n, set()), list(categories)
     )
     groups = group_changes("cat-a", comparison, {}, {})
-    verdict, covered = judge_category("cat-a", comparison, {}, stated.by_category["cat-a"], groups)
+    verdict, covered = judge_category("cat-a", comparison, stated.by_category["cat-a"], groups)
     missing = (*stated.missing, *unmatched_fields(stated.judged, covered))
     return verdict, missing
 
@@ -163,9 +163,14 @@ def test_file_forms_versions_and_rejections():
     old_style = ["cat-a:edge:x", {"id": "edge:y", "reason": "why"}]
     assert schema_violation("expected-changes", old_style) is None
     parsed = parse_document(old_style, CATS, source="f.json")
-    assert [e.row_id for e in parsed.ids] == ["edge:x", "edge:y"] and parsed.stated == ()
+    # An id entry is an entry of its one row without fields; its reason may be absent.
+    assert [(e.rows, e.fields, e.reason, e.from_id) for e in parsed.entries] == [
+        ((("cat-a", "edge:x"),), None, None, True),
+        (((None, "edge:y"),), None, "why", True),
+    ]
     mixed = doc("cat-a:edge:x", {"rows": ["edge:*", "cat-b:m/**"], "reason": "r"})
-    (stated,) = parse_document(mixed, CATS, source="f.json").stated
+    _, stated = parse_document(mixed, CATS, source="f.json").entries
+    assert stated.index == 1 and not stated.from_id
     assert stated.rows == ((None, "edge:*"), ("cat-b", "m/**")) and stated.fields is None
     for data, message in [
         ({"schema_version": 3, "changes": []}, "newer than this routectl reads (2)"),
@@ -202,3 +207,22 @@ def test_the_stated_document_of_a_verdict_passes_schema_and_states_each_group():
             {"rows": "cat-a:edge:new", "reason": "TODO: say why these rows are added (kernel Z)"},
         ],
     }
+
+
+def test_an_id_entry_is_judged_as_an_entry_of_its_row_without_fields():
+    moved = moved_split(A1, A2)
+    for listed, stated in [
+        (f"cat-a:{A1}", {"rows": f"cat-a:{A1}", "reason": "r"}),
+        (A3, {"rows": A3, "reason": "r"}),
+        ({"id": A1, "reason": "r"}, {"rows": A1, "reason": "r"}),
+    ]:
+        by_id, missing_id = judge(moved, doc(listed))
+        by_rows, missing_rows = judge(moved, doc(stated))
+        assert (by_id.unexpected, by_id.missing) == (by_rows.unexpected, by_rows.missing)
+        assert missing_id == missing_rows == ()
+    # An id beside a stated entry with fields expects its row whatever else moved in it.
+    verdict, _ = judge(
+        moved_split(A1, to=16),
+        doc(A1, {"rows": A1, "fields": {SPLIT: [4, 8]}, "reason": "r"}),
+    )
+    assert verdict.ok and verdict.reasons[A1] == ("r",)

@@ -18,7 +18,6 @@ from routectl.review.compare import (
     Comparison,
     Differ,
     ExpectedEntry,
-    attribute,
     compare_rows,
     field_changes,
 )
@@ -178,10 +177,9 @@ def run_check(
         return declared[name]
 
     changes = (
-        expected if isinstance(expected, ExpectedChanges) else ExpectedChanges(tuple(expected))
+        expected if isinstance(expected, ExpectedChanges) else ExpectedChanges.of_ids(expected)
     )
-    attribution = attribute(changes.ids, list(snapshots), known_ids, listed)
-    stated = resolve_stated(changes.stated, list(snapshots), known_ids, listed)
+    stated = resolve_stated(changes.entries, list(snapshots), known_ids, listed)
     verdicts = {}
     covered: set[tuple[int, int]] = set()
     for name, comparison in comparisons.items():
@@ -194,14 +192,12 @@ def run_check(
             if base is None
             else {r["id"]: r for r in base.rows if r["id"] in comparison.removed},
         )
-        verdicts[name], hits = judge_category(
-            name, comparison, attribution.by_category[name], stated.by_category[name], groups
-        )
+        verdicts[name], hits = judge_category(name, comparison, stated.by_category[name], groups)
         covered |= hits
     outcome = CheckOutcome(
         verdicts,
         stale=stale,
-        unattributed=attribution.unattributed,
+        unattributed=stated.unattributed,
         complete=complete,
         missing_stated=(*stated.missing, *unmatched_fields(stated.judged, covered)),
     )

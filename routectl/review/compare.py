@@ -429,56 +429,6 @@ def load_expected(
     )
 
 
-@dataclass(frozen=True)
-class Attribution:
-    """Expected entries assigned to the judged categories."""
-
-    by_category: Mapping[str, Mapping[str, ExpectedEntry]]  # category -> row id -> entry
-    unattributed: tuple[str, ...]  # bare ids naming no row, with several categories judged
-
-
-def attribute(
-    entries: Sequence[ExpectedEntry],
-    judged: Sequence[str],
-    known_ids: Callable[[str], Collection[str]],
-    categories: Sequence[str],
-) -> Attribution:
-    """Assign each entry to its category. A qualified entry of a category outside `judged`
-    is not judged (filtered run). A bare id belongs to the one category holding it
-    (`known_ids(name)`: fresh and baseline ids of a judged category, declared ids of any
-    other); several holders is an InputError; none: the single judged category, else it is
-    unattributed (and fails as missing)."""
-    by_category: dict[str, dict[str, ExpectedEntry]] = {name: {} for name in judged}
-    unattributed: list[str] = []
-    for entry in entries:
-        if entry.category is not None:
-            target: str | None = entry.category
-        else:
-            holders = [c for c in categories if entry.row_id in known_ids(c)]
-            if len(holders) > 1:
-                raise InputError(
-                    f"expected id {shorten(entry.listed)} is a row of several "
-                    f"categories ({', '.join(holders)}): qualify it as "
-                    f"CATEGORY:{entry.row_id}"
-                )
-            if holders:
-                target = holders[0]
-            elif len(judged) == 1:
-                target = judged[0]
-            else:
-                unattributed.append(entry.listed)
-                continue
-        if target not in by_category:
-            continue
-        if entry.row_id in by_category[target]:
-            raise InputError(
-                f"expected id {shorten(entry.listed)} repeats "
-                f"{shorten(by_category[target][entry.row_id].listed)}"
-            )
-        by_category[target][entry.row_id] = entry
-    return Attribution(by_category, tuple(sorted(unattributed)))
-
-
 # --- verdict -------------------------------------------------------------------------------
 
 
@@ -513,7 +463,6 @@ class CategoryVerdict:
     name: str
     rows: int  # fresh rows
     comparison: Comparison
-    expected: Mapping[str, ExpectedEntry] = field(default_factory=dict)
     unexpected: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()  # the missing ids that name no row

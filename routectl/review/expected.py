@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.io.jsonread import shorten
 from routectl.io.schemas import schema_violation
 from routectl.review.compare import (
     CategoryVerdict,
@@ -73,29 +74,39 @@ class StatedField:
 
 @dataclass(frozen=True)
 class StatedEntry:
-    """One stated entry: `rows` as (category or None for bare, bare pattern) pairs; `fields`
-    None when the entry states no fields (any change of its rows is expected)."""
+    """One entry of an expected-changes file: `rows` as (category or None for bare, bare
+    pattern) pairs; `fields` None when the entry states no fields (any change of its rows is
+    expected). An id entry (`"row-id"` or `{"id", "reason"}`) is an entry of one id without
+    fields (`from_id`: it may give no reason, and names one row at most once)."""
 
     index: int
     listed: str  # the rows as written
     rows: tuple[tuple[str | None, str], ...]
     fields: tuple[StatedField, ...] | None
-    reason: str
+    reason: str | None
+    from_id: bool = False
+
+
+def id_entry(index: int, entry: ExpectedEntry) -> StatedEntry:
+    """An id entry as the entry of its one row, without fields."""
+    return StatedEntry(
+        index, entry.listed, ((entry.category, entry.row_id),), None, entry.reason, True
+    )
 
 
 @dataclass(frozen=True)
 class ExpectedChanges:
-    """An expected-changes file: id entries (today's forms) and stated entries."""
+    """An expected-changes file: its entries in file order, id entries among them."""
 
-    ids: tuple[ExpectedEntry, ...] = ()
-    stated: tuple[StatedEntry, ...] = ()
+    entries: tuple[StatedEntry, ...] = ()
+
+    @classmethod
+    def of_ids(cls, ids: Sequence[ExpectedEntry]) -> ExpectedChanges:
+        return cls(tuple(id_entry(i, e) for i, e in enumerate(ids)))
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        return (
-            *(e.reason for e in self.ids if e.reason is not None),
-            *(e.reason for e in self.stated),
-        )
+        return tuple(e.reason for e in self.entries if e.reason is not None)
 
 
 def is_todo(reason: str) -> bool:
@@ -175,26 +186,31 @@ def parse_document(
         if isinstance(items, list):
             # The id entries' own messages read better than the schema's.
             parse_expected(
-                [i for i in items if not (isinstance(i, dict) and "rows" in i)],
+                [i for i in items if not _is_stated(i)],
                 categories,
                 source=source,
                 snapshot_dir=snapshot_dir,
             )
         raise InputError(f"{source}: {problem}")
+    id_places = [i for i, item in enumerate(items) if not _is_stated(item)]
     ids = parse_expected(
-        [i for i in items if not (isinstance(i, dict) and "rows" in i)],
-        categories,
-        source=source,
-        snapshot_dir=snapshot_dir,
+        [items[i] for i in id_places], categories, source=source, snapshot_dir=snapshot_dir
     )
-    stated = []
+    by_place = dict(zip(id_places, ids, strict=True))
+    entries = []
     for index, item in enumerate(items):
-        if isinstance(item, dict) and "rows" in item:
-            try:
-                stated.append(_stated_entry(index, item, categories))
-            except InputError as exc:
-                raise InputError(f"{source}: [{index}]: {exc}") from None
-    return ExpectedChanges(ids, tuple(stated))
+        if index in by_place:
+            entries.append(id_entry(index, by_place[index]))
+            continue
+        try:
+            entries.append(_stated_entry(index, item, categories))
+        except InputError as exc:
+            raise InputError(f"{source}: [{index}]: {exc}") from None
+    return ExpectedChanges(tuple(entries))
+
+
+def _is_stated(item: Any) -> bool:
+    return isinstance(item, dict) and "rows" in item
 
 
 def load_expected_changes(
@@ -224,6 +240,24 @@ class StatedResolution:
     by_category: Mapping[str, tuple[StatedMatch, ...]]
     judged: tuple[StatedEntry, ...]  # entries with a pattern in a judged category
     missing: tuple[MissingItem, ...]  # patterns that match no row
+    unattributed: tuple[str, ...] = ()  # bare ids naming no row, several categories judged
+
+
+def _targets(
+    entry: StatedEntry,
+    category: str | None,
+    pattern: str,
+    known_ids: Callable[[str], Collection[str]],
+    categories: Sequence[str],
+) -> list[str]:
+    """The category a pattern names: its own when qualified; else every category holding a
+    matching row (an id: holding it)."""
+    if category is not None:
+        return [category]
+    if entry.from_id:
+        return [c for c in categories if pattern in known_ids(c)]
+    match = compile_glob(pattern)
+    return [c for c in categories if any(map(match, known_ids(c)))]
 
 
 def resolve_stated(
@@ -232,41 +266,57 @@ def resolve_stated(
     known_ids: Callable[[str], Collection[str]],
     categories: Sequence[str],
 ) -> StatedResolution:
-    """Each pattern to its category, as `compare.attribute` does for ids: a qualified one to
-    its own; a bare one to the one category with a matching row (several: InputError; none:
-    the single judged category, else it matches no row)."""
+    """Each pattern to its category: a qualified one to its own; a bare one to the one
+    category with a matching row (several: InputError; none: the single judged category,
+    else it matches no row). An id entry's row is its own even when no category has it (it
+    is then missing, as an unknown id), and one row is named by one id entry at most."""
     rows: dict[str, dict[int, set[str]]] = {name: {} for name in judged}
     judged_entries: list[StatedEntry] = []
     missing: list[MissingItem] = []
+    unattributed: list[str] = []
+    named: dict[tuple[str, str], StatedEntry] = {}
     for entry in entries:
         in_scope = False
         for category, pattern in entry.rows:
-            match = compile_glob(pattern)
-            if category is not None:
-                targets = [category]
-            else:
-                targets = [c for c in categories if any(map(match, known_ids(c)))]
-                if len(targets) > 1:
-                    raise InputError(
-                        f"row pattern {pattern!r} of expected entry "
-                        f"[{entry.index}] matches rows of several categories "
-                        f"({', '.join(targets)}): qualify it as "
-                        f"CATEGORY:{pattern}"
-                    )
-                if not targets and len(judged) == 1:
-                    targets = [judged[0]]
+            targets = _targets(entry, category, pattern, known_ids, categories)
+            if len(targets) > 1:
+                what = (
+                    f"expected id {shorten(entry.listed)} is a row"
+                    if entry.from_id
+                    else (f"row pattern {pattern!r} of expected entry [{entry.index}] matches rows")
+                )
+                raise InputError(
+                    f"{what} of several categories ({', '.join(targets)}): qualify it as "
+                    f"CATEGORY:{pattern}"
+                )
+            if not targets and len(judged) == 1:
+                targets = [judged[0]]
             if not targets:
                 in_scope = True
-                missing.append(MissingItem(entry.index, pattern, None, "matches no row"))
+                if entry.from_id:
+                    unattributed.append(entry.listed)
+                else:
+                    missing.append(MissingItem(entry.index, pattern, None, "matches no row"))
                 continue
             if targets[0] not in rows:
                 continue  # a filtered run does not judge other categories
             in_scope = True
-            found = {i for i in known_ids(targets[0]) if match(i)}
-            if not found:
-                missing.append(
-                    MissingItem(entry.index, qualified(targets[0], pattern), None, "matches no row")
-                )
+            if entry.from_id:
+                earlier = named.setdefault((targets[0], pattern), entry)
+                if earlier is not entry:
+                    raise InputError(
+                        f"expected id {shorten(entry.listed)} repeats {shorten(earlier.listed)}"
+                    )
+                found = {pattern}
+            else:
+                match = compile_glob(pattern)
+                found = {i for i in known_ids(targets[0]) if match(i)}
+                if not found:
+                    missing.append(
+                        MissingItem(
+                            entry.index, qualified(targets[0], pattern), None, "matches no row"
+                        )
+                    )
             rows[targets[0]].setdefault(entry.index, set()).update(found)
         if in_scope:
             judged_entries.append(entry)
@@ -280,6 +330,7 @@ def resolve_stated(
         },
         tuple(judged_entries),
         tuple(missing),
+        tuple(sorted(unattributed)),
     )
 
 
@@ -306,13 +357,12 @@ def _check_conflicts(name: str, matches: Sequence[StatedMatch]) -> None:
 def judge_category(
     name: str,
     comparison: Comparison,
-    listed: Mapping[str, ExpectedEntry],
     stated: Sequence[StatedMatch],
     groups: tuple[ChangeGroup, ...] = (),
 ) -> tuple[CategoryVerdict, set[tuple[int, int]]]:
-    """The verdict of one category under id entries (`listed`, by row id) and stated
-    matches; also the (entry index, field index) pairs of stated fields that covered a
-    change here."""
+    """The verdict of one category under the entries that match its rows (id entries among
+    them); also the (entry index, field index) pairs of stated fields that covered a change
+    here."""
     _check_conflicts(name, stated)
     moved = comparison.moved
     by_row: dict[str, list[StatedEntry]] = defaultdict(list)
@@ -320,7 +370,7 @@ def judge_category(
         for row_id in match.rows:
             by_row[row_id].append(match.entry)
     covered: set[tuple[int, int]] = set()
-    unexpected = set(moved - listed.keys() - by_row.keys())
+    unexpected = set(moved - by_row.keys())
     unexpected_fields: dict[str, tuple[FieldChange, ...]] = {}
     for row_id in sorted(moved & by_row.keys()):
         entries = by_row[row_id]
@@ -337,24 +387,21 @@ def judge_category(
             covered.update(hits)
             if not hits:
                 uncovered.append(change)
-        if row_id in listed or any(e.fields is None for e in entries):
+        if any(e.fields is None for e in entries):
             continue
         if uncovered:
             unexpected.add(row_id)
             unexpected_fields[row_id] = tuple(uncovered)
-    expected_rows = listed.keys() | by_row.keys()
-    missing = tuple(sorted(expected_rows - moved))
+    missing = tuple(sorted(by_row.keys() - moved))
     known = comparison.fresh_ids | comparison.baseline_ids
     reasons: dict[str, tuple[str, ...]] = {}
     for row_id in sorted(moved - unexpected):
-        found = [listed[row_id].reason] if row_id in listed else []
-        found.extend(e.reason for e in by_row.get(row_id, ()))
+        found = [e.reason for e in by_row.get(row_id, ())]
         reasons[row_id] = tuple(dict.fromkeys(r for r in found if r))
     verdict = CategoryVerdict(
         name=name,
         rows=len(comparison.fresh_ids),
         comparison=comparison,
-        expected=dict(listed),
         unexpected=tuple(sorted(unexpected)),
         missing=missing,
         unknown=tuple(m for m in missing if m not in known),
