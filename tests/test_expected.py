@@ -63,7 +63,7 @@ def moved_split(*ids: str, to: int = 8) -> list[dict]:
 
 
 def doc(*entries) -> dict:
-    return {"schema_version": 2, "changes": list(entries)}
+    return {"schema_version": 3, "changes": list(entries)}
 
 
 def test_a_pattern_without_fields_expects_any_change_of_its_rows():
@@ -173,7 +173,7 @@ def test_file_forms_versions_and_rejections():
     assert stated.index == 1 and not stated.from_id
     assert stated.rows == ((None, "edge:*"), ("cat-b", "m/**")) and stated.fields is None
     for data, message in [
-        ({"schema_version": 3, "changes": []}, "newer than this routectl reads (2)"),
+        ({"schema_version": 4, "changes": []}, "newer than this routectl reads (3)"),
         (
             doc({"rows": "m/**", "fields": {SPLIT: [1]}, "reason": "r"}),
             "f.json: [0]: field 'route.dispatch[*].plan.split_k' states [1]: state [OLD, NEW]",
@@ -197,7 +197,7 @@ def test_the_stated_document_of_a_verdict_passes_schema_and_states_each_group():
     document = stated_document([verdict])
     assert schema_violation("expected-changes", document) is None
     assert document == {
-        "schema_version": 2,
+        "schema_version": 3,
         "changes": [
             {
                 "rows": "cat-a:m/float16/tp{2,4}/none/c1/q4096",
@@ -226,3 +226,23 @@ def test_an_id_entry_is_judged_as_an_entry_of_its_row_without_fields():
         doc(A1, {"rows": A1, "fields": {SPLIT: [4, 8]}, "reason": "r"}),
     )
     assert verdict.ok and verdict.reasons[A1] == ("r",)
+
+
+def test_an_older_file_is_read_unless_a_field_names_a_list_item_by_position():
+    stated = {"rows": "m/**", "fields": {SPLIT: [4, 8]}, "reason": "r"}
+    for older in ({"schema_version": 2, "changes": [stated]}, [stated]):
+        # `[*]` meant any position; it now matches any item, by position or key.
+        assert judge(moved_split(A1, A2, A3), older)[0].ok
+    positional = {"rows": "m/**", "fields": {"route.dispatch[0].plan.split_k": [4, 8]}}
+    with pytest.raises(InputError) as refused:
+        parse_document(
+            {"schema_version": 2, "changes": [dict(positional, reason="r")]}, CATS, source="f.json"
+        )
+    assert str(refused.value).startswith(
+        "f.json: [0]: field 'route.dispatch[0].plan.split_k' names a list item by its position "
+        "(expected-changes schema_version 2)"
+    )
+    assert "--write-expected f.json (reviewed reasons are kept)" in str(refused.value)
+    # In version 3 a position is a place in an ordered list (a chain of chosen stages).
+    chosen = {"rows": "m/**", "fields": {"route.stages[M=8].chosen[1]": ["a", "b"]}}
+    assert parse_document(doc(dict(chosen, reason="r")), CATS, source="f.json").entries

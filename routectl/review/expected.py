@@ -40,7 +40,10 @@ from routectl.review.groups import ChangeGroup, canonical
 from routectl.review.patterns import compile_glob, is_glob
 from routectl.review.snapshot import qualified, read_json
 
-EXPECTED_VERSION = 2
+EXPECTED_VERSION = 3
+# Before version 3 a field path named a list item by its position (`route.stages[6]`); lists
+# are compared by identity since, so such a path would state a change no longer reported.
+POSITIONAL = re.compile(r"\[[0-9]+\]")
 # A reason written by --write-expected for the reviewer to replace; CI warns while it stays.
 TODO_REASON = "TODO"
 
@@ -182,6 +185,9 @@ def parse_document(
         )
     problem = schema_violation("expected-changes", data, snapshot_dir)
     items = data.get("changes") if isinstance(data, dict) else data
+    version = data.get("schema_version") if isinstance(data, dict) else 1
+    if problem is None and version != EXPECTED_VERSION:
+        _refuse_positional(items, version, source)
     if problem is not None or not isinstance(items, list):
         if isinstance(items, list):
             # The id entries' own messages read better than the schema's.
@@ -207,6 +213,21 @@ def parse_document(
         except InputError as exc:
             raise InputError(f"{source}: [{index}]: {exc}") from None
     return ExpectedChanges(tuple(entries))
+
+
+def _refuse_positional(items: Sequence[Any], version: Any, source: str) -> None:
+    """A document before version 3 is read as it is (its `[*]` matches any item, by position
+    or key) unless a stated field names a list item by position: then a hint to restate it."""
+    for index, item in enumerate(items):
+        for path in item.get("fields", {}) if _is_stated(item) else ():
+            if POSITIONAL.search(path):
+                raise InputError(
+                    f"{source}: [{index}]: field {shorten(path)} names a list item by its "
+                    f"position (expected-changes schema_version {version}); lists are compared "
+                    f"by identity since version {EXPECTED_VERSION} (route.stages[M=128], "
+                    f"route.verdicts[KERNEL]): restate the file with --write-expected "
+                    f"{source} (reviewed reasons are kept), or write the place as [*]"
+                )
 
 
 def _is_stated(item: Any) -> bool:
