@@ -188,3 +188,81 @@ def test_written_stated_file_is_valid_for_added_and_removed_rows(project):
         }
     ]
     assert check(project, "--expected-changes", stated).code == 0
+
+
+def test_writing_expected_changes_twice_keeps_the_reviewed_reasons(project):
+    alter(project, Q64, old_split_k)
+    stated = project / "stated.json"
+    check(project, "--write-expected", stated)
+    document = load(stated)
+    document["changes"][0]["reason"] = "split-K 4 measured faster"
+    save(stated, document)
+    reviewed = stated.read_bytes()
+
+    # The `next:` line's command: the file already states every change, so it stays.
+    again = check(project, "--expected-changes", stated, "--write-expected", stated)
+    assert again.code == 0
+    assert again.stderr.splitlines() == [
+        f"{stated} already states every change: nothing to write, the file is left as it was"
+    ]
+    assert stated.read_bytes() == reviewed
+
+    # One more row moves: the reviewed entry is kept as it was, the new change is TODO.
+    alter(project, [OTHER], old_kernel)
+    more = check(project, "--write-expected", stated)
+    assert "(1 kept with their reasons, 1 new)" in more.stderr.splitlines()[0]
+    kept, new = load(stated)["changes"]
+    assert kept == document["changes"][0]
+    assert new["reason"].startswith("TODO") and new["rows"] == f"toy-a:{OTHER}"
+    assert not (project / "stated.json.orig").exists()  # nothing was dropped
+
+
+def test_obsolete_entries_are_listed_and_dropped_only_with_prune(project):
+    alter(project, Q64, old_split_k)
+    stated = project / "stated.json"
+    check(project, "--write-expected", stated)
+    document = load(stated)
+    gone = {"rows": "toy-a:edge:slow", "fields": {"route.kernel": ["A", "B"]}, "reason": "old"}
+    document["changes"].append(gone)
+    save(stated, document)
+    before = stated.read_bytes()
+
+    listed = check(project, "--write-expected", stated)
+    assert listed.stderr.splitlines()[:2] == [
+        f"obsolete: {stated} entry [1] (rows toy-a:edge:slow): 1 of its rows did not move",
+        f"{stated} already states every change: nothing to write, the file is left as it was "
+        "(--prune drops the obsolete entries)",
+    ]
+    assert stated.read_bytes() == before
+
+    pruned = check(project, "--write-expected", stated, "--prune")
+    assert pruned.stderr.splitlines()[0].startswith(f"dropped: {stated} entry [1]")
+    assert load(stated)["changes"] == document["changes"][:1]
+    assert (project / "stated.json.orig").read_bytes() == before
+    assert check(project, "--expected-changes", stated).code == 0
+
+
+def test_an_older_file_naming_positions_is_restated_with_its_reasons(project):
+    alter(project, Q64, old_split_k)
+    stated = project / "stated.json"
+    save(
+        stated,
+        {
+            "schema_version": 2,
+            "changes": [
+                {
+                    "rows": "toy-a:toy_model/**/q64",
+                    "fields": {"route.dispatch[0].plan.split_k": [99, 4]},
+                    "reason": "split-K 4 measured faster",
+                }
+            ],
+        },
+    )
+    refused = check(project, "--expected-changes", stated)
+    assert refused.code == 2 and "restate the file with --write-expected" in refused.stderr
+    restated = check(project, "--write-expected", stated)
+    assert "1 restated by identity" in restated.stderr
+    (entry,) = load(stated)["changes"]
+    assert entry["fields"] == {"route.dispatch[M=1,0].plan.split_k": [99, 4]}
+    assert entry["reason"] == "split-K 4 measured faster"
+    assert check(project, "--expected-changes", stated).code == 0

@@ -20,7 +20,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from routectl.review.compare import (
     split_id,
 )
 from routectl.review.groups import ChangeGroup, canonical
-from routectl.review.patterns import compile_glob, is_glob
+from routectl.review.patterns import compile_glob, describe, is_glob
 from routectl.review.snapshot import qualified, read_json
 
 EXPECTED_VERSION = 3
@@ -186,7 +186,7 @@ def parse_document(
     problem = schema_violation("expected-changes", data, snapshot_dir)
     items = data.get("changes") if isinstance(data, dict) else data
     version = data.get("schema_version") if isinstance(data, dict) else 1
-    if problem is None and version != EXPECTED_VERSION:
+    if problem is None and isinstance(items, list) and version != EXPECTED_VERSION:
         _refuse_positional(items, version, source)
     if problem is not None or not isinstance(items, list):
         if isinstance(items, list):
@@ -501,19 +501,161 @@ def _group_reason(verdict: CategoryVerdict, group: ChangeGroup) -> str:
     return f"{TODO_REASON}: say why these rows are {group.kind} ({group.label})"
 
 
+def _no_fields_note(group: ChangeGroup, changed: Mapping[str, Sequence[FieldChange]]) -> str:
+    """Why a changed group's entry states no fields, and the split that would state them:
+    its rows by the places their repeated changes have."""
+    repeated = sorted(
+        {f.path for f in group.fields if sum(g.path == f.path for g in group.fields) > 1}
+    )
+    patterns = [path_regex(g) for g in repeated]
+    parts: dict[tuple[str, ...], list[str]] = {}
+    for row_id in group.row_ids:
+        places = tuple(
+            sorted(c.path for c in changed[row_id] if any(p.fullmatch(c.path) for p in patterns))
+        )
+        parts.setdefault(places, []).append(row_id)
+    shown = []
+    for ids in sorted(parts.values(), key=len, reverse=True):
+        found = describe(ids).patterns
+        rows = (
+            ", ".join(qualified(group.category, p) for p in found)
+            if found
+            else qualified(group.category, ids[0])
+            + (f" and {len(ids) - 1} more" if len(ids) > 1 else "")
+        )
+        shown.append(f"{rows} ({len(ids)} rows)" if len(ids) != 1 else rows)
+    more = f"; +{len(shown) - 3} more parts" if len(shown) > 3 else ""
+    return (
+        f"no field is common to all {len(group.row_ids)} rows: {', '.join(repeated)} "
+        f"changes at different places in them; split the entry into {len(parts)} to state "
+        f"each its fields: {'; '.join(shown[:3])}{more}"
+    )
+
+
+def stated_entry(
+    verdict: CategoryVerdict, group: ChangeGroup, reason: str | None = None
+) -> dict[str, Any]:
+    """The stated entry of one change group: its patterns (its ids when no few patterns
+    describe it), its fields (or a note saying why none), and a reason for the reviewer
+    (`reason`, else the one given to its rows, else TODO)."""
+    patterns = group.patterns
+    rows: Any = list(patterns if patterns is not None else group.qualified_ids)
+    entry: dict[str, Any] = {"rows": rows[0] if len(rows) == 1 else rows}
+    if group.kind == "changed":
+        fields = _stated_fields(group, verdict.comparison.changed)
+        if fields is not None:
+            entry["fields"] = fields
+        else:
+            entry["note"] = _no_fields_note(group, verdict.comparison.changed)
+    entry["reason"] = reason or _group_reason(verdict, group)
+    return entry
+
+
 def stated_document(verdicts: Sequence[CategoryVerdict]) -> dict[str, Any]:
-    """One stated entry per change group: its patterns (its ids when no few patterns
-    describe it), its fields, and a reason for the reviewer (kept where one was given)."""
-    changes: list[dict[str, Any]] = []
+    """One stated entry per change group (`stated_entry`)."""
+    changes = [stated_entry(v, g) for v in verdicts for g in v.groups]
+    return {"schema_version": EXPECTED_VERSION, "changes": changes}
+
+
+# --- merging into an existing file ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Merge:
+    """An existing expected-changes file merged with the actual changes. `document` is None
+    when there is nothing to write. `kept`: entries written back as they were (reasons and
+    all); `new`: entries for changes the file did not expect; `obsolete`: the entries that
+    describe no change of this run (dropped only when `pruned`); `restated`: entries that
+    named list items by position, replaced by new ones."""
+
+    document: dict[str, Any] | None
+    kept: int
+    new: int
+    obsolete: tuple[tuple[int, str, str], ...]  # (entry index, its rows as written, why)
+    pruned: bool
+    restated: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.restated + (len(self.obsolete) if self.pruned else 0)
+
+
+def _positional(item: Any) -> bool:
+    return _is_stated(item) and any(POSITIONAL.search(p) for p in item.get("fields") or {})
+
+
+def merge_expected(
+    data: Any,
+    verdicts: Sequence[CategoryVerdict],
+    categories: Sequence[str],
+    known_ids: Callable[[str], Collection[str]],
+    *,
+    source: str,
+    prune: bool = False,
+) -> Merge:
+    """Merge the actual changes (`verdicts`) into an expected-changes document `data`
+    (any version): its entries are judged against this run's changes; an entry that still
+    describes a change is kept as written, one that describes none is obsolete (kept unless
+    `prune`), and a change group with a row no kept entry expects gets a new entry. An entry
+    of an older file naming list items by position is replaced: the new entries for the
+    rows it matched take its reason."""
+    items = list((data.get("changes") if isinstance(data, dict) else data) or ())
+    restated = [i for i, item in enumerate(items) if _positional(item)]
+    current = [item for i, item in enumerate(items) if i not in restated]
+    # Judged as one document of this version, each entry at its own index.
+    places = [i for i in range(len(items)) if i not in restated]
+    parsed = parse_document(
+        {"schema_version": EXPECTED_VERSION, "changes": current}, categories, source=source
+    )
+    entries = [replace(e, index=places[e.index]) for e in parsed.entries]
+    names = [v.name for v in verdicts]
+    resolution = resolve_stated(entries, names, known_ids, categories)
+    why: dict[int, str] = {}
+    covered: set[tuple[int, int]] = set()
+    unexpected: dict[str, frozenset[str]] = {}
+    for verdict in verdicts:
+        judged, hits = judge_category(
+            verdict.name, verdict.comparison, resolution.by_category[verdict.name]
+        )
+        covered |= hits
+        unexpected[verdict.name] = judged.unexpected_set
+        for match in resolution.by_category[verdict.name]:
+            still = match.rows - verdict.comparison.moved
+            if still:
+                why.setdefault(match.entry.index, f"{len(still)} of its rows did not move")
+    for item in (*resolution.missing, *unmatched_fields(resolution.judged, covered)):
+        why.setdefault(item.entry, item.text().split(": ", 1)[-1])
+    for entry in entries:
+        if entry.from_id and entry.listed in resolution.unattributed:
+            why.setdefault(entry.index, "names no row")
+    # The reasons of restated entries, by the rows they matched.
+    old_reasons: dict[tuple[str, str], set[str]] = defaultdict(set)
+    if restated:
+        loose = [{k: v for k, v in items[i].items() if k != "fields"} for i in restated]
+        again = parse_document(
+            {"schema_version": EXPECTED_VERSION, "changes": loose}, categories, source=source
+        )
+        found = resolve_stated(again.entries, names, known_ids, categories)
+        for name, matches in found.by_category.items():
+            for match in matches:
+                for row_id in match.rows:
+                    if match.entry.reason and not is_todo(match.entry.reason):
+                        old_reasons[(name, row_id)].add(match.entry.reason)
+    fresh = []
     for verdict in verdicts:
         for group in verdict.groups:
-            patterns = group.patterns
-            rows: Any = list(patterns if patterns is not None else group.qualified_ids)
-            entry: dict[str, Any] = {"rows": rows[0] if len(rows) == 1 else rows}
-            if group.kind == "changed":
-                fields = _stated_fields(group, verdict.comparison.changed)
-                if fields is not None:
-                    entry["fields"] = fields
-            entry["reason"] = _group_reason(verdict, group)
-            changes.append(entry)
-    return {"schema_version": EXPECTED_VERSION, "changes": changes}
+            if not any(i in unexpected[verdict.name] for i in group.row_ids):
+                continue
+            given = [old_reasons.get((verdict.name, i), set()) for i in group.row_ids]
+            first = given[0]
+            one = len(first) == 1 and all(g == first for g in given)
+            reason = next(iter(first)) if one else None
+            fresh.append(stated_entry(verdict, group, reason))
+    listed = {e.index: e.listed for e in entries}
+    obsolete = tuple((i, listed[i], text) for i, text in sorted(why.items()))
+    dropped = {i for i, _, _ in obsolete} if prune else set()
+    kept = [item for i, item in enumerate(items) if i not in restated and i not in dropped]
+    if not fresh and not dropped and not restated:
+        return Merge(None, len(kept), 0, obsolete, prune)
+    document = {"schema_version": EXPECTED_VERSION, "changes": [*kept, *fresh]}
+    return Merge(document, len(kept), len(fresh), obsolete, prune, len(restated))
