@@ -246,3 +246,22 @@ def test_an_older_file_is_read_unless_a_field_names_a_list_item_by_position():
     # In version 3 a position is a place in an ordered list (a chain of chosen stages).
     chosen = {"rows": "m/**", "fields": {"route.stages[M=8].chosen[1]": ["a", "b"]}}
     assert parse_document(doc(dict(chosen, reason="r")), CATS, source="f.json").entries
+
+
+def test_a_group_without_common_fields_says_why_and_offers_the_split():
+    def chained(row_id: str, chain: list[str]) -> dict:
+        return {"id": row_id, "route": {"chain": chain}}
+
+    # The same two changes of an ordered list, at swapped places in the two rows.
+    old = [chained(A1, ["a", "b", "c"]), chained(A2, ["a", "c", "b"])]
+    new = [chained(A1, ["a", "x", "y"]), chained(A2, ["a", "y", "x"])]
+    verdict, _ = judge(new, [], old=old)
+    verdict = replace(verdict, groups=group_changes("cat-a", verdict.comparison, {}, {}))
+    document = stated_document([verdict])
+    assert schema_violation("expected-changes", document) is None
+    (entry,) = document["changes"]
+    assert "fields" not in entry
+    assert entry["note"] == (
+        "no field is common to all 2 rows: route.chain[*] changes at different places in "
+        f"them; split the entry into 2 to state each its fields: cat-a:{A1}; cat-a:{A2}"
+    )

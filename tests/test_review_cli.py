@@ -266,3 +266,27 @@ def test_an_older_file_naming_positions_is_restated_with_its_reasons(project):
     assert entry["fields"] == {"route.dispatch[M=1,0].plan.split_k": [99, 4]}
     assert entry["reason"] == "split-K 4 measured faster"
     assert check(project, "--expected-changes", stated).code == 0
+
+
+def test_a_file_applied_by_update_is_explained_in_one_line_and_pruned(project):
+    alter(project, Q64, old_split_k)
+    stated = project / "stated.json"
+    check(project, "--write-expected", stated)
+    assert check(project, "--expected-changes", stated, "--update").code == 0
+    stale = check(project, "--expected-changes", stated)
+    assert stale.code == 1
+    lines = stale.stdout.splitlines()
+    assert lines[-2] == (
+        "stale expected changes: every missing change is already in the retained snapshots "
+        "(the file was applied, e.g. by check --update): remove the file or its entries "
+        "(--write-expected FILE --prune drops them)"
+    )
+    # A missing change that is not in the snapshots is not explained away.
+    document = load(stated)
+    document["changes"][0]["fields"] = {"route.dispatch[M=1,0].plan.split_k": [4, 99]}
+    save(stated, document)
+    assert "stale expected changes" not in check(project, "--expected-changes", stated).stdout
+
+    check(project, "--write-expected", stated, "--prune")
+    assert load(stated)["changes"] == []
+    assert check(project, "--expected-changes", stated).code == 0

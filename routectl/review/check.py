@@ -23,6 +23,7 @@ from routectl.review.compare import (
 )
 from routectl.review.expected import (
     ExpectedChanges,
+    already_applied,
     judge_category,
     load_expected_changes,
     resolve_stated,
@@ -194,12 +195,22 @@ def run_check(
         )
         verdicts[name], hits = judge_category(name, comparison, stated.by_category[name], groups)
         covered |= hits
+    missing_stated = (*stated.missing, *unmatched_fields(stated.judged, covered))
+    by_id = {name: {r["id"]: r for r in snap.rows} for name, snap in snapshots.items()}
     outcome = CheckOutcome(
         verdicts,
         stale=stale,
         unattributed=stated.unattributed,
         complete=complete,
-        missing_stated=(*stated.missing, *unmatched_fields(stated.judged, covered)),
+        missing_stated=missing_stated,
+        applied=not stale
+        and not stated.unattributed
+        and already_applied(
+            list(verdicts.values()),
+            stated.by_category,
+            missing_stated,
+            lambda name, row_id: by_id[name].get(row_id),
+        ),
     )
     return CheckResult(outcome, snapshots, loaded)
 

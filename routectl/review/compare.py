@@ -188,6 +188,24 @@ def unkeyed(value: Any) -> Any:
     return value
 
 
+def row_values(row: Row) -> dict[str, Any]:
+    """Every value of a row (containers too) by its path as `field_changes` names it."""
+    out: dict[str, Any] = {}
+
+    def walk(value: Any, parts: list[Any]) -> None:
+        if parts:
+            out[change_path(parts)] = unkeyed(value)
+        if type(value) in _MAPPINGS:
+            for key, item in value.items():
+                walk(item, [*parts, key])
+        elif type(value) is list:
+            for index, item in enumerate(value):
+                walk(item, [*parts, index])
+
+    walk(keyed(row), [])
+    return out
+
+
 def change_path(parts: Sequence[Any]) -> str:
     """`route.stages[M=128].rejected[w2.chunked_w2].code`: keys as `[text]`, indexes and
     other keys as `format_path` writes them."""
@@ -486,13 +504,17 @@ class CategoryVerdict:
 class CheckOutcome:
     """The verdict of a whole run. `stale` names baseline categories no longer listed (only
     judged in complete runs); `unattributed` are bare expected ids naming no row;
-    `missing_stated` the stated entries and fields that matched no change."""
+    `missing_stated` the stated entries and fields that matched no change; `applied` says
+    every missing change is already in the baseline."""
 
     categories: Mapping[str, CategoryVerdict]
     stale: tuple[str, ...] = ()
     unattributed: tuple[str, ...] = ()
     complete: bool = True
     missing_stated: tuple[MissingItem, ...] = ()
+    # Every missing change is already in the baseline: the expected changes were applied
+    # (by `check --update`) and the file now describes what the snapshots hold.
+    applied: bool = False
 
     @property
     def ok(self) -> bool:

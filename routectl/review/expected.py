@@ -34,6 +34,7 @@ from routectl.review.compare import (
     FieldChange,
     MissingItem,
     parse_expected,
+    row_values,
     split_id,
 )
 from routectl.review.groups import ChangeGroup, canonical
@@ -433,6 +434,42 @@ def judge_category(
     return verdict, covered
 
 
+def already_applied(
+    verdicts: Sequence[CategoryVerdict],
+    matches: Mapping[str, Sequence[StatedMatch]],
+    missing_stated: Sequence[MissingItem],
+    rows: Callable[[str, str], Any],
+) -> bool:
+    """Whether the changes an outcome misses are in the baseline already: nothing moved
+    unexpectedly, and every row that was expected to move but did not is matched by entries
+    with fields whose every NEW value it holds (an absent NEW: no such path). Entries
+    without fields say no value, so they never prove it. `rows(category, id)` is the row."""
+    if any(v.unexpected for v in verdicts) or any(m.field is None for m in missing_stated):
+        return False
+    if not any(v.missing for v in verdicts):
+        return False
+    for verdict in verdicts:
+        by_row: dict[str, list[StatedEntry]] = defaultdict(list)
+        for match in matches.get(verdict.name, ()):
+            for row_id in match.rows:
+                by_row[row_id].append(match.entry)
+        for row_id in verdict.missing:
+            entries = by_row.get(row_id, [])
+            row = rows(verdict.name, row_id) if row_id not in verdict.unknown else None
+            if row is None or not entries or any(e.fields is None for e in entries):
+                return False
+            values = row_values(row)
+            for entry in entries:
+                for stated in entry.fields or ():
+                    found = [p for p in values if stated.regex.fullmatch(p)]
+                    if stated.new is None:
+                        if found:
+                            return False
+                    elif not any(canonical(values[p]) == canonical(stated.new) for p in found):
+                        return False
+    return True
+
+
 def unmatched_fields(
     entries: Sequence[StatedEntry], covered: Collection[tuple[int, int]]
 ) -> tuple[MissingItem, ...]:
@@ -508,10 +545,14 @@ def _no_fields_note(group: ChangeGroup, changed: Mapping[str, Sequence[FieldChan
         {f.path for f in group.fields if sum(g.path == f.path for g in group.fields) > 1}
     )
     patterns = [path_regex(g) for g in repeated]
-    parts: dict[tuple[str, ...], list[str]] = {}
+    parts: dict[tuple[tuple[str, str, str], ...], list[str]] = {}
     for row_id in group.row_ids:
         places = tuple(
-            sorted(c.path for c in changed[row_id] if any(p.fullmatch(c.path) for p in patterns))
+            sorted(
+                (c.path, canonical(c.old), canonical(c.new))
+                for c in changed[row_id]
+                if any(p.fullmatch(c.path) for p in patterns)
+            )
         )
         parts.setdefault(places, []).append(row_id)
     shown = []

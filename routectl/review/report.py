@@ -28,6 +28,11 @@ MAX_FIELD_CHANGES = 20  # default --max-fields: per change group, in text
 MAX_ROWS = 50  # default --max-rows: ids shown per group no patterns describe, in text
 MAX_ANNOTATIONS = 10  # GitHub shows 10 annotations of a kind per step
 MAX_VALUE_CHARS = 120
+APPLIED = (
+    "stale expected changes: every missing change is already in the retained snapshots (the "
+    "file was applied, e.g. by check --update): remove the file or its entries "
+    "(--write-expected FILE --prune drops them)"
+)
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -323,6 +328,8 @@ def render_text(
         for listed in outcome.unattributed:
             lines.append(f"{_alarm(s, 'missing')} {listed} (unknown id: no category has this row)")
         lines.extend(f"{_alarm(s, 'missing')} {item.text()}" for item in outcome.missing_stated)
+    if outcome.applied:
+        lines.append(APPLIED)
     last = summary_line(outcome)
     lines.append(s(last, color=OK_COLOR if outcome.ok else ERROR_COLOR, bold=not outcome.ok))
     return "\n".join(lines) + "\n"
