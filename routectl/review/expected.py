@@ -40,6 +40,7 @@ from routectl.review.compare import (
 from routectl.review.groups import ChangeGroup, canonical
 from routectl.review.patterns import compile_glob, describe, is_glob
 from routectl.review.snapshot import qualified, read_json
+from routectl.suggest import ID_CUTOFF, did_you_mean
 
 EXPECTED_VERSION = 3
 # Before version 3 a field path named a list item by its position (`route.stages[6]`); lists
@@ -282,6 +283,17 @@ def _targets(
     return [c for c in categories if any(map(match, known_ids(c)))]
 
 
+def _refuse_typo(entry: StatedEntry, row_id: str, known: Collection[str]) -> None:
+    """An id naming no row but close to one is a typo: refused, naming the row meant. (One
+    close to none stays a missing unknown id: the check fails on it.)"""
+    hint = did_you_mean(row_id, known, ID_CUTOFF)
+    if hint:
+        raise InputError(
+            f"expected-changes entry [{entry.index}] names row {shorten(row_id)}, which no "
+            f"category has{hint}"
+        )
+
+
 def resolve_stated(
     entries: Sequence[StatedEntry],
     judged: Sequence[str],
@@ -315,6 +327,8 @@ def resolve_stated(
                 targets = [judged[0]]
             if not targets:
                 in_scope = True
+                if not is_glob(pattern):
+                    _refuse_typo(entry, pattern, [i for c in categories for i in known_ids(c)])
                 if entry.from_id:
                     unattributed.append(entry.listed)
                 else:
@@ -323,6 +337,8 @@ def resolve_stated(
             if targets[0] not in rows:
                 continue  # a filtered run does not judge other categories
             in_scope = True
+            if not is_glob(pattern) and pattern not in known_ids(targets[0]):
+                _refuse_typo(entry, pattern, known_ids(targets[0]))
             if entry.from_id:
                 earlier = named.setdefault((targets[0], pattern), entry)
                 if earlier is not entry:
