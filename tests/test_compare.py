@@ -520,3 +520,13 @@ def test_github_escapes_data():
 )
 def test_color_rules(choice, environ, tty, expected):
     assert use_color(choice, environ, tty) is expected
+
+
+def test_a_reorder_reads_as_one_line_and_full_shows_the_orders():
+    from routectl.review.report import show_change
+
+    change = FieldChange("route.stages[M=128].rejected", REORDERED, ["a", "b"], ["b", "a"])
+    assert show_change(change) == "order of route.stages[M=128].rejected changed"
+    assert show_change(change, full=True) == (
+        'order of route.stages[M=128].rejected changed: ["a", "b"] -> ["b", "a"]'
+    )

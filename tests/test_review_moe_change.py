@@ -1,7 +1,9 @@
-"""A realistic review: the indexed-prefill minimum of the AWQ MoE admission raised from 128 to
-256 tokens, replayed on a copy of this project (the checkout's policies stay as they are).
-One cause reads as one cluster: no reorder as invented field changes, every stage named by
-its M, a short text, and an expected-changes file of a few entries that each state fields."""
+"""Realistic reviews, replayed on copies of this project (the checkout's policies stay as they
+are). The indexed-prefill minimum of the AWQ MoE admission raised from 128 to 256 tokens reads
+as one cluster: no reorder as invented field changes, every stage named by its M, a short
+text, and an expected-changes file of a few entries that each state fields. The AWQ exact
+dense prefill turned off removes a fallback with a long reason: only terminal text shortens
+it (and `--full` shows it whole)."""
 
 from __future__ import annotations
 
@@ -22,9 +24,11 @@ COPIED = ("routectl", "policies", "native", "snapshots", "pyproject.toml")
 CONSTANT = re.compile(r"^INDEXED_MIN_TOKENS = 128$", re.M)
 
 
-@pytest.fixture(scope="module")
-def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("moe") / "project"
+EXACT_DENSE = re.compile(r'(name="prefill_exact_dense",\s*type=bool,\s*default=)True')
+
+
+def project_copy(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    root = tmp_path_factory.mktemp(name) / "project"
     root.mkdir()
     for name in COPIED:
         source = ROOT / name
@@ -34,6 +38,12 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
             )
         else:
             shutil.copy(source, root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = project_copy(tmp_path_factory, "moe")
     admission = root / "policies" / "awq_moe_admission.py"
     text, count = CONSTANT.subn("INDEXED_MIN_TOKENS = 256", admission.read_text())
     assert count == 1, "the constant this review changes moved: update the test"
@@ -41,12 +51,24 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def check(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def exact_dense_off(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = project_copy(tmp_path_factory, "linear")
+    variables = root / "policies" / "variables.py"
+    text, count = EXACT_DENSE.subn(r"\g<1>False", variables.read_text())
+    assert count, "the default this review changes moved: update the test"
+    variables.write_text(text)
+    return root
+
+
+def check(
+    root: Path, *args: str, category: str = "sm70-awq-moe"
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(VARIABLE_PREFIX)}
     env.update({"PYTHONPATH": str(root), "NO_COLOR": "1"})
     env.pop("CI", None)
     return subprocess.run(
-        [sys.executable, "-m", "routectl", "check", "-c", "sm70-awq-moe", *args],
+        [sys.executable, "-m", "routectl", "check", "-c", category, *args],
         cwd=root,
         env=env,
         text=True,
@@ -86,3 +108,24 @@ def test_the_moe_change_writes_a_few_entries_that_each_state_fields(copy, tmp_pa
     fed_back = check(copy, "--expected-changes", str(written))
     assert fed_back.returncode == 0, fed_back.stdout
     assert fed_back.stdout.splitlines()[-1] == "ok: 1 category, 560 rows, 65 expected changes"
+
+
+def test_long_values_are_cut_only_in_terminal_text(exact_dense_off):
+    retained = json.loads((ROOT / "snapshots" / "sm70-awq-linear.json").read_text())
+    (row,) = [r for r in retained["rows"] if r["id"] == "edge:workspace_missing"]
+    (fallback,) = row["route"]["fallbacks"]
+    reason = fallback["reason"]
+    # What the test is about: a value (the removed fallback) longer than terminal text shows.
+    assert len(json.dumps(fallback)) > 120
+
+    def shown(*args: str) -> str:
+        done = check(exact_dense_off, *args, category="sm70-awq-linear")
+        assert done.returncode == 1, done.stderr
+        return done.stdout
+
+    assert reason not in shown() and "..." in shown()
+    assert reason in shown("--full")
+    for fmt in ("markdown", "github"):
+        out = shown("--format", fmt)
+        assert "..." not in out, fmt
+        assert reason in out, fmt

@@ -40,6 +40,7 @@ from routectl.review.report import (
     FORMATS,
     MAX_FIELD_CHANGES,
     MAX_ROWS,
+    MAX_VALUE_CHARS,
     RenderOptions,
     build_report,
     render,
@@ -91,6 +92,7 @@ class VerdictOptions:
     max_rows: int
     max_fields: int
     prune: bool
+    full: bool
 
 
 def verdict_options(function: Any) -> Any:
@@ -166,6 +168,12 @@ def verdict_options(function: Any) -> Any:
             show_default=True,
             metavar="N",
             help="Text: field changes shown per change group (0 = all).",
+        ),
+        click.option(
+            "--full",
+            is_flag=True,
+            help=f"Text: show values whole (longer than {MAX_VALUE_CHARS} characters they are "
+            f"shortened; the other formats always show them whole).",
         ),
     ]
 
@@ -349,6 +357,7 @@ def emit_verdict(
                 max_rows=options.max_rows,
                 max_fields=options.max_fields,
                 snapshot_dir=project.snapshot_dir,
+                full=options.full,
             ),
         ),
         nl=False,

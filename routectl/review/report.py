@@ -13,7 +13,7 @@ from typing import Any
 
 from routectl.io.schemas import SCHEMA_VERSION, schema_violation
 from routectl.io.terminal import ERROR_COLOR, OK_COLOR, Painter
-from routectl.review.compare import CategoryVerdict, CheckOutcome, FieldChange
+from routectl.review.compare import REORDERED, CategoryVerdict, CheckOutcome, FieldChange
 from routectl.review.groups import (
     ChangeCluster,
     ChangeGroup,
@@ -79,18 +79,25 @@ def render_json(report: Mapping[str, Any], snapshot_dir: Path | None = None) -> 
 # --- text ----------------------------------------------------------------------------------
 
 
-def show_value(value: Any) -> str:
+def show_value(value: Any, full: bool = False) -> str:
+    """A value as JSON text; in terminal text (not `full`) cut to MAX_VALUE_CHARS (`--full`
+    shows it whole; JSON, Markdown, annotations and HTML always do)."""
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
+    if full or len(text) <= MAX_VALUE_CHARS:
+        return text
+    return text[: MAX_VALUE_CHARS - 3] + "..."
 
 
-def show_change(change: FieldChange) -> str:
+def show_change(change: FieldChange, full: bool = False) -> str:
     path = change.path or "(row)"
+    if change.kind == REORDERED:
+        order = f": {show_value(change.old, full)} -> {show_value(change.new, full)}"
+        return f"order of {path} changed" + (order if full else "")
     if change.kind == "added":
-        return f"{path}: added {show_value(change.new)}"
+        return f"{path}: added {show_value(change.new, full)}"
     if change.kind == "removed":
-        return f"{path}: removed {show_value(change.old)}"
-    return f"{path}: {show_value(change.old)} -> {show_value(change.new)}"
+        return f"{path}: removed {show_value(change.old, full)}"
+    return f"{path}: {show_value(change.old, full)} -> {show_value(change.new, full)}"
 
 
 def _alarm(s: Painter, text: str) -> str:
@@ -121,14 +128,15 @@ def unstated_paths(verdict: CategoryVerdict, group: ChangeGroup | ChangeCluster)
     }
 
 
-def show_field(field: SignatureField) -> str:
+def show_field(field: SignatureField, full: bool = False) -> str:
     low, high = field.places
     where = (
         ""
         if high == 1
         else (f" ({high} places per row)" if low == high else f" ({low}-{high} places per row)")
     )
-    return show_change(FieldChange(field.shown_path, field.kind, field.old, field.new)) + where
+    change = FieldChange(field.shown_path, field.kind, field.old, field.new)
+    return show_change(change, full) + where
 
 
 def group_title(group: ChangeGroup) -> str:
@@ -158,24 +166,29 @@ def _field_lines(
     s: Painter,
     max_fields: int,
     indent: str,
+    full: bool = False,
 ) -> list[str]:
     shown = fields if not max_fields else fields[:max_fields]
     lines = []
     for f in shown:
         flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
-        lines.append(f"{indent}{show_field(f)}{flag}")
+        lines.append(f"{indent}{show_field(f, full)}{flag}")
     if len(fields) > len(shown):
         lines.append(f"{indent}... {_counted(len(fields) - len(shown), 'more field change')}")
     return lines
 
 
 def _group_text(
-    verdict: CategoryVerdict, group: ChangeGroup, s: Painter, max_fields: int, max_rows: int
+    verdict: CategoryVerdict,
+    group: ChangeGroup,
+    s: Painter,
+    max_fields: int,
+    max_rows: int,
+    full: bool = False,
 ) -> list[str]:
     lines = [f"  {group_title(group)} ({_styled(s, group_verdict(verdict, group))})"]
-    lines.extend(
-        _field_lines(verdict, group.fields, unstated_paths(verdict, group), s, max_fields, "    ")
-    )
+    unstated = unstated_paths(verdict, group)
+    lines.extend(_field_lines(verdict, group.fields, unstated, s, max_fields, "    ", full))
     lines.extend(f"    {line}" for line in row_lines(group.qualified_ids, group.patterns, max_rows))
     return lines
 
@@ -188,6 +201,7 @@ def _child_text(
     max_fields: int,
     max_rows: int,
     indent: str,
+    full: bool = False,
 ) -> list[str]:
     """One cluster below another: `+ ...` with what it adds; its verdict only when it is
     not the verdict `above`."""
@@ -204,35 +218,43 @@ def _child_text(
         if len(rows) == 1 and len(cluster.fields) == 1:  # one line says it all
             (f,) = cluster.fields
             flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
-            return [f"{indent}+ {rows[0]}{said}: {show_field(f)}{flag}"]
+            return [f"{indent}+ {rows[0]}{said}: {show_field(f, full)}{flag}"]
         lines = [f"{indent}+ {_counted(len(group.row_ids), 'row')}{said}"]
-        lines.extend(_field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  "))
+        lines.extend(
+            _field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  ", full)
+        )
         lines.extend(f"{indent}  {line}" for line in rows)
         return lines
     head = f"{_counted(len(cluster.row_ids), 'row')} in {len(cluster.groups)} groups"
     lines = [f"{indent}+ {head}{said}, also:"]
-    lines.extend(_field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  "))
+    lines.extend(
+        _field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  ", full)
+    )
     for child in cluster.children:
-        lines.extend(_child_text(verdict, child, mark, s, max_fields, max_rows, indent + "  "))
+        lines.extend(
+            _child_text(verdict, child, mark, s, max_fields, max_rows, indent + "  ", full)
+        )
     return lines
 
 
 def _cluster_text(
-    verdict: CategoryVerdict, cluster: ChangeCluster, s: Painter, max_fields: int, max_rows: int
+    verdict: CategoryVerdict,
+    cluster: ChangeCluster,
+    s: Painter,
+    max_fields: int,
+    max_rows: int,
+    full: bool = False,
 ) -> list[str]:
     """A cluster of groups: the changes they share once, then what each adds."""
     if cluster.group is not None:
-        return _group_text(verdict, cluster.group, s, max_fields, max_rows)
+        return _group_text(verdict, cluster.group, s, max_fields, max_rows, full)
     mark = group_verdict(verdict, cluster)
     rows = _counted(len(cluster.row_ids), "row")
     lines = [f"  changed {rows} in {len(cluster.groups)} groups ({_styled(s, mark)})"]
-    lines.extend(
-        _field_lines(
-            verdict, cluster.fields, unstated_paths(verdict, cluster), s, max_fields, "    "
-        )
-    )
+    unstated = unstated_paths(verdict, cluster)
+    lines.extend(_field_lines(verdict, cluster.fields, unstated, s, max_fields, "    ", full))
     for child in cluster.children:
-        lines.extend(_child_text(verdict, child, mark, s, max_fields, max_rows, "    "))
+        lines.extend(_child_text(verdict, child, mark, s, max_fields, max_rows, "    ", full))
     return lines
 
 
@@ -266,16 +288,16 @@ def category_line(verdict: CategoryVerdict, s: Painter) -> str:
 
 
 def _category_text(
-    verdict: CategoryVerdict, s: Painter, max_fields: int, max_rows: int
+    verdict: CategoryVerdict, s: Painter, max_fields: int, max_rows: int, full: bool = False
 ) -> list[str]:
     lines = [category_line(verdict, s)]
     if not verdict.comparison.baseline_present:
         lines.append("  no baseline snapshot of this category: every row is added")
     for cluster in cluster_groups(verdict.groups):
-        lines.extend(_cluster_text(verdict, cluster, s, max_fields, max_rows))
+        lines.extend(_cluster_text(verdict, cluster, s, max_fields, max_rows, full))
     for group in verdict.groups:
         if group.kind != "changed":
-            lines.extend(_group_text(verdict, group, s, max_fields, max_rows))
+            lines.extend(_group_text(verdict, group, s, max_fields, max_rows, full))
     lines.extend(_missing_text(verdict, s, max_rows))
     return lines
 
@@ -307,17 +329,19 @@ def render_text(
     max_fields: int = MAX_FIELD_CHANGES,
     max_rows: int = MAX_ROWS,
     quiet: bool = False,
+    full: bool = False,
 ) -> str:
     """Per category its verdict line and (unless `quiet`) its change groups and missing
     items; then the run's problems and its final line. `max_fields` caps the fields shown
-    per group, `max_rows` the ids of a group no patterns describe (0 = no cap)."""
+    per group, `max_rows` the ids of a group no patterns describe (0 = no cap); `full` shows
+    long values whole."""
     s = Painter(color)
     lines: list[str] = []
     for verdict in outcome.categories.values():
         lines.extend(
             [category_line(verdict, s)]
             if quiet
-            else _category_text(verdict, s, max_fields, max_rows)
+            else _category_text(verdict, s, max_fields, max_rows, full)
         )
     if not quiet:
         for name in outcome.stale:
@@ -363,7 +387,7 @@ def group_problem(verdict: CategoryVerdict, group: ChangeGroup) -> str | None:
     shown = [f for f in group.fields if not unstated or f.path in unstated]
     more = f" (+{len(shown) - 1} more)" if len(shown) > 1 else ""
     what = "not stated" if unstated else "changed unexpectedly"
-    return f"{rows}{scope} {what}: {show_field(shown[0])}{more}: {group_rows_text(group)}"
+    return f"{rows}{scope} {what}: {show_field(shown[0], True)}{more}: {group_rows_text(group)}"
 
 
 def problems(outcome: CheckOutcome) -> list[str]:
@@ -421,11 +445,17 @@ class RenderOptions:
     max_rows: int = MAX_ROWS
     max_fields: int = MAX_FIELD_CHANGES
     snapshot_dir: Path | None = None
+    full: bool = False
 
 
 def _text(outcome: CheckOutcome, o: RenderOptions) -> str:
     return render_text(
-        outcome, color=o.color, quiet=o.quiet, max_rows=o.max_rows, max_fields=o.max_fields
+        outcome,
+        color=o.color,
+        quiet=o.quiet,
+        max_rows=o.max_rows,
+        max_fields=o.max_fields,
+        full=o.full,
     )
 
 
