@@ -121,18 +121,29 @@ def item_keys(*versions: list[Any]) -> list[list[ItemKey]] | None:
 
 
 def keyed_pair(
-    a: Any, b: Any, prefix: list[Any], orders: list[tuple[list[Any], Any, Any]]
+    a: Any,
+    b: Any,
+    prefix: list[Any],
+    orders: list[tuple[list[Any], Any, Any]],
+    *,
+    whole: bool = False,
 ) -> tuple[Any, Any]:
     """Two versions of one value with their keyed lists as `Keyed` mappings, walked
     together so that both versions of a list are keyed alike (or neither); each keyed list
     whose common items changed order is appended to `orders` as (path, old keys, new
     keys)."""
+    if not whole and _same(a, b):
+        # Equal parts report nothing and are handed to DeepDiff only inside a part that
+        # differs: they stay as they are (keying them would cost a walk of every row).
+        return a, b
     if type(a) is dict and type(b) is dict:
         out_a: dict[Any, Any] = {}
         out_b: dict[Any, Any] = {}
         for key, value in a.items():
             if key in b:
-                out_a[key], out_b[key] = keyed_pair(value, b[key], [*prefix, key], orders)
+                out_a[key], out_b[key] = keyed_pair(
+                    value, b[key], [*prefix, key], orders, whole=whole
+                )
             else:
                 out_a[key] = keyed(value)
         for key, value in b.items():
@@ -145,7 +156,7 @@ def keyed_pair(
             if len(a) != len(b):
                 return [keyed(x) for x in a], [keyed(y) for y in b]
             pairs = [
-                keyed_pair(x, y, [*prefix, i], orders)
+                keyed_pair(x, y, [*prefix, i], orders, whole=whole)
                 for i, (x, y) in enumerate(zip(a, b, strict=True))
             ]
             return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -158,7 +169,9 @@ def keyed_pair(
         kept_a, kept_b = Keyed(), Keyed()
         for key in keys_a:
             if key in by_b:
-                kept_a[key], kept_b[key] = keyed_pair(by_a[key], by_b[key], [*prefix, key], orders)
+                kept_a[key], kept_b[key] = keyed_pair(
+                    by_a[key], by_b[key], [*prefix, key], orders, whole=whole
+                )
             else:
                 kept_a[key] = keyed(by_a[key])
         for key in keys_b:
@@ -169,7 +182,9 @@ def keyed_pair(
 
 
 def _keyed_alone(value: Any) -> Any:
-    return keyed_pair(value, value, [], [])[0] if type(value) in (dict, list) else value
+    if type(value) not in (dict, list):
+        return value
+    return keyed_pair(value, value, [], [], whole=True)[0]
 
 
 def keyed(value: Any) -> Any:
