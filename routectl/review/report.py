@@ -33,6 +33,11 @@ APPLIED = (
     "file was applied, e.g. by check --update): remove the file or its entries "
     "(--write-expected FILE --prune drops them)"
 )
+# diff's baseline is another ref's own rows, not the retained snapshots.
+APPLIED_IN_BASELINE = (
+    "stale expected changes: every missing change is already in the baseline: remove the "
+    "file or its entries (--write-expected FILE --prune drops them)"
+)
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -330,11 +335,12 @@ def render_text(
     max_rows: int = MAX_ROWS,
     quiet: bool = False,
     full: bool = False,
+    command: str = "check",
 ) -> str:
     """Per category its verdict line and (unless `quiet`) its change groups and missing
     items; then the run's problems and its final line. `max_fields` caps the fields shown
     per group, `max_rows` the ids of a group no patterns describe (0 = no cap); `full` shows
-    long values whole."""
+    long values whole; `command` names the run (a stale file is explained by its baseline)."""
     s = Painter(color)
     lines: list[str] = []
     for verdict in outcome.categories.values():
@@ -353,7 +359,7 @@ def render_text(
             lines.append(f"{_alarm(s, 'missing')} {listed} (unknown id: no category has this row)")
         lines.extend(f"{_alarm(s, 'missing')} {item.text()}" for item in outcome.missing_stated)
     if outcome.applied:
-        lines.append(APPLIED)
+        lines.append(APPLIED if command == "check" else APPLIED_IN_BASELINE)
     last = summary_line(outcome)
     lines.append(s(last, color=OK_COLOR if outcome.ok else ERROR_COLOR, bold=not outcome.ok))
     return "\n".join(lines) + "\n"
@@ -456,6 +462,7 @@ def _text(outcome: CheckOutcome, o: RenderOptions) -> str:
         max_rows=o.max_rows,
         max_fields=o.max_fields,
         full=o.full,
+        command=o.command,
     )
 
 
