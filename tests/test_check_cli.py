@@ -67,14 +67,14 @@ def test_altered_row_is_unexpected_with_a_field_diff(project):
     assert result.code == 1
     assert result.stdout.splitlines()[1:4] == [
         "  changed 1 row (unexpected)",
-        "    route.dispatch[0].plan.split_k: 99 -> 4",
+        "    route.dispatch[M=1,0].plan.split_k: 99 -> 4",
         f"    rows toy-a:{ROW_A}",
     ]
     report = load(project / "report.json")
     assert schema_violation("report", report) is None
     assert report["categories"]["toy-a"]["unexpected"] == [f"toy-a:{ROW_A}"]
     assert report["categories"]["toy-a"]["diffs"][f"toy-a:{ROW_A}"] == [
-        {"path": "route.dispatch[0].plan.split_k", "kind": "changed", "old": 99, "new": 4}
+        {"path": "route.dispatch[M=1,0].plan.split_k", "kind": "changed", "old": 99, "new": 4}
     ]
     # A failing check leaves the fresh snapshot beside the retained one, which is untouched.
     new = snapshots(project) / "toy-a.json.new"
@@ -95,7 +95,7 @@ def test_a_number_written_as_a_float_is_a_change(project):
     alter(project, "toy-a", set_split_k(4.0))
     result = check(project)
     assert result.code == 1
-    assert "route.dispatch[0].plan.split_k: 4.0 -> 4" in result.stdout
+    assert "route.dispatch[M=1,0].plan.split_k: 4.0 -> 4" in result.stdout
 
 
 def test_the_number_of_processes_changes_nothing_but_speed(project):
@@ -169,7 +169,7 @@ def test_write_expected_output_passes_when_fed_back(project):
         f"toy-a:{ROW_A}",
         "toy-b:toy_other/fp8_e4m3/tp2/none/c1/q64",
     ]
-    assert entries[0]["reason"] == "changed: route.dispatch[0].plan.split_k"
+    assert entries[0]["reason"] == "changed: route.dispatch[M=1,0].plan.split_k"
     assert schema_violation("expected-changes", entries) is None
     again = check(project, "--expected-changes", listed, "--write-expected-ids", listed)
     assert again.code == 0, again.stdout

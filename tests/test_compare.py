@@ -14,15 +14,19 @@ from routectl.errors import InputError
 from routectl.io.schemas import schema_violation
 from routectl.io.terminal import use_color
 from routectl.review.compare import (
+    REORDERED,
     CheckOutcome,
     FieldChange,
-    attribute,
+    change_path,
     compare_rows,
     field_changes,
+    keyed_pair,
     parse_expected,
+    path_sort_key,
     split_id,
+    unkeyed,
 )
-from routectl.review.expected import judge_category
+from routectl.review.expected import ExpectedChanges, judge_category, resolve_stated
 from routectl.review.groups import group_changes
 from routectl.review.report import (
     build_report,
@@ -93,8 +97,92 @@ def test_added_removed_changed_by_id():
     assert result.removed == (make_row(1)["id"],)
     changes = result.changed[make_row(2)["id"]]
     assert FieldChange("route.kernel", "changed", "K", "Other") in changes
-    assert FieldChange("route.verdicts[0].name", "changed", "K", "Other") in changes
+    # Verdicts are matched by kernel name: another kernel is one verdict gone, one new.
+    assert (
+        FieldChange("route.verdicts[K]", "removed", old[1]["route"]["verdicts"][0], None) in changes
+    )
+    assert (
+        FieldChange("route.verdicts[Other]", "added", None, new[0]["route"]["verdicts"][0])
+        in changes
+    )
     assert [c.path for c in changes] == sorted(c.path for c in changes)
+
+
+def stage(m: int, *rejected: tuple[str, str]) -> dict:
+    return {
+        "m": m,
+        "chosen": ["lane.routed", "w13.dense"],
+        "rejected": [
+            {"name": n, "ok": False, "code": c, "message": c, "not_needed": False}
+            for n, c in rejected
+        ],
+    }
+
+
+def staged_row(stages: list[dict], dispatch: list[dict]) -> dict:
+    row = make_row(1)
+    row["route"].update(stages=stages, dispatch=dispatch)
+    return row
+
+
+def test_a_reordered_keyed_list_is_one_change_and_items_are_named_by_key():
+    old = staged_row(
+        [stage(1, ("a.x", "no")), stage(128, ("w2.chunked", "off"), ("w13.grouped", "off"))],
+        [{"op": "p", "plan": {"m": 128}}, {"op": "w13", "plan": {"m": 128}}],
+    )
+    new = staged_row(
+        [stage(1, ("a.x", "no")), stage(128, ("w13.grouped", "cap"), ("w2.chunked", "off"))],
+        [{"op": "p", "plan": {"m": 128}}, {"op": "w13_dense", "plan": {"m": 128}}],
+    )
+    assert field_changes(old, new) == [
+        FieldChange("route.dispatch[M=128,1].op", "changed", "w13", "w13_dense"),
+        FieldChange(
+            "route.stages[M=128].rejected",
+            REORDERED,
+            ["w2.chunked", "w13.grouped"],
+            ["w13.grouped", "w2.chunked"],
+        ),
+        FieldChange("route.stages[M=128].rejected[w13.grouped].code", "changed", "off", "cap"),
+        FieldChange("route.stages[M=128].rejected[w13.grouped].message", "changed", "off", "cap"),
+    ]
+    # A stage list in another order is one change too, its items' own changes by M.
+    swapped = staged_row(list(reversed(old["route"]["stages"])), old["route"]["dispatch"])
+    assert field_changes(old, swapped) == [
+        FieldChange("route.stages", REORDERED, ["M=1", "M=128"], ["M=128", "M=1"])
+    ]
+
+
+def test_dispatch_records_are_matched_by_position_within_their_m():
+    old = staged_row([], [{"op": "a", "plan": {"m": 1}}, {"op": "b", "plan": {"m": 8}}])
+    new = staged_row(
+        [],
+        [
+            {"op": "z", "plan": {"m": 1}},
+            {"op": "a", "plan": {"m": 1}},
+            {"op": "b", "plan": {"m": 8}},
+        ],
+    )
+    # A record put before M=1's first shifts only M=1's records, never M=8's.
+    assert [(c.path, c.kind) for c in field_changes(old, new)] == [
+        ("route.dispatch[M=1,0].op", "changed"),
+        ("route.dispatch[M=1,1]", "added"),
+    ]
+
+
+def test_lists_without_a_unique_key_stay_positional():
+    old, new = make_row(1), make_row(1)
+    twice = {"name": "K", "ok": True, "code": None, "message": None, "not_needed": False}
+    old["route"]["verdicts"] = [twice, dict(twice)]
+    new["route"]["verdicts"] = [twice, dict(twice, ok=False)]
+    assert [c.path for c in field_changes(old, new)] == ["route.verdicts[1].ok"]
+    # An empty list takes the key of the other version's items.
+    new = make_row(1)
+    new["route"]["fallbacks"] = [
+        {"field": "kernel", "requested": "A", "effective": "B", "reason": "r"}
+    ]
+    assert [(c.path, c.kind) for c in field_changes(make_row(1), new)] == [
+        ("route.fallbacks[kernel]", "added")
+    ]
 
 
 def test_no_baseline_means_every_row_is_added():
@@ -145,14 +233,17 @@ def test_rows_are_equal_exactly_when_their_canonical_json_is(old, new):
 
 
 def whole_row_changes(old: dict, new: dict) -> list[FieldChange]:
-    """The reference: DeepDiff over the whole rows (what `field_changes` returned before it
-    handed DeepDiff only the differing parts)."""
+    """The reference: DeepDiff over the whole keyed rows (what `field_changes` returned
+    before it handed DeepDiff only the differing parts), with the keyed lists' reorders."""
     from deepdiff import DeepDiff
 
-    from routectl.io.schemas import format_path
-
-    found = []
-    tree = DeepDiff(old, new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")
+    orders: list = []
+    keyed_old, keyed_new = keyed_pair(old, new, [], orders)
+    found = [
+        (path_sort_key(parts), FieldChange(change_path(parts), REORDERED, was, now))
+        for parts, was, now in orders
+    ]
+    tree = DeepDiff(keyed_old, keyed_new, threshold_to_diff_deeper=0, verbose_level=2, view="tree")
     for report_type, levels in tree.items():
         kind = (
             "added"
@@ -163,15 +254,14 @@ def whole_row_changes(old: dict, new: dict) -> list[FieldChange]:
         )
         for level in levels:
             parts = level.path(output_format="list")
-            key = [(0, p) if isinstance(p, int) else (1, str(p)) for p in parts]
             found.append(
                 (
-                    key,
+                    path_sort_key(parts),
                     FieldChange(
-                        format_path(parts),
+                        change_path(parts),
                         kind,
-                        None if kind == "added" else level.t1,
-                        None if kind == "removed" else level.t2,
+                        None if kind == "added" else unkeyed(level.t1),
+                        None if kind == "removed" else unkeyed(level.t2),
                     ),
                 )
             )
@@ -281,32 +371,37 @@ def test_parse_expected_forms_and_rejections():
 
 
 def _entries(*ids):
-    return parse_expected(list(ids), CATEGORIES, source="f.json")
+    return ExpectedChanges.of_ids(parse_expected(list(ids), CATEGORIES, source="f.json")).entries
+
+
+def _rows(resolution, name):
+    return {i for m in resolution.by_category[name] for i in m.rows}
 
 
 def test_attribution_of_bare_ids():
     ids = {"cat-a": {"edge:a", "edge:both"}, "cat-b": {"edge:b", "edge:both"}}
-    got = attribute(
+    got = resolve_stated(
         _entries("edge:a", "cat-b:edge:b", "edge:none"), CATEGORIES, ids.__getitem__, CATEGORIES
     )
-    assert set(got.by_category["cat-a"]) == {"edge:a"}
-    assert set(got.by_category["cat-b"]) == {"edge:b"}
+    assert _rows(got, "cat-a") == {"edge:a"}
+    assert _rows(got, "cat-b") == {"edge:b"}
     assert got.unattributed == ("edge:none",)
     with pytest.raises(InputError, match=r"several categories \(cat-a, cat-b\)"):
-        attribute(_entries("edge:both"), CATEGORIES, ids.__getitem__, CATEGORIES)
+        resolve_stated(_entries("edge:both"), CATEGORIES, ids.__getitem__, CATEGORIES)
     with pytest.raises(InputError, match="repeats"):
-        attribute(_entries("edge:a", "cat-a:edge:a"), CATEGORIES, ids.__getitem__, CATEGORIES)
+        resolve_stated(_entries("edge:a", "cat-a:edge:a"), CATEGORIES, ids.__getitem__, CATEGORIES)
     # A filtered run judges only its own categories; one judged category owns unknown ids.
-    got = attribute(
+    got = resolve_stated(
         _entries("edge:b", "cat-b:edge:zz", "edge:none"), ["cat-a"], ids.__getitem__, CATEGORIES
     )
-    assert dict(got.by_category) == {"cat-a": {"edge:none": got.by_category["cat-a"]["edge:none"]}}
+    assert list(got.by_category) == ["cat-a"] and _rows(got, "cat-a") == {"edge:none"}
     assert got.unattributed == ()
 
 
-def judge(name, comparison, listed):
+def judge(name, comparison, entries):
     groups = group_changes(name, comparison, {}, {})
-    return judge_category(name, comparison, listed, (), groups)[0]
+    resolved = resolve_stated(entries, [name], lambda n: set(), CATEGORIES)
+    return judge_category(name, comparison, resolved.by_category[name], groups)[0]
 
 
 def test_verdict_unexpected_missing_unknown():
@@ -314,14 +409,14 @@ def test_verdict_unexpected_missing_unknown():
     new = [make_row(1, kernel="X"), make_row(2, kernel="X"), make_row(3), make_row(4)]
     comparison = compare_rows(old, new)
     r = {i: make_row(i)["id"] for i in range(1, 6)}
-    entries = _entries(f"cat-a:{r[1]}", f"cat-a:{r[3]}", f"cat-a:{r[5]}")
-    listed = attribute(entries, ["cat-a"], lambda n: set(), CATEGORIES).by_category["cat-a"]
-    verdict = judge("cat-a", comparison, listed)
+    verdict = judge(
+        "cat-a", comparison, _entries(f"cat-a:{r[1]}", f"cat-a:{r[3]}", f"cat-a:{r[5]}")
+    )
     assert verdict.unexpected == tuple(sorted([r[2], r[4]]))
     assert verdict.missing == tuple(sorted([r[3], r[5]]))
     assert verdict.unknown == (r[5],)
     assert not verdict.ok
-    assert judge("cat-a", comparison, {k: listed[r[1]] for k in (r[1], r[2], r[4])}).ok
+    assert judge("cat-a", comparison, _entries(*(f"cat-a:{r[i]}" for i in (1, 2, 4)))).ok
 
 
 # --- report --------------------------------------------------------------------------------
@@ -338,8 +433,7 @@ def _outcome(
     for r in new:
         r["route"]["flags"] = {f"f{j:02d}": j for j in range(fields)}
     comparison = compare_rows(old, new)
-    listed = attribute(_entries(*expected), ["cat-a"], lambda n: set(), CATEGORIES)
-    verdict = judge("cat-a", comparison, listed.by_category["cat-a"])
+    verdict = judge("cat-a", comparison, _entries(*expected))
     return CheckOutcome({"cat-a": verdict}, stale=tuple(stale))
 
 
@@ -426,3 +520,13 @@ def test_github_escapes_data():
 )
 def test_color_rules(choice, environ, tty, expected):
     assert use_color(choice, environ, tty) is expected
+
+
+def test_a_reorder_reads_as_one_line_and_full_shows_the_orders():
+    from routectl.review.report import show_change
+
+    change = FieldChange("route.stages[M=128].rejected", REORDERED, ["a", "b"], ["b", "a"])
+    assert show_change(change) == "order of route.stages[M=128].rejected changed"
+    assert show_change(change, full=True) == (
+        'order of route.stages[M=128].rejected changed: ["a", "b"] -> ["b", "a"]'
+    )

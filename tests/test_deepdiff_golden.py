@@ -122,13 +122,13 @@ def test_field_changes_are_pinned():
     assert field_changes(OLD, new_row()) == [
         FieldChange("route.bytes.tensors.codes", "changed", 100, 200),
         FieldChange("route.bytes.total", "changed", 110, 210),
-        FieldChange("route.dispatch[0].plan.split_k", "changed", 16, 1),
+        FieldChange("route.dispatch[M=1,0].plan.split_k", "changed", 16, 1),
         FieldChange(
-            "route.dispatch[1]", "removed", {"op": "d", "plan": {"m": 8, "split_k": 16}}, None
+            "route.dispatch[M=8,0]", "removed", {"op": "d", "plan": {"m": 8, "split_k": 16}}, None
         ),
         FieldChange("route.fallback", "changed", False, True),
         FieldChange(
-            "route.fallbacks[0]",
+            "route.fallbacks[kernel]",
             "added",
             None,
             {"field": "kernel", "requested": "Qpn2", "effective": "Turbo", "reason": "K"},
@@ -138,10 +138,10 @@ def test_field_changes_are_pinned():
         FieldChange("route.flags.gated", "removed", False, None),
         FieldChange("route.kernel", "changed", "Qpn2", "Turbo"),
         FieldChange("route.prepared_layout", "changed", "qpn2", None),
-        FieldChange("route.verdicts[0].code", "changed", None, "k_align"),
-        FieldChange("route.verdicts[0].message", "changed", None, "K % 128 != 0"),
-        FieldChange("route.verdicts[0].ok", "changed", True, False),
-        FieldChange("route.verdicts[1].not_needed", "changed", True, False),
+        FieldChange("route.verdicts[Qpn2].code", "changed", None, "k_align"),
+        FieldChange("route.verdicts[Qpn2].message", "changed", None, "K % 128 != 0"),
+        FieldChange("route.verdicts[Qpn2].ok", "changed", True, False),
+        FieldChange("route.verdicts[Turbo].not_needed", "changed", True, False),
     ]
 
 
@@ -170,8 +170,8 @@ def test_threshold_zero_names_fields_when_the_route_shape_changes():
         "route.prepare",
         "route.prepared_layout",
         "route.status",
-        "route.verdicts[0]",
-        "route.verdicts[1]",
+        "route.verdicts[Qpn2]",
+        "route.verdicts[Turbo]",
     ]
     kinds = {c.path: c.kind for c in field_changes(OLD, ERROR_ROUTE)}
     assert kinds["route.error"] == "added" and kinds["route.kernel"] == "removed"

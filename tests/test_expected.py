@@ -50,10 +50,10 @@ def judge(new: list[dict], document, *, old=None, categories=CATS, judged=("cat-
     comparison = compare_rows(old, new)
     ids = {"cat-a": comparison.fresh_ids | comparison.baseline_ids, **(known or {})}
     stated = resolve_stated(
-        changes.stated, list(judged), lambda n: ids.get(n, set()), list(categories)
+        changes.entries, list(judged), lambda n: ids.get(n, set()), list(categories)
     )
     groups = group_changes("cat-a", comparison, {}, {})
-    verdict, covered = judge_category("cat-a", comparison, {}, stated.by_category["cat-a"], groups)
+    verdict, covered = judge_category("cat-a", comparison, stated.by_category["cat-a"], groups)
     missing = (*stated.missing, *unmatched_fields(stated.judged, covered))
     return verdict, missing
 
@@ -63,7 +63,7 @@ def moved_split(*ids: str, to: int = 8) -> list[dict]:
 
 
 def doc(*entries) -> dict:
-    return {"schema_version": 2, "changes": list(entries)}
+    return {"schema_version": 3, "changes": list(entries)}
 
 
 def test_a_pattern_without_fields_expects_any_change_of_its_rows():
@@ -163,12 +163,17 @@ def test_file_forms_versions_and_rejections():
     old_style = ["cat-a:edge:x", {"id": "edge:y", "reason": "why"}]
     assert schema_violation("expected-changes", old_style) is None
     parsed = parse_document(old_style, CATS, source="f.json")
-    assert [e.row_id for e in parsed.ids] == ["edge:x", "edge:y"] and parsed.stated == ()
+    # An id entry is an entry of its one row without fields; its reason may be absent.
+    assert [(e.rows, e.fields, e.reason, e.from_id) for e in parsed.entries] == [
+        ((("cat-a", "edge:x"),), None, None, True),
+        (((None, "edge:y"),), None, "why", True),
+    ]
     mixed = doc("cat-a:edge:x", {"rows": ["edge:*", "cat-b:m/**"], "reason": "r"})
-    (stated,) = parse_document(mixed, CATS, source="f.json").stated
+    _, stated = parse_document(mixed, CATS, source="f.json").entries
+    assert stated.index == 1 and not stated.from_id
     assert stated.rows == ((None, "edge:*"), ("cat-b", "m/**")) and stated.fields is None
     for data, message in [
-        ({"schema_version": 3, "changes": []}, "newer than this routectl reads (2)"),
+        ({"schema_version": 4, "changes": []}, "newer than this routectl reads (3)"),
         (
             doc({"rows": "m/**", "fields": {SPLIT: [1]}, "reason": "r"}),
             "f.json: [0]: field 'route.dispatch[*].plan.split_k' states [1]: state [OLD, NEW]",
@@ -192,7 +197,7 @@ def test_the_stated_document_of_a_verdict_passes_schema_and_states_each_group():
     document = stated_document([verdict])
     assert schema_violation("expected-changes", document) is None
     assert document == {
-        "schema_version": 2,
+        "schema_version": 3,
         "changes": [
             {
                 "rows": "cat-a:m/float16/tp{2,4}/none/c1/q4096",
@@ -202,3 +207,61 @@ def test_the_stated_document_of_a_verdict_passes_schema_and_states_each_group():
             {"rows": "cat-a:edge:new", "reason": "TODO: say why these rows are added (kernel Z)"},
         ],
     }
+
+
+def test_an_id_entry_is_judged_as_an_entry_of_its_row_without_fields():
+    moved = moved_split(A1, A2)
+    for listed, stated in [
+        (f"cat-a:{A1}", {"rows": f"cat-a:{A1}", "reason": "r"}),
+        (A3, {"rows": A3, "reason": "r"}),
+        ({"id": A1, "reason": "r"}, {"rows": A1, "reason": "r"}),
+    ]:
+        by_id, missing_id = judge(moved, doc(listed))
+        by_rows, missing_rows = judge(moved, doc(stated))
+        assert (by_id.unexpected, by_id.missing) == (by_rows.unexpected, by_rows.missing)
+        assert missing_id == missing_rows == ()
+    # An id beside a stated entry with fields expects its row whatever else moved in it.
+    verdict, _ = judge(
+        moved_split(A1, to=16),
+        doc(A1, {"rows": A1, "fields": {SPLIT: [4, 8]}, "reason": "r"}),
+    )
+    assert verdict.ok and verdict.reasons[A1] == ("r",)
+
+
+def test_an_older_file_is_read_unless_a_field_names_a_list_item_by_position():
+    stated = {"rows": "m/**", "fields": {SPLIT: [4, 8]}, "reason": "r"}
+    for older in ({"schema_version": 2, "changes": [stated]}, [stated]):
+        # `[*]` meant any position; it now matches any item, by position or key.
+        assert judge(moved_split(A1, A2, A3), older)[0].ok
+    positional = {"rows": "m/**", "fields": {"route.dispatch[0].plan.split_k": [4, 8]}}
+    with pytest.raises(InputError) as refused:
+        parse_document(
+            {"schema_version": 2, "changes": [dict(positional, reason="r")]}, CATS, source="f.json"
+        )
+    assert str(refused.value).startswith(
+        "f.json: [0]: field 'route.dispatch[0].plan.split_k' names a list item by its position "
+        "(expected-changes schema_version 2)"
+    )
+    assert "--write-expected f.json (reviewed reasons are kept)" in str(refused.value)
+    # In version 3 a position is a place in an ordered list (a chain of chosen stages).
+    chosen = {"rows": "m/**", "fields": {"route.stages[M=8].chosen[1]": ["a", "b"]}}
+    assert parse_document(doc(dict(chosen, reason="r")), CATS, source="f.json").entries
+
+
+def test_a_group_without_common_fields_says_why_and_offers_the_split():
+    def chained(row_id: str, chain: list[str]) -> dict:
+        return {"id": row_id, "route": {"chain": chain}}
+
+    # The same two changes of an ordered list, at swapped places in the two rows.
+    old = [chained(A1, ["a", "b", "c"]), chained(A2, ["a", "c", "b"])]
+    new = [chained(A1, ["a", "x", "y"]), chained(A2, ["a", "y", "x"])]
+    verdict, _ = judge(new, [], old=old)
+    verdict = replace(verdict, groups=group_changes("cat-a", verdict.comparison, {}, {}))
+    document = stated_document([verdict])
+    assert schema_violation("expected-changes", document) is None
+    (entry,) = document["changes"]
+    assert "fields" not in entry
+    assert entry["note"] == (
+        "no field is common to all 2 rows: route.chain[*] changes at different places in "
+        f"them; split the entry into 2 to state each its fields: cat-a:{A1}; cat-a:{A2}"
+    )

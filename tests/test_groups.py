@@ -8,7 +8,7 @@ import random
 from itertools import product
 
 from routectl.review.compare import compare_rows
-from routectl.review.groups import group_changes
+from routectl.review.groups import cluster_groups, group_changes
 from routectl.review.patterns import MAX_PATTERNS, describe, matching
 
 KVS = ("float16", "fp8_e4m3", "fp8_e5m2")
@@ -95,7 +95,7 @@ def test_added_and_removed_fields_and_list_length_changes():
         ],
         [("route.dispatch[*]", "added", None, {"op": "mm", "plan": {"m": 32, "split_k": 4}})],
     ]
-    assert groups[1].fields[0].concrete == "route.dispatch[2]"
+    assert groups[1].fields[0].concrete == "route.dispatch[M=32,0]"
     assert groups[0].patterns == ("cat:m/float16/tp2/none/c{1,4}/q4096",)
 
 
@@ -201,3 +201,35 @@ def test_the_readme_groups_example_prints_what_it_shows(capsys):
     ).groups()
     exec(compile(example, "docs/library.md", "exec"), {})
     assert capsys.readouterr().out == shown
+
+
+def test_groups_sharing_changes_cluster_and_each_keeps_only_what_it_adds():
+    ids = [rid(c=1), rid(c=4), rid(c=8), rid(tp=4), rid(q=8192)]
+    old = [route_row(i) for i in ids]
+    new = copy.deepcopy(old)
+    for row in new[:4]:  # one cause: every row's kernel
+        row["route"]["kernel"] = "K2"
+    for row in new[1:3]:  # and beside it, two ways of a second change
+        row["route"]["flags"]["gated"] = True
+    new[2]["route"]["status"] = "slow"
+    new[3]["route"]["status"] = "fast"
+    new[4]["route"]["flags"]["gated"] = True  # linked to the second change only
+    groups = groups_of(old, new)
+    clusters = cluster_groups(groups)
+    assert sorted(i for c in clusters for i in c.row_ids) == sorted(ids)
+
+    def fields(c):
+        return [(f.path, f.new) for f in c.fields]
+
+    # No change is common to all five: the kernel, which four groups share, is one cluster;
+    # the group linked to it only through gated stands apart.
+    kernel, apart = clusters
+    assert fields(kernel) == [("route.kernel", "K2")]
+    assert apart.group is not None and apart.row_ids == (rid(q=8192),)
+    assert fields(apart) == [("route.flags.gated", True)]
+    below = {c.row_ids: c for c in kernel.children}
+    assert fields(below[(rid(c=1),)]) == []
+    assert fields(below[(rid(tp=4),)]) == [("route.status", "fast")]
+    gated = below[(rid(c=4), rid(c=8))]
+    assert fields(gated) == [("route.flags.gated", True)]
+    assert sorted(fields(c) for c in gated.children) == [[], [("route.status", "slow")]]

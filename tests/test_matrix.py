@@ -556,3 +556,12 @@ def test_policy_category_cells_show_qualification_and_guards():
         "  edge:fused_gdn_verify_0           A  fused_gdn_verify off "
         "(alias:VLLM_SM70_DFLASH2_FUSED_GDN_VERI…"
     ) in lines
+
+
+def test_the_change_groups_are_a_folded_panel_after_the_grids():
+    rows = grid_rows()
+    page = render_html([build_matrix("cat", rows, baseline=rows[1:])], title="t", subtitle="s")
+    panel = page.index('<details id="changes"><summary>Change groups: ')
+    # After every grid, so a long list never pushes them down the page.
+    assert page.rindex('<table class="grid">') < panel
+    assert page.index("</details>", panel) < page.index("</main>")

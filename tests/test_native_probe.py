@@ -42,6 +42,7 @@ def test_whole_catalogue_lists_the_engine_ops_without_reference():
     assert result.code == 1
     data = json.loads(result.stdout)
     assert schema_violation("probe", data, ROOT / "snapshots") is None
+    assert data["schema_version"] == 1 and "format" not in data  # as every document says it
     statuses = {op["op"]: op["status"] for k in data["kernels"] for op in k["ops"]}
     assert statuses["awq_moe_qpn_m1_sm70_out"] == "present"
     assert statuses["nvfp4_qpn2_prepare_sm70"] == "missing"

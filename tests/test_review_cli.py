@@ -54,7 +54,7 @@ def test_stated_round_trip(project):
     assert first.stdout.splitlines()[:4] == [
         "toy-a: FAILED: 11 rows, 4 changed, 0 added, 0 removed",
         "  changed 4 rows (unexpected)",
-        "    route.dispatch[0].plan.split_k: 99 -> 4",
+        "    route.dispatch[M=1,0].plan.split_k: 99 -> 4",
         "    rows toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64",
     ]
     assert first.stderr.splitlines()[-1] == (
@@ -62,12 +62,12 @@ def test_stated_round_trip(project):
         "then routectl check --expected-changes stated.json"
     )
     assert load(stated) == {
-        "schema_version": 2,
+        "schema_version": 3,
         "changes": [
             {
                 "rows": "toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64",
-                "fields": {"route.dispatch[*].plan.split_k": [99, 4]},
-                "reason": "TODO: say why route.dispatch[*].plan.split_k moves",
+                "fields": {"route.dispatch[M=1,0].plan.split_k": [99, 4]},
+                "reason": "TODO: say why route.dispatch[M=1,0].plan.split_k moves",
             }
         ],
     }
@@ -93,7 +93,10 @@ def test_stated_round_trip(project):
         ]
     }
     text = check(project, "--expected-changes", stated).stdout
-    assert '    route.kernel: "OldKernel" -> "FastKernel" <- not stated' in text
+    assert (
+        f'    + row toy-a:{Q64[0]} (unexpected): route.kernel: "OldKernel" -> "FastKernel" '
+        "<- not stated"
+    ) in text.splitlines()
 
 
 def test_stated_file_fails_when_one_more_row_moves(project):
@@ -156,7 +159,7 @@ def test_markdown_summary_is_appended_and_escaped(project):
     assert "| toy-a | 11 | 5 | 0 | 0 | **FAILED** |" in text
     assert "| toy-b | 11 | 0 | 0 | 0 | ok |" in text
     assert (
-        "| `route.dispatch[0].plan.split_k: 99 -> 4` | 4 | "
+        "| `route.dispatch[M=1,0].plan.split_k: 99 -> 4` | 4 | "
         "`toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64` | unexpected |"
     ) in text
     # A value with Markdown in it stays text: `|` escaped in the code span and the list item.
@@ -184,4 +187,106 @@ def test_written_stated_file_is_valid_for_added_and_removed_rows(project):
             "reason": "TODO: say why these rows are added (kernel FastKernel)",
         }
     ]
+    assert check(project, "--expected-changes", stated).code == 0
+
+
+def test_writing_expected_changes_twice_keeps_the_reviewed_reasons(project):
+    alter(project, Q64, old_split_k)
+    stated = project / "stated.json"
+    check(project, "--write-expected", stated)
+    document = load(stated)
+    document["changes"][0]["reason"] = "split-K 4 measured faster"
+    save(stated, document)
+    reviewed = stated.read_bytes()
+
+    # The `next:` line's command: the file already states every change, so it stays.
+    again = check(project, "--expected-changes", stated, "--write-expected", stated)
+    assert again.code == 0
+    assert again.stderr.splitlines() == [
+        f"{stated} already states every change: nothing to write, the file is left as it was"
+    ]
+    assert stated.read_bytes() == reviewed
+
+    # One more row moves: the reviewed entry is kept as it was, the new change is TODO.
+    alter(project, [OTHER], old_kernel)
+    more = check(project, "--write-expected", stated)
+    assert "(1 kept with their reasons, 1 new)" in more.stderr.splitlines()[0]
+    kept, new = load(stated)["changes"]
+    assert kept == document["changes"][0]
+    assert new["reason"].startswith("TODO") and new["rows"] == f"toy-a:{OTHER}"
+    assert not (project / "stated.json.orig").exists()  # nothing was dropped
+
+
+def test_obsolete_entries_are_listed_and_dropped_only_with_prune(project):
+    alter(project, Q64, old_split_k)
+    stated = project / "stated.json"
+    check(project, "--write-expected", stated)
+    document = load(stated)
+    gone = {"rows": "toy-a:edge:slow", "fields": {"route.kernel": ["A", "B"]}, "reason": "old"}
+    document["changes"].append(gone)
+    save(stated, document)
+    before = stated.read_bytes()
+
+    listed = check(project, "--write-expected", stated)
+    assert listed.stderr.splitlines()[:2] == [
+        f"obsolete: {stated} entry [1] (rows toy-a:edge:slow): 1 of its rows did not move",
+        f"{stated} already states every change: nothing to write, the file is left as it was "
+        "(--prune drops the obsolete entries)",
+    ]
+    assert stated.read_bytes() == before
+
+    pruned = check(project, "--write-expected", stated, "--prune")
+    assert pruned.stderr.splitlines()[0].startswith(f"dropped: {stated} entry [1]")
+    assert load(stated)["changes"] == document["changes"][:1]
+    assert (project / "stated.json.orig").read_bytes() == before
+    assert check(project, "--expected-changes", stated).code == 0
+
+
+def test_an_older_file_naming_positions_is_restated_with_its_reasons(project):
+    alter(project, Q64, old_split_k)
+    stated = project / "stated.json"
+    save(
+        stated,
+        {
+            "schema_version": 2,
+            "changes": [
+                {
+                    "rows": "toy-a:toy_model/**/q64",
+                    "fields": {"route.dispatch[0].plan.split_k": [99, 4]},
+                    "reason": "split-K 4 measured faster",
+                }
+            ],
+        },
+    )
+    refused = check(project, "--expected-changes", stated)
+    assert refused.code == 2 and "restate the file with --write-expected" in refused.stderr
+    restated = check(project, "--write-expected", stated)
+    assert "1 restated by identity" in restated.stderr
+    (entry,) = load(stated)["changes"]
+    assert entry["fields"] == {"route.dispatch[M=1,0].plan.split_k": [99, 4]}
+    assert entry["reason"] == "split-K 4 measured faster"
+    assert check(project, "--expected-changes", stated).code == 0
+
+
+def test_a_file_applied_by_update_is_explained_in_one_line_and_pruned(project):
+    alter(project, Q64, old_split_k)
+    stated = project / "stated.json"
+    check(project, "--write-expected", stated)
+    assert check(project, "--expected-changes", stated, "--update").code == 0
+    stale = check(project, "--expected-changes", stated)
+    assert stale.code == 1
+    lines = stale.stdout.splitlines()
+    assert lines[-2] == (
+        "stale expected changes: every missing change is already in the retained snapshots "
+        "(the file was applied, e.g. by check --update): remove the file or its entries "
+        "(--write-expected FILE --prune drops them)"
+    )
+    # A missing change that is not in the snapshots is not explained away.
+    document = load(stated)
+    document["changes"][0]["fields"] = {"route.dispatch[M=1,0].plan.split_k": [4, 99]}
+    save(stated, document)
+    assert "stale expected changes" not in check(project, "--expected-changes", stated).stdout
+
+    check(project, "--write-expected", stated, "--prune")
+    assert load(stated)["changes"] == []
     assert check(project, "--expected-changes", stated).code == 0

@@ -524,7 +524,7 @@ def valid_documents(tmp_path_factory):
         ],
     }
     probe = {
-        "format": 1,
+        "schema_version": 1,
         "namespace": "routectl",
         "imports": ["native.reference"],
         "ok": False,

@@ -9,12 +9,10 @@ import click
 
 from routectl.cli import CheckFailed, SuggestingGroup, cli, project_option, state
 from routectl.io.jsonread import shorten
-from routectl.io.schemas import schema_violation
+from routectl.io.schemas import SCHEMA_VERSION, schema_violation
 from routectl.namespaces.native_ns import TorchOpsNamespace
 from routectl.project import import_module
 from routectl.replay.probe import probe, render_text
-
-PROBE_FORMAT = 1
 
 
 def check_module_name(name: str) -> None:
@@ -95,7 +93,7 @@ def probe_command(
         )
     if fmt == "json":
         document = {
-            "format": PROBE_FORMAT,
+            "schema_version": SCHEMA_VERSION,
             "namespace": namespace,
             "imports": list(imports),
             "ok": ok,

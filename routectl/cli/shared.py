@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from routectl.review.expected import (
     ExpectedChanges,
     is_todo,
     load_expected_changes,
+    merge_expected,
     stated_document,
 )
 from routectl.review.markdown import render_markdown
@@ -39,12 +40,13 @@ from routectl.review.report import (
     FORMATS,
     MAX_FIELD_CHANGES,
     MAX_ROWS,
+    MAX_VALUE_CHARS,
     RenderOptions,
     build_report,
     render,
     render_json,
 )
-from routectl.review.snapshot import write_json, write_text
+from routectl.review.snapshot import read_json, write_json, write_text
 from routectl.review.sources import open_baseline
 
 CATEGORY_HELP = "Category name (repeatable; default: every category)."
@@ -89,6 +91,8 @@ class VerdictOptions:
     quiet: bool
     max_rows: int
     max_fields: int
+    prune: bool
+    full: bool
 
 
 def verdict_options(function: Any) -> Any:
@@ -108,7 +112,14 @@ def verdict_options(function: Any) -> Any:
             type=OutputPath(path_type=Path, dir_okay=False),
             default=None,
             help="Write the actual changes as stated entries, one per change group "
-            "(reasons TODO), for review.",
+            "(reasons TODO), for review. Onto an existing file it merges: entries that "
+            "still describe a change are kept with their reasons.",
+        ),
+        click.option(
+            "--prune",
+            is_flag=True,
+            help="With --write-expected: drop the entries that describe no change of this "
+            "run (the previous file is kept as FILE.orig).",
         ),
         click.option(
             "--write-expected-ids",
@@ -158,11 +169,19 @@ def verdict_options(function: Any) -> Any:
             metavar="N",
             help="Text: field changes shown per change group (0 = all).",
         ),
+        click.option(
+            "--full",
+            is_flag=True,
+            help=f"Text: show values whole (longer than {MAX_VALUE_CHARS} characters they are "
+            f"shortened; the other formats always show them whole).",
+        ),
     ]
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs["verdict"] = VerdictOptions(**{n: kwargs.pop(n) for n in names})
+        if kwargs["verdict"].prune and kwargs["verdict"].write_expected is None:
+            raise click.UsageError("--prune only applies with --write-expected FILE")
         return function(*args, **kwargs)
 
     for option in reversed(options):
@@ -219,6 +238,71 @@ def _write_document(path: Path, document: Any, count: int, project: Project) -> 
     note(f"wrote {count} expected-changes {'entry' if count == 1 else 'entries'} to {path}")
 
 
+def _known_ids(project: Project, result: CheckResult) -> Callable[[str], Collection[str]]:
+    declared: dict[str, Collection[str]] = {}
+
+    def known(name: str) -> Collection[str]:
+        verdict = result.outcome.categories.get(name)
+        if verdict is not None:
+            return verdict.comparison.fresh_ids | verdict.comparison.baseline_ids
+        if name not in declared:
+            declared[name] = {r.id for r in project.category(name).rows()}
+        return declared[name]
+
+    return known
+
+
+def write_stated(path: Path, result: CheckResult, project: Project, *, prune: bool) -> None:
+    """--write-expected: the actual changes as stated entries; onto an existing file,
+    merged (`merge_expected`): reviewed reasons are kept, and nothing is written when the
+    file already states every change. The previous file is kept as FILE.orig when an entry
+    is dropped."""
+    verdicts = list(result.outcome.categories.values())
+    if not path.exists():
+        stated = stated_document(verdicts)
+        if not stated["changes"]:
+            note(f"no change to write: {path} not written")
+            return
+        _write_document(path, stated, len(stated["changes"]), project)
+        return
+    names = list(dict.fromkeys([*(c.name for c in project.categories), *result.outcome.categories]))
+    merge = merge_expected(
+        read_json(path, "expected-changes file"),
+        verdicts,
+        names,
+        _known_ids(project, result),
+        source=str(path),
+        prune=prune,
+    )
+    for index, rows, why in merge.obsolete:
+        state = "dropped" if prune else "obsolete"
+        note(f"{state}: {path} entry [{index}] (rows {rows}): {why}")
+    if merge.document is None:
+        hint = " (--prune drops the obsolete entries)" if merge.obsolete else ""
+        note(
+            f"{path} already states every change: nothing to write, the file is left "
+            f"as it was{hint}"
+        )
+        return
+    problem = schema_violation("expected-changes", merge.document, project.snapshot_dir)
+    if problem is not None:
+        raise InputError(f"refusing to write {path}: {problem}")
+    if merge.dropped:
+        orig = path.with_name(path.name + ".orig")
+        write_text(orig, path.read_bytes())
+    write_json(path, merge.document)
+    parts = [f"{merge.kept} kept with their reasons", f"{merge.new} new"]
+    if merge.restated:
+        parts.append(f"{merge.restated} restated by identity")
+    if merge.dropped:
+        parts.append(f"{merge.dropped} dropped; the previous file is {path}.orig")
+    count = len(merge.document["changes"])
+    note(
+        f"wrote {count} expected-changes {'entry' if count == 1 else 'entries'} to {path} "
+        f"({', '.join(parts)})"
+    )
+
+
 def append_text(path: Path, text: str) -> None:
     """Append, as `$GITHUB_STEP_SUMMARY` expects (each step adds its part)."""
     try:
@@ -254,8 +338,7 @@ def emit_verdict(
         write_text(options.report_file, render_json(report, project.snapshot_dir))
         note(f"wrote report {options.report_file}")
     if options.write_expected is not None:
-        stated = stated_document(list(result.outcome.categories.values()))
-        _write_document(options.write_expected, stated, len(stated["changes"]), project)
+        write_stated(options.write_expected, result, project, prune=options.prune)
     if options.write_expected_ids is not None:
         ids = expected_document(result)
         _write_document(options.write_expected_ids, ids, len(ids), project)
@@ -274,6 +357,7 @@ def emit_verdict(
                 max_rows=options.max_rows,
                 max_fields=options.max_fields,
                 snapshot_dir=project.snapshot_dir,
+                full=options.full,
             ),
         ),
         nl=False,

@@ -14,6 +14,7 @@ from pydantic import Field as PydanticField
 from routectl.errors import InputError
 from routectl.io.jsonread import QUOTE_CHARS, parse_json, read_bytes, shorten
 from routectl.policy.fields import Field
+from routectl.suggest import did_you_mean
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -42,19 +43,46 @@ def build_config_model(fields: Sequence[Field], name: str = "KernelConfig") -> t
 MAX_DESCRIBED = 3
 
 
-def _describe(error: ValidationError) -> str:
+def config_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key a config model takes, dotted (`sm70_awq`, `sm70_awq.prefill_exact_dense`)."""
+    keys = []
+    for name, info in model.model_fields.items():
+        keys.append(prefix + name)
+        inner = info.annotation
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            keys.extend(config_keys(inner, f"{prefix}{name}."))
+    return keys
+
+
+def _describe(error: ValidationError, model: type[BaseModel]) -> str:
     parts = []
     items = error.errors()
     for item in items[:MAX_DESCRIBED]:
         where = ".".join(str(p) for p in item["loc"])
+        typed = where
         if len(where) > QUOTE_CHARS:
             where = f"{where[:QUOTE_CHARS]}... ({len(where):,} characters)"
+        if item["type"] == "extra_forbidden":
+            # Pydantic says "Extra inputs are not permitted": name the key meant, with its path.
+            hint = did_you_mean(typed, config_keys(model)).replace("mean ", "mean kernel_config.")
+            parts.append(f"kernel_config.{where}: unknown key{hint}")
+            continue
         got = item.get("input")
         shown = "" if isinstance(got, dict) else f" (got {shorten(got)})"
         parts.append(f"kernel_config.{where}: {item['msg']}{shown}")
     if len(items) > MAX_DESCRIBED:
         parts.append(f"and {len(items) - MAX_DESCRIBED} more")
     return "; ".join(parts)
+
+
+def _forgotten_at(value: str) -> None:
+    """A value that is no JSON text but names an existing file was meant as `@file`."""
+    text = value.strip()
+    if text and text[0] not in '{["' and len(text) < 4096 and Path(text).is_file():
+        raise InputError(
+            f"kernel config {shorten(text)} is not JSON text but names a file; did you mean "
+            f"@{text}?"
+        )
 
 
 def load_config(model: type[BaseModel], value: Any) -> BaseModel:
@@ -74,11 +102,12 @@ def load_config(model: type[BaseModel], value: Any) -> BaseModel:
                 parse_json(raw, f"kernel config {path}")
             else:
                 raw = value.encode("utf-8", "surrogatepass")
+                _forgotten_at(value)
                 parse_json(raw, "kernel config")
             return model.model_validate_json(raw)
         return model.model_validate(value)
     except ValidationError as exc:
-        raise InputError(_describe(exc)) from None
+        raise InputError(_describe(exc, model)) from None
 
 
 def typed_values(config: BaseModel, fields: Sequence[Field]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from routectl.errors import InputError
 from routectl.io.jsonread import QUOTE_CHARS, shorten
 from routectl.namespaces.ops import parse_schema
 from routectl.project import Catalogue
+from routectl.suggest import did_you_mean
 
 
 class ProbedNamespace(Protocol):
@@ -100,7 +101,8 @@ def probe(
         known = ", ".join(catalogue.kernels)
         shown = ", ".join(n if len(n) <= QUOTE_CHARS else shorten(n) for n in unknown[:5])
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        raise InputError(f"unknown kernel or stage {shown}{more} (known: {known})")
+        hint = did_you_mean(unknown[0], catalogue.kernels)
+        raise InputError(f"unknown kernel or stage {shown}{more}{hint} (known: {known})")
     results = []
     for name in names:
         getter = catalogue.abi_getters.get(name)

@@ -18,12 +18,12 @@ from routectl.review.compare import (
     Comparison,
     Differ,
     ExpectedEntry,
-    attribute,
     compare_rows,
     field_changes,
 )
 from routectl.review.expected import (
     ExpectedChanges,
+    already_applied,
     judge_category,
     load_expected_changes,
     resolve_stated,
@@ -178,10 +178,9 @@ def run_check(
         return declared[name]
 
     changes = (
-        expected if isinstance(expected, ExpectedChanges) else ExpectedChanges(tuple(expected))
+        expected if isinstance(expected, ExpectedChanges) else ExpectedChanges.of_ids(expected)
     )
-    attribution = attribute(changes.ids, list(snapshots), known_ids, listed)
-    stated = resolve_stated(changes.stated, list(snapshots), known_ids, listed)
+    stated = resolve_stated(changes.entries, list(snapshots), known_ids, listed)
     verdicts = {}
     covered: set[tuple[int, int]] = set()
     for name, comparison in comparisons.items():
@@ -194,16 +193,24 @@ def run_check(
             if base is None
             else {r["id"]: r for r in base.rows if r["id"] in comparison.removed},
         )
-        verdicts[name], hits = judge_category(
-            name, comparison, attribution.by_category[name], stated.by_category[name], groups
-        )
+        verdicts[name], hits = judge_category(name, comparison, stated.by_category[name], groups)
         covered |= hits
+    missing_stated = (*stated.missing, *unmatched_fields(stated.judged, covered))
+    by_id = {name: {r["id"]: r for r in snap.rows} for name, snap in snapshots.items()}
     outcome = CheckOutcome(
         verdicts,
         stale=stale,
-        unattributed=attribution.unattributed,
+        unattributed=stated.unattributed,
         complete=complete,
-        missing_stated=(*stated.missing, *unmatched_fields(stated.judged, covered)),
+        missing_stated=missing_stated,
+        applied=not stale
+        and not stated.unattributed
+        and already_applied(
+            list(verdicts.values()),
+            stated.by_category,
+            missing_stated,
+            lambda name, row_id: by_id[name].get(row_id),
+        ),
     )
     return CheckResult(outcome, snapshots, loaded)
 

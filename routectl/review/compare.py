@@ -41,19 +41,220 @@ class FieldChange:
 
 Differ = Callable[[Row, Row], list[FieldChange]]
 
+# A list item's identity, by the item's shape (the first rule every item of both versions
+# of a list fits, with no key repeated on either side): a candidate, verdict or stage by its
+# name, a fallback by its field, a warning by its variable, a stage plan by its M, a
+# dispatch record by its M and its position among the records of that M. Other lists (a
+# chain of chosen stages, prepare records, plain values) are ordered data: compared by
+# position.
+NAME_KEYS = ("name", "field", "variable")
+REORDERED = "reordered"  # the kind of a change of order of a keyed list (old, new: the keys)
 
-def _path_key(parts: Sequence[Any]) -> list[tuple[int, Any]]:
-    return [(0, p) if isinstance(p, int) else (1, str(p)) for p in parts]
+
+@dataclass(frozen=True)
+class ItemKey:
+    """The identity of one item of a keyed list: shown `[text]` in a path, sorted by
+    `order` (M numerically, then position)."""
+
+    text: str
+    order: tuple[Any, ...]
+
+
+class Keyed(dict[ItemKey, Any]):
+    """A keyed list: its items by key, in list order (for DeepDiff, a mapping)."""
+
+
+def _name_rule(field_name: str) -> Callable[[Any, int, dict[Any, int]], ItemKey | None]:
+    def rule(item: Any, _index: int, _seen: dict[Any, int]) -> ItemKey | None:
+        value = item.get(field_name) if type(item) is dict else None
+        return ItemKey(value, (value,)) if type(value) is str and value else None
+
+    return rule
+
+
+def _m_of(item: Any, *keys: str) -> int | None:
+    for key in keys:
+        item = item.get(key) if type(item) is dict else None
+    return item if type(item) is int else None
+
+
+def _stage_rule(item: Any, _index: int, _seen: dict[Any, int]) -> ItemKey | None:
+    m = _m_of(item, "m")
+    return None if m is None or "chosen" not in item else ItemKey(f"M={m}", (m,))
+
+
+def _dispatch_rule(item: Any, _index: int, seen: dict[Any, int]) -> ItemKey | None:
+    m = _m_of(item, "plan", "m")
+    if m is None or "op" not in item:
+        return None
+    n = seen.get(m, 0)
+    seen[m] = n + 1
+    return ItemKey(f"M={m},{n}", (m, n))
+
+
+KEY_RULES = (*map(_name_rule, NAME_KEYS), _stage_rule, _dispatch_rule)
+
+
+def _keys(
+    items: list[Any], rule: Callable[[Any, int, dict[Any, int]], ItemKey | None]
+) -> list[ItemKey] | None:
+    seen: dict[Any, int] = {}
+    keys = []
+    for index, item in enumerate(items):
+        key = rule(item, index, seen)
+        if key is None:
+            return None
+        keys.append(key)
+    return keys if len(set(keys)) == len(keys) else None
+
+
+def item_keys(*versions: list[Any]) -> list[list[ItemKey]] | None:
+    """The keys of each version of one list by the first rule all of them fit, or None (the
+    list is compared by position). Lists without items decide nothing."""
+    if not any(versions):
+        return None
+    for rule in KEY_RULES:
+        found = [_keys(v, rule) for v in versions]
+        if all(k is not None for k in found):
+            return found  # type: ignore[return-value]
+    return None
+
+
+def keyed_pair(
+    a: Any,
+    b: Any,
+    prefix: list[Any],
+    orders: list[tuple[list[Any], Any, Any]],
+    *,
+    whole: bool = False,
+) -> tuple[Any, Any]:
+    """Two versions of one value with their keyed lists as `Keyed` mappings, walked
+    together so that both versions of a list are keyed alike (or neither); each keyed list
+    whose common items changed order is appended to `orders` as (path, old keys, new
+    keys)."""
+    if not whole and _same(a, b):
+        # Equal parts report nothing and are handed to DeepDiff only inside a part that
+        # differs: they stay as they are (keying them would cost a walk of every row).
+        return a, b
+    if type(a) is dict and type(b) is dict:
+        out_a: dict[Any, Any] = {}
+        out_b: dict[Any, Any] = {}
+        for key, value in a.items():
+            if key in b:
+                out_a[key], out_b[key] = keyed_pair(
+                    value, b[key], [*prefix, key], orders, whole=whole
+                )
+            else:
+                out_a[key] = keyed(value)
+        for key, value in b.items():
+            if key not in out_b:
+                out_b[key] = keyed(value)
+        return out_a, out_b
+    if type(a) is list and type(b) is list:
+        found = item_keys(a, b)
+        if found is None:
+            if len(a) != len(b):
+                return [keyed(x) for x in a], [keyed(y) for y in b]
+            pairs = [
+                keyed_pair(x, y, [*prefix, i], orders, whole=whole)
+                for i, (x, y) in enumerate(zip(a, b, strict=True))
+            ]
+            return [p[0] for p in pairs], [p[1] for p in pairs]
+        keys_a, keys_b = found
+        by_a, by_b = dict(zip(keys_a, a, strict=True)), dict(zip(keys_b, b, strict=True))
+        common_a = [k for k in keys_a if k in by_b]
+        common_b = [k for k in keys_b if k in by_a]
+        if common_a != common_b:
+            orders.append((prefix, [k.text for k in common_a], [k.text for k in common_b]))
+        kept_a, kept_b = Keyed(), Keyed()
+        for key in keys_a:
+            if key in by_b:
+                kept_a[key], kept_b[key] = keyed_pair(
+                    by_a[key], by_b[key], [*prefix, key], orders, whole=whole
+                )
+            else:
+                kept_a[key] = keyed(by_a[key])
+        for key in keys_b:
+            if key not in kept_b:
+                kept_b[key] = keyed(by_b[key])
+        return kept_a, kept_b
+    return _keyed_alone(a), _keyed_alone(b)
+
+
+def _keyed_alone(value: Any) -> Any:
+    if type(value) not in (dict, list):
+        return value
+    return keyed_pair(value, value, [], [], whole=True)[0]
+
+
+def keyed(value: Any) -> Any:
+    """One version of a value with its keyed lists as `Keyed` mappings."""
+    return _keyed_alone(value)
+
+
+def unkeyed(value: Any) -> Any:
+    """The plain JSON value of a `keyed` one."""
+    if type(value) is Keyed:
+        return [unkeyed(v) for v in value.values()]
+    if type(value) is dict:
+        return {k: unkeyed(v) for k, v in value.items()}
+    if type(value) is list:
+        return [unkeyed(v) for v in value]
+    return value
+
+
+def row_values(row: Row) -> dict[str, Any]:
+    """Every value of a row (containers too) by its path as `field_changes` names it."""
+    out: dict[str, Any] = {}
+
+    def walk(value: Any, parts: list[Any]) -> None:
+        if parts:
+            out[change_path(parts)] = unkeyed(value)
+        if type(value) in _MAPPINGS:
+            for key, item in value.items():
+                walk(item, [*parts, key])
+        elif type(value) is list:
+            for index, item in enumerate(value):
+                walk(item, [*parts, index])
+
+    walk(keyed(row), [])
+    return out
+
+
+def change_path(parts: Sequence[Any]) -> str:
+    """`route.stages[M=128].rejected[w2.chunked_w2].code`: keys as `[text]`, indexes and
+    other keys as `format_path` writes them."""
+    out = ""
+    for part in parts:
+        if isinstance(part, ItemKey):
+            out += f"[{part.text}]"
+        else:  # format_path's spelling of one part after another ("_" stands for it)
+            out += format_path(["_", part])[1:] if out else format_path([part])
+    return out
+
+
+def path_sort_key(parts: Sequence[Any]) -> list[tuple[int, Any]]:
+    return [
+        (0, p) if isinstance(p, int) else (2, p.order) if isinstance(p, ItemKey) else (1, str(p))
+        for p in parts
+    ]
 
 
 def field_changes(old: Row, new: Row) -> list[FieldChange]:
-    """What moved between two versions of one row, from DeepDiff's tree view, sorted by path.
-    DeepDiff sees only the parts that differ (`_differing_parts`), each with its path from
-    the row prefixed: walking a whole row costs it about 6 ms, most of it in equal fields."""
+    """What moved between two versions of one row, sorted by path: lists of items with an
+    identity (`item_keys`) matched by key, a change of their order one `reordered` change,
+    the rest from DeepDiff's tree view. DeepDiff sees only the parts that differ
+    (`_differing_parts`), each with its path from the row prefixed: walking a whole row
+    costs it about 6 ms, most of it in equal fields."""
     from deepdiff import DeepDiff  # only changed rows reach here: keep it off the pass path
 
-    found: list[tuple[list[tuple[int, Any]], FieldChange]] = []
-    for prefix, a, b in _differing_parts(old, new, []):
+    orders: list[tuple[list[Any], Any, Any]] = []
+    keyed_old, keyed_new = keyed_pair(old, new, [], orders)
+    found: list[tuple[list[tuple[int, Any]], FieldChange]] = [
+        (path_sort_key(parts), FieldChange(change_path(parts), REORDERED, was, now))
+        for parts, was, now in orders
+    ]
+    for prefix, a, b in _differing_parts(keyed_old, keyed_new, []):
         tree = DeepDiff(a, b, threshold_to_diff_deeper=0, verbose_level=2, view="tree")
         for report_type, levels in tree.items():
             kind = (
@@ -66,12 +267,12 @@ def field_changes(old: Row, new: Row) -> list[FieldChange]:
             for level in levels:
                 parts = [*prefix, *level.path(output_format="list")]
                 change = FieldChange(
-                    format_path(parts),
+                    change_path(parts),
                     kind,
-                    None if kind == "added" else level.t1,
-                    None if kind == "removed" else level.t2,
+                    None if kind == "added" else unkeyed(level.t1),
+                    None if kind == "removed" else unkeyed(level.t2),
                 )
-                found.append((_path_key(parts), change))
+                found.append((path_sort_key(parts), change))
     found.sort(key=lambda item: item[0])
     changes = [c for _, c in found]
     if not changes:
@@ -82,11 +283,12 @@ def field_changes(old: Row, new: Row) -> list[FieldChange]:
 
 def _differing_parts(a: Any, b: Any, prefix: list[Any]) -> Iterator[tuple[list[Any], Any, Any]]:
     """(path, old, new) of the smallest parts of two unequal values that DeepDiff reports
-    alike whether given them or the whole rows: each differing value of two dicts with the
-    same keys, and each differing item of two lists of one length that hold a dict or a list
-    (DeepDiff pairs those items by index), recursively; otherwise the two values. A list of
-    scalars goes to DeepDiff whole: it matches those by hash (so [true] equals [1])."""
-    if type(a) is dict and type(b) is dict and a.keys() == b.keys():
+    alike whether given them or the whole rows: each differing value of two dicts (or keyed
+    lists) with the same keys, and each differing item of two lists of one length that hold
+    a dict or a list (DeepDiff pairs those items by index), recursively; otherwise the two
+    values. A list of scalars goes to DeepDiff whole: it matches those by hash (so [true]
+    equals [1])."""
+    if type(a) in _MAPPINGS and type(a) is type(b) and a.keys() == b.keys():
         for key, value in a.items():
             if not _same(value, b[key]):
                 yield from _differing_parts(value, b[key], [*prefix, key])
@@ -104,7 +306,8 @@ def _differing_parts(a: Any, b: Any, prefix: list[Any]) -> Iterator[tuple[list[A
     yield prefix, a, b
 
 
-_CONTAINERS = (dict, list)
+_MAPPINGS = (dict, Keyed)
+_CONTAINERS = (dict, list, Keyed)
 
 
 def _same(a: Row, b: Row) -> bool:
@@ -134,7 +337,7 @@ def _same_types(a: Any, b: Any) -> bool:
     kind = type(a)
     if kind is not type(b):
         return False
-    if kind is dict:
+    if kind in _MAPPINGS:
         return all(map(_same_types, a.values(), map(b.__getitem__, a)))
     if kind is list:
         return all(map(_same_types, a, b))
@@ -259,56 +462,6 @@ def load_expected(
     )
 
 
-@dataclass(frozen=True)
-class Attribution:
-    """Expected entries assigned to the judged categories."""
-
-    by_category: Mapping[str, Mapping[str, ExpectedEntry]]  # category -> row id -> entry
-    unattributed: tuple[str, ...]  # bare ids naming no row, with several categories judged
-
-
-def attribute(
-    entries: Sequence[ExpectedEntry],
-    judged: Sequence[str],
-    known_ids: Callable[[str], Collection[str]],
-    categories: Sequence[str],
-) -> Attribution:
-    """Assign each entry to its category. A qualified entry of a category outside `judged`
-    is not judged (filtered run). A bare id belongs to the one category holding it
-    (`known_ids(name)`: fresh and baseline ids of a judged category, declared ids of any
-    other); several holders is an InputError; none: the single judged category, else it is
-    unattributed (and fails as missing)."""
-    by_category: dict[str, dict[str, ExpectedEntry]] = {name: {} for name in judged}
-    unattributed: list[str] = []
-    for entry in entries:
-        if entry.category is not None:
-            target: str | None = entry.category
-        else:
-            holders = [c for c in categories if entry.row_id in known_ids(c)]
-            if len(holders) > 1:
-                raise InputError(
-                    f"expected id {shorten(entry.listed)} is a row of several "
-                    f"categories ({', '.join(holders)}): qualify it as "
-                    f"CATEGORY:{entry.row_id}"
-                )
-            if holders:
-                target = holders[0]
-            elif len(judged) == 1:
-                target = judged[0]
-            else:
-                unattributed.append(entry.listed)
-                continue
-        if target not in by_category:
-            continue
-        if entry.row_id in by_category[target]:
-            raise InputError(
-                f"expected id {shorten(entry.listed)} repeats "
-                f"{shorten(by_category[target][entry.row_id].listed)}"
-            )
-        by_category[target][entry.row_id] = entry
-    return Attribution(by_category, tuple(sorted(unattributed)))
-
-
 # --- verdict -------------------------------------------------------------------------------
 
 
@@ -343,7 +496,6 @@ class CategoryVerdict:
     name: str
     rows: int  # fresh rows
     comparison: Comparison
-    expected: Mapping[str, ExpectedEntry] = field(default_factory=dict)
     unexpected: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()  # the missing ids that name no row
@@ -367,13 +519,17 @@ class CategoryVerdict:
 class CheckOutcome:
     """The verdict of a whole run. `stale` names baseline categories no longer listed (only
     judged in complete runs); `unattributed` are bare expected ids naming no row;
-    `missing_stated` the stated entries and fields that matched no change."""
+    `missing_stated` the stated entries and fields that matched no change; `applied` says
+    every missing change is already in the baseline."""
 
     categories: Mapping[str, CategoryVerdict]
     stale: tuple[str, ...] = ()
     unattributed: tuple[str, ...] = ()
     complete: bool = True
     missing_stated: tuple[MissingItem, ...] = ()
+    # Every missing change is already in the baseline: the expected changes were applied
+    # (by `check --update`) and the file now describes what the snapshots hold.
+    applied: bool = False
 
     @property
     def ok(self) -> bool:

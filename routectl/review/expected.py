@@ -20,11 +20,12 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.io.jsonread import shorten
 from routectl.io.schemas import schema_violation
 from routectl.review.compare import (
     CategoryVerdict,
@@ -33,20 +34,25 @@ from routectl.review.compare import (
     FieldChange,
     MissingItem,
     parse_expected,
+    row_values,
     split_id,
 )
 from routectl.review.groups import ChangeGroup, canonical
-from routectl.review.patterns import compile_glob, is_glob
+from routectl.review.patterns import compile_glob, describe, is_glob
 from routectl.review.snapshot import qualified, read_json
+from routectl.suggest import ID_CUTOFF, did_you_mean
 
-EXPECTED_VERSION = 2
+EXPECTED_VERSION = 3
+# Before version 3 a field path named a list item by its position (`route.stages[6]`); lists
+# are compared by identity since, so such a path would state a change no longer reported.
+POSITIONAL = re.compile(r"\[[0-9]+\]")
 # A reason written by --write-expected for the reviewer to replace; CI warns while it stays.
 TODO_REASON = "TODO"
 
 
 def path_regex(path: str) -> re.Pattern[str]:
-    """A field path where `[*]` matches any list index."""
-    return re.compile(re.escape(path).replace(r"\[\*\]", r"\[[0-9]+\]"))
+    """A field path where `[*]` matches any list item, by position or key."""
+    return re.compile(re.escape(path).replace(r"\[\*\]", r"\[[^\]]+\]"))
 
 
 @dataclass(frozen=True)
@@ -73,29 +79,39 @@ class StatedField:
 
 @dataclass(frozen=True)
 class StatedEntry:
-    """One stated entry: `rows` as (category or None for bare, bare pattern) pairs; `fields`
-    None when the entry states no fields (any change of its rows is expected)."""
+    """One entry of an expected-changes file: `rows` as (category or None for bare, bare
+    pattern) pairs; `fields` None when the entry states no fields (any change of its rows is
+    expected). An id entry (`"row-id"` or `{"id", "reason"}`) is an entry of one id without
+    fields (`from_id`: it may give no reason, and names one row at most once)."""
 
     index: int
     listed: str  # the rows as written
     rows: tuple[tuple[str | None, str], ...]
     fields: tuple[StatedField, ...] | None
-    reason: str
+    reason: str | None
+    from_id: bool = False
+
+
+def id_entry(index: int, entry: ExpectedEntry) -> StatedEntry:
+    """An id entry as the entry of its one row, without fields."""
+    return StatedEntry(
+        index, entry.listed, ((entry.category, entry.row_id),), None, entry.reason, True
+    )
 
 
 @dataclass(frozen=True)
 class ExpectedChanges:
-    """An expected-changes file: id entries (today's forms) and stated entries."""
+    """An expected-changes file: its entries in file order, id entries among them."""
 
-    ids: tuple[ExpectedEntry, ...] = ()
-    stated: tuple[StatedEntry, ...] = ()
+    entries: tuple[StatedEntry, ...] = ()
+
+    @classmethod
+    def of_ids(cls, ids: Sequence[ExpectedEntry]) -> ExpectedChanges:
+        return cls(tuple(id_entry(i, e) for i, e in enumerate(ids)))
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        return (
-            *(e.reason for e in self.ids if e.reason is not None),
-            *(e.reason for e in self.stated),
-        )
+        return tuple(e.reason for e in self.entries if e.reason is not None)
 
 
 def is_todo(reason: str) -> bool:
@@ -171,30 +187,53 @@ def parse_document(
         )
     problem = schema_violation("expected-changes", data, snapshot_dir)
     items = data.get("changes") if isinstance(data, dict) else data
+    version = data.get("schema_version") if isinstance(data, dict) else 1
+    if problem is None and isinstance(items, list) and version != EXPECTED_VERSION:
+        _refuse_positional(items, version, source)
     if problem is not None or not isinstance(items, list):
         if isinstance(items, list):
             # The id entries' own messages read better than the schema's.
             parse_expected(
-                [i for i in items if not (isinstance(i, dict) and "rows" in i)],
+                [i for i in items if not _is_stated(i)],
                 categories,
                 source=source,
                 snapshot_dir=snapshot_dir,
             )
         raise InputError(f"{source}: {problem}")
+    id_places = [i for i, item in enumerate(items) if not _is_stated(item)]
     ids = parse_expected(
-        [i for i in items if not (isinstance(i, dict) and "rows" in i)],
-        categories,
-        source=source,
-        snapshot_dir=snapshot_dir,
+        [items[i] for i in id_places], categories, source=source, snapshot_dir=snapshot_dir
     )
-    stated = []
+    by_place = dict(zip(id_places, ids, strict=True))
+    entries = []
     for index, item in enumerate(items):
-        if isinstance(item, dict) and "rows" in item:
-            try:
-                stated.append(_stated_entry(index, item, categories))
-            except InputError as exc:
-                raise InputError(f"{source}: [{index}]: {exc}") from None
-    return ExpectedChanges(ids, tuple(stated))
+        if index in by_place:
+            entries.append(id_entry(index, by_place[index]))
+            continue
+        try:
+            entries.append(_stated_entry(index, item, categories))
+        except InputError as exc:
+            raise InputError(f"{source}: [{index}]: {exc}") from None
+    return ExpectedChanges(tuple(entries))
+
+
+def _refuse_positional(items: Sequence[Any], version: Any, source: str) -> None:
+    """A document before version 3 is read as it is (its `[*]` matches any item, by position
+    or key) unless a stated field names a list item by position: then a hint to restate it."""
+    for index, item in enumerate(items):
+        for path in item.get("fields", {}) if _is_stated(item) else ():
+            if POSITIONAL.search(path):
+                raise InputError(
+                    f"{source}: [{index}]: field {shorten(path)} names a list item by its "
+                    f"position (expected-changes schema_version {version}); lists are compared "
+                    f"by identity since version {EXPECTED_VERSION} (route.stages[M=128], "
+                    f"route.verdicts[KERNEL]): restate the file with --write-expected "
+                    f"{source} (reviewed reasons are kept), or write the place as [*]"
+                )
+
+
+def _is_stated(item: Any) -> bool:
+    return isinstance(item, dict) and "rows" in item
 
 
 def load_expected_changes(
@@ -224,6 +263,35 @@ class StatedResolution:
     by_category: Mapping[str, tuple[StatedMatch, ...]]
     judged: tuple[StatedEntry, ...]  # entries with a pattern in a judged category
     missing: tuple[MissingItem, ...]  # patterns that match no row
+    unattributed: tuple[str, ...] = ()  # bare ids naming no row, several categories judged
+
+
+def _targets(
+    entry: StatedEntry,
+    category: str | None,
+    pattern: str,
+    known_ids: Callable[[str], Collection[str]],
+    categories: Sequence[str],
+) -> list[str]:
+    """The category a pattern names: its own when qualified; else every category holding a
+    matching row (an id: holding it)."""
+    if category is not None:
+        return [category]
+    if entry.from_id:
+        return [c for c in categories if pattern in known_ids(c)]
+    match = compile_glob(pattern)
+    return [c for c in categories if any(map(match, known_ids(c)))]
+
+
+def _refuse_typo(entry: StatedEntry, row_id: str, known: Collection[str]) -> None:
+    """An id naming no row but close to one is a typo: refused, naming the row meant. (One
+    close to none stays a missing unknown id: the check fails on it.)"""
+    hint = did_you_mean(row_id, known, ID_CUTOFF)
+    if hint:
+        raise InputError(
+            f"expected-changes entry [{entry.index}] names row {shorten(row_id)}, which no "
+            f"category has{hint}"
+        )
 
 
 def resolve_stated(
@@ -232,41 +300,61 @@ def resolve_stated(
     known_ids: Callable[[str], Collection[str]],
     categories: Sequence[str],
 ) -> StatedResolution:
-    """Each pattern to its category, as `compare.attribute` does for ids: a qualified one to
-    its own; a bare one to the one category with a matching row (several: InputError; none:
-    the single judged category, else it matches no row)."""
+    """Each pattern to its category: a qualified one to its own; a bare one to the one
+    category with a matching row (several: InputError; none: the single judged category,
+    else it matches no row). An id entry's row is its own even when no category has it (it
+    is then missing, as an unknown id), and one row is named by one id entry at most."""
     rows: dict[str, dict[int, set[str]]] = {name: {} for name in judged}
     judged_entries: list[StatedEntry] = []
     missing: list[MissingItem] = []
+    unattributed: list[str] = []
+    named: dict[tuple[str, str], StatedEntry] = {}
     for entry in entries:
         in_scope = False
         for category, pattern in entry.rows:
-            match = compile_glob(pattern)
-            if category is not None:
-                targets = [category]
-            else:
-                targets = [c for c in categories if any(map(match, known_ids(c)))]
-                if len(targets) > 1:
-                    raise InputError(
-                        f"row pattern {pattern!r} of expected entry "
-                        f"[{entry.index}] matches rows of several categories "
-                        f"({', '.join(targets)}): qualify it as "
-                        f"CATEGORY:{pattern}"
-                    )
-                if not targets and len(judged) == 1:
-                    targets = [judged[0]]
+            targets = _targets(entry, category, pattern, known_ids, categories)
+            if len(targets) > 1:
+                what = (
+                    f"expected id {shorten(entry.listed)} is a row"
+                    if entry.from_id
+                    else (f"row pattern {pattern!r} of expected entry [{entry.index}] matches rows")
+                )
+                raise InputError(
+                    f"{what} of several categories ({', '.join(targets)}): qualify it as "
+                    f"CATEGORY:{pattern}"
+                )
+            if not targets and len(judged) == 1:
+                targets = [judged[0]]
             if not targets:
                 in_scope = True
-                missing.append(MissingItem(entry.index, pattern, None, "matches no row"))
+                if not is_glob(pattern):
+                    _refuse_typo(entry, pattern, [i for c in categories for i in known_ids(c)])
+                if entry.from_id:
+                    unattributed.append(entry.listed)
+                else:
+                    missing.append(MissingItem(entry.index, pattern, None, "matches no row"))
                 continue
             if targets[0] not in rows:
                 continue  # a filtered run does not judge other categories
             in_scope = True
-            found = {i for i in known_ids(targets[0]) if match(i)}
-            if not found:
-                missing.append(
-                    MissingItem(entry.index, qualified(targets[0], pattern), None, "matches no row")
-                )
+            if not is_glob(pattern) and pattern not in known_ids(targets[0]):
+                _refuse_typo(entry, pattern, known_ids(targets[0]))
+            if entry.from_id:
+                earlier = named.setdefault((targets[0], pattern), entry)
+                if earlier is not entry:
+                    raise InputError(
+                        f"expected id {shorten(entry.listed)} repeats {shorten(earlier.listed)}"
+                    )
+                found = {pattern}
+            else:
+                match = compile_glob(pattern)
+                found = {i for i in known_ids(targets[0]) if match(i)}
+                if not found:
+                    missing.append(
+                        MissingItem(
+                            entry.index, qualified(targets[0], pattern), None, "matches no row"
+                        )
+                    )
             rows[targets[0]].setdefault(entry.index, set()).update(found)
         if in_scope:
             judged_entries.append(entry)
@@ -280,6 +368,7 @@ def resolve_stated(
         },
         tuple(judged_entries),
         tuple(missing),
+        tuple(sorted(unattributed)),
     )
 
 
@@ -306,13 +395,12 @@ def _check_conflicts(name: str, matches: Sequence[StatedMatch]) -> None:
 def judge_category(
     name: str,
     comparison: Comparison,
-    listed: Mapping[str, ExpectedEntry],
     stated: Sequence[StatedMatch],
     groups: tuple[ChangeGroup, ...] = (),
 ) -> tuple[CategoryVerdict, set[tuple[int, int]]]:
-    """The verdict of one category under id entries (`listed`, by row id) and stated
-    matches; also the (entry index, field index) pairs of stated fields that covered a
-    change here."""
+    """The verdict of one category under the entries that match its rows (id entries among
+    them); also the (entry index, field index) pairs of stated fields that covered a change
+    here."""
     _check_conflicts(name, stated)
     moved = comparison.moved
     by_row: dict[str, list[StatedEntry]] = defaultdict(list)
@@ -320,7 +408,7 @@ def judge_category(
         for row_id in match.rows:
             by_row[row_id].append(match.entry)
     covered: set[tuple[int, int]] = set()
-    unexpected = set(moved - listed.keys() - by_row.keys())
+    unexpected = set(moved - by_row.keys())
     unexpected_fields: dict[str, tuple[FieldChange, ...]] = {}
     for row_id in sorted(moved & by_row.keys()):
         entries = by_row[row_id]
@@ -337,24 +425,21 @@ def judge_category(
             covered.update(hits)
             if not hits:
                 uncovered.append(change)
-        if row_id in listed or any(e.fields is None for e in entries):
+        if any(e.fields is None for e in entries):
             continue
         if uncovered:
             unexpected.add(row_id)
             unexpected_fields[row_id] = tuple(uncovered)
-    expected_rows = listed.keys() | by_row.keys()
-    missing = tuple(sorted(expected_rows - moved))
+    missing = tuple(sorted(by_row.keys() - moved))
     known = comparison.fresh_ids | comparison.baseline_ids
     reasons: dict[str, tuple[str, ...]] = {}
     for row_id in sorted(moved - unexpected):
-        found = [listed[row_id].reason] if row_id in listed else []
-        found.extend(e.reason for e in by_row.get(row_id, ()))
+        found = [e.reason for e in by_row.get(row_id, ())]
         reasons[row_id] = tuple(dict.fromkeys(r for r in found if r))
     verdict = CategoryVerdict(
         name=name,
         rows=len(comparison.fresh_ids),
         comparison=comparison,
-        expected=dict(listed),
         unexpected=tuple(sorted(unexpected)),
         missing=missing,
         unknown=tuple(m for m in missing if m not in known),
@@ -363,6 +448,42 @@ def judge_category(
         groups=groups,
     )
     return verdict, covered
+
+
+def already_applied(
+    verdicts: Sequence[CategoryVerdict],
+    matches: Mapping[str, Sequence[StatedMatch]],
+    missing_stated: Sequence[MissingItem],
+    rows: Callable[[str, str], Any],
+) -> bool:
+    """Whether the changes an outcome misses are in the baseline already: nothing moved
+    unexpectedly, and every row that was expected to move but did not is matched by entries
+    with fields whose every NEW value it holds (an absent NEW: no such path). Entries
+    without fields say no value, so they never prove it. `rows(category, id)` is the row."""
+    if any(v.unexpected for v in verdicts) or any(m.field is None for m in missing_stated):
+        return False
+    if not any(v.missing for v in verdicts):
+        return False
+    for verdict in verdicts:
+        by_row: dict[str, list[StatedEntry]] = defaultdict(list)
+        for match in matches.get(verdict.name, ()):
+            for row_id in match.rows:
+                by_row[row_id].append(match.entry)
+        for row_id in verdict.missing:
+            entries = by_row.get(row_id, [])
+            row = rows(verdict.name, row_id) if row_id not in verdict.unknown else None
+            if row is None or not entries or any(e.fields is None for e in entries):
+                return False
+            values = row_values(row)
+            for entry in entries:
+                for stated in entry.fields or ():
+                    found = [p for p in values if stated.regex.fullmatch(p)]
+                    if stated.new is None:
+                        if found:
+                            return False
+                    elif not any(canonical(values[p]) == canonical(stated.new) for p in found):
+                        return False
+    return True
 
 
 def unmatched_fields(
@@ -399,8 +520,10 @@ def _stated_fields(
         if f.path in general:
             repeated.add(f.path)
         general[f.path] = [f.old, f.new]
+    # A change at one place in every row is stated there (`route.stages[M=128]...`).
+    concrete_of = {f.path: f.concrete for f in group.fields if f.path not in repeated}
     if not repeated:
-        return general
+        return dict(sorted((concrete_of[p] or p, v) for p, v in general.items()))
     patterns = [path_regex(g) for g in sorted(repeated)]
     concrete: dict[str, list[Any]] | None = None
     for row_id in group.row_ids:
@@ -413,7 +536,7 @@ def _stated_fields(
             concrete = mine
         elif mine != concrete:
             return None
-    out = {p: v for p, v in general.items() if p not in repeated}
+    out = {concrete_of[p] or p: v for p, v in general.items() if p not in repeated}
     out.update(concrete or {})
     return dict(sorted(out.items()))
 
@@ -425,25 +548,171 @@ def _group_reason(verdict: CategoryVerdict, group: ChangeGroup) -> str:
         if only and len(only) == 1 and not is_todo(only[0]):
             return only[0]
     if group.kind == "changed":
-        paths = list(dict.fromkeys(f.path for f in group.fields))
+        paths = list(dict.fromkeys(f.shown_path for f in group.fields))
         what = ", ".join(paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
         return f"{TODO_REASON}: say why {what} moves"
     return f"{TODO_REASON}: say why these rows are {group.kind} ({group.label})"
 
 
+def _no_fields_note(group: ChangeGroup, changed: Mapping[str, Sequence[FieldChange]]) -> str:
+    """Why a changed group's entry states no fields, and the split that would state them:
+    its rows by the places their repeated changes have."""
+    repeated = sorted(
+        {f.path for f in group.fields if sum(g.path == f.path for g in group.fields) > 1}
+    )
+    patterns = [path_regex(g) for g in repeated]
+    parts: dict[tuple[tuple[str, str, str], ...], list[str]] = {}
+    for row_id in group.row_ids:
+        places = tuple(
+            sorted(
+                (c.path, canonical(c.old), canonical(c.new))
+                for c in changed[row_id]
+                if any(p.fullmatch(c.path) for p in patterns)
+            )
+        )
+        parts.setdefault(places, []).append(row_id)
+    shown = []
+    for ids in sorted(parts.values(), key=len, reverse=True):
+        found = describe(ids).patterns
+        rows = (
+            ", ".join(qualified(group.category, p) for p in found)
+            if found
+            else qualified(group.category, ids[0])
+            + (f" and {len(ids) - 1} more" if len(ids) > 1 else "")
+        )
+        shown.append(f"{rows} ({len(ids)} rows)" if len(ids) != 1 else rows)
+    more = f"; +{len(shown) - 3} more parts" if len(shown) > 3 else ""
+    return (
+        f"no field is common to all {len(group.row_ids)} rows: {', '.join(repeated)} "
+        f"changes at different places in them; split the entry into {len(parts)} to state "
+        f"each its fields: {'; '.join(shown[:3])}{more}"
+    )
+
+
+def stated_entry(
+    verdict: CategoryVerdict, group: ChangeGroup, reason: str | None = None
+) -> dict[str, Any]:
+    """The stated entry of one change group: its patterns (its ids when no few patterns
+    describe it), its fields (or a note saying why none), and a reason for the reviewer
+    (`reason`, else the one given to its rows, else TODO)."""
+    patterns = group.patterns
+    rows: Any = list(patterns if patterns is not None else group.qualified_ids)
+    entry: dict[str, Any] = {"rows": rows[0] if len(rows) == 1 else rows}
+    if group.kind == "changed":
+        fields = _stated_fields(group, verdict.comparison.changed)
+        if fields is not None:
+            entry["fields"] = fields
+        else:
+            entry["note"] = _no_fields_note(group, verdict.comparison.changed)
+    entry["reason"] = reason or _group_reason(verdict, group)
+    return entry
+
+
 def stated_document(verdicts: Sequence[CategoryVerdict]) -> dict[str, Any]:
-    """One stated entry per change group: its patterns (its ids when no few patterns
-    describe it), its fields, and a reason for the reviewer (kept where one was given)."""
-    changes: list[dict[str, Any]] = []
+    """One stated entry per change group (`stated_entry`)."""
+    changes = [stated_entry(v, g) for v in verdicts for g in v.groups]
+    return {"schema_version": EXPECTED_VERSION, "changes": changes}
+
+
+# --- merging into an existing file ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Merge:
+    """An existing expected-changes file merged with the actual changes. `document` is None
+    when there is nothing to write. `kept`: entries written back as they were (reasons and
+    all); `new`: entries for changes the file did not expect; `obsolete`: the entries that
+    describe no change of this run (dropped only when `pruned`); `restated`: entries that
+    named list items by position, replaced by new ones."""
+
+    document: dict[str, Any] | None
+    kept: int
+    new: int
+    obsolete: tuple[tuple[int, str, str], ...]  # (entry index, its rows as written, why)
+    pruned: bool
+    restated: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.restated + (len(self.obsolete) if self.pruned else 0)
+
+
+def _positional(item: Any) -> bool:
+    return _is_stated(item) and any(POSITIONAL.search(p) for p in item.get("fields") or {})
+
+
+def merge_expected(
+    data: Any,
+    verdicts: Sequence[CategoryVerdict],
+    categories: Sequence[str],
+    known_ids: Callable[[str], Collection[str]],
+    *,
+    source: str,
+    prune: bool = False,
+) -> Merge:
+    """Merge the actual changes (`verdicts`) into an expected-changes document `data`
+    (any version): its entries are judged against this run's changes; an entry that still
+    describes a change is kept as written, one that describes none is obsolete (kept unless
+    `prune`), and a change group with a row no kept entry expects gets a new entry. An entry
+    of an older file naming list items by position is replaced: the new entries for the
+    rows it matched take its reason."""
+    items = list((data.get("changes") if isinstance(data, dict) else data) or ())
+    restated = [i for i, item in enumerate(items) if _positional(item)]
+    current = [item for i, item in enumerate(items) if i not in restated]
+    # Judged as one document of this version, each entry at its own index.
+    places = [i for i in range(len(items)) if i not in restated]
+    parsed = parse_document(
+        {"schema_version": EXPECTED_VERSION, "changes": current}, categories, source=source
+    )
+    entries = [replace(e, index=places[e.index]) for e in parsed.entries]
+    names = [v.name for v in verdicts]
+    resolution = resolve_stated(entries, names, known_ids, categories)
+    why: dict[int, str] = {}
+    covered: set[tuple[int, int]] = set()
+    unexpected: dict[str, frozenset[str]] = {}
+    for verdict in verdicts:
+        judged, hits = judge_category(
+            verdict.name, verdict.comparison, resolution.by_category[verdict.name]
+        )
+        covered |= hits
+        unexpected[verdict.name] = judged.unexpected_set
+        for match in resolution.by_category[verdict.name]:
+            still = match.rows - verdict.comparison.moved
+            if still:
+                why.setdefault(match.entry.index, f"{len(still)} of its rows did not move")
+    for item in (*resolution.missing, *unmatched_fields(resolution.judged, covered)):
+        why.setdefault(item.entry, item.text().split(": ", 1)[-1])
+    for entry in entries:
+        if entry.from_id and entry.listed in resolution.unattributed:
+            why.setdefault(entry.index, "names no row")
+    # The reasons of restated entries, by the rows they matched.
+    old_reasons: dict[tuple[str, str], set[str]] = defaultdict(set)
+    if restated:
+        loose = [{k: v for k, v in items[i].items() if k != "fields"} for i in restated]
+        again = parse_document(
+            {"schema_version": EXPECTED_VERSION, "changes": loose}, categories, source=source
+        )
+        found = resolve_stated(again.entries, names, known_ids, categories)
+        for name, matches in found.by_category.items():
+            for match in matches:
+                for row_id in match.rows:
+                    if match.entry.reason and not is_todo(match.entry.reason):
+                        old_reasons[(name, row_id)].add(match.entry.reason)
+    fresh = []
     for verdict in verdicts:
         for group in verdict.groups:
-            patterns = group.patterns
-            rows: Any = list(patterns if patterns is not None else group.qualified_ids)
-            entry: dict[str, Any] = {"rows": rows[0] if len(rows) == 1 else rows}
-            if group.kind == "changed":
-                fields = _stated_fields(group, verdict.comparison.changed)
-                if fields is not None:
-                    entry["fields"] = fields
-            entry["reason"] = _group_reason(verdict, group)
-            changes.append(entry)
-    return {"schema_version": EXPECTED_VERSION, "changes": changes}
+            if not any(i in unexpected[verdict.name] for i in group.row_ids):
+                continue
+            given = [old_reasons.get((verdict.name, i), set()) for i in group.row_ids]
+            first = given[0]
+            one = len(first) == 1 and all(g == first for g in given)
+            reason = next(iter(first)) if one else None
+            fresh.append(stated_entry(verdict, group, reason))
+    listed = {e.index: e.listed for e in entries}
+    obsolete = tuple((i, listed[i], text) for i, text in sorted(why.items()))
+    dropped = {i for i, _, _ in obsolete} if prune else set()
+    kept = [item for i, item in enumerate(items) if i not in restated and i not in dropped]
+    if not fresh and not dropped and not restated:
+        return Merge(None, len(kept), 0, obsolete, prune)
+    document = {"schema_version": EXPECTED_VERSION, "changes": [*kept, *fresh]}
+    return Merge(document, len(kept), len(fresh), obsolete, prune, len(restated))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from routectl.errors import InputError
 from routectl.io.jsonread import shorten
+from routectl.suggest import did_you_mean
 
 # Set inside git hooks (GIT_INDEX_FILE during a commit, GIT_DIR in some hooks): they would
 # point our git calls at another index or repository. Every call names its repository (-C).
@@ -100,7 +101,11 @@ def resolve_commit(repo: Path, ref: str, environ: Mapping[str, str]) -> str:
     hint = (
         f" (this clone is shallow): {fetch_hint(ref)}" if (shallow.stdout.strip() == "true") else ""
     )
-    raise git_error(f"unknown git ref {shorten(ref)} in {repo}{hint}", done)
+    refs = run_git(
+        repo, ["for-each-ref", "--format=%(refname:short)", "refs/heads", "refs/tags"], environ
+    )
+    close = did_you_mean(ref, refs.stdout.split()) if refs.returncode == 0 else ""
+    raise git_error(f"unknown git ref {shorten(ref)} in {repo}{close}{hint}", done)
 
 
 def file_at(repo: Path, commit: str, path: str, environ: Mapping[str, str]) -> str | None:

@@ -24,12 +24,15 @@ from routectl.review.compare import Comparison, FieldChange
 from routectl.review.patterns import Description, describe
 from routectl.review.snapshot import Row, qualified
 
-LIST_INDEX = re.compile(r"\[[0-9]+\]")
+# A place in a list: a position, or the key of an item placed by its M (a stage plan, a
+# dispatch record: `compare.item_keys`). Items keyed by name are not generalised: another
+# kernel's verdict is another change.
+LIST_INDEX = re.compile(r"\[(?:[0-9]+|M=[0-9]+(?:,[0-9]+)?)\]")
 GROUP_KINDS = ("changed", "added", "removed")
 
 
 def general_path(path: str) -> str:
-    """`route.dispatch[*].plan.m` from `route.dispatch[3].plan.m`."""
+    """`route.dispatch[*].plan.m` from `route.dispatch[M=8,0].plan.m` (or `[3]`)."""
     return LIST_INDEX.sub("[*]", path)
 
 
@@ -189,3 +192,111 @@ def group_changes(
         *_labelled_groups(category, "removed", comparison.removed, baseline),
     ]
     return tuple(sorted(groups, key=_order))
+
+
+# --- clusters ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChangeCluster:
+    """Changed groups of one category that share field changes, for reading one cause once:
+    `fields` are the changes every row below has (beyond those of the clusters above), then
+    each of `children` adds its own. A leaf holds one `group`; its `fields` are that group's
+    changes not shown above."""
+
+    fields: tuple[SignatureField, ...]
+    children: tuple[ChangeCluster, ...] = ()
+    group: ChangeGroup | None = None
+
+    @property
+    def groups(self) -> tuple[ChangeGroup, ...]:
+        if self.group is not None:
+            return (self.group,)
+        return tuple(g for child in self.children for g in child.groups)
+
+    @property
+    def row_ids(self) -> tuple[str, ...]:
+        return tuple(i for g in self.groups for i in g.row_ids)
+
+
+FieldKey = tuple[str, str, str, str]
+
+
+def _field_key(field: SignatureField) -> FieldKey:
+    return (field.path, field.kind, canonical(field.old), canonical(field.new))
+
+
+def _merged(fields: Sequence[SignatureField]) -> SignatureField:
+    """One field change as several groups have it: places over all, its concrete path when
+    every group has the same one."""
+    first = fields[0]
+    concrete = {f.concrete for f in fields}
+    return SignatureField(
+        first.path,
+        first.kind,
+        first.old,
+        first.new,
+        (min(f.places[0] for f in fields), max(f.places[1] for f in fields)),
+        first.concrete if len(concrete) == 1 else None,
+    )
+
+
+Pending = tuple[ChangeGroup, dict[FieldKey, SignatureField]]
+
+
+def _components(items: Sequence[Pending]) -> list[list[Pending]]:
+    """The items linked by a shared field change, transitively, in the order of their
+    first item (a group with no change left is its own)."""
+    owner: dict[FieldKey, int] = {}
+    parent = list(range(len(items)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for index, (_, rest) in enumerate(items):
+        for key in rest:
+            if key in owner:
+                parent[root(index)] = root(owner[key])
+            else:
+                owner[key] = index
+    parts: dict[int, list[Pending]] = {}
+    for index, item in enumerate(items):
+        parts.setdefault(root(index), []).append(item)
+    return sorted(parts.values(), key=lambda part: items.index(part[0]))
+
+
+def _first(part: Sequence[Pending], key: FieldKey) -> int:
+    return next(i for i, (_, rest) in enumerate(part) if key in rest)
+
+
+def _clusters(items: Sequence[Pending]) -> list[ChangeCluster]:
+    out: list[ChangeCluster] = []
+    for part in _components(items):
+        if len(part) == 1:
+            ((group, rest),) = part
+            out.append(ChangeCluster(tuple(rest.values()), group=group))
+            continue
+        common = set.intersection(*(set(rest) for _, rest in part))
+        if not common:
+            # Linked, but by no change all share: the groups with the change most of them
+            # have form one cluster, the others are clustered apart.
+            counts = Counter(k for _, rest in part for k in rest)
+            top = max(counts, key=lambda k: (counts[k], -_first(part, k)))
+            out.extend(_clusters([item for item in part if top in item[1]]))
+            out.extend(_clusters([item for item in part if top not in item[1]]))
+            continue
+        shared = tuple(_merged([rest[k] for _, rest in part]) for k in sorted(common))
+        below = [(g, {k: f for k, f in rest.items() if k not in common}) for g, rest in part]
+        out.append(ChangeCluster(shared, tuple(_clusters(below))))
+    return out
+
+
+def cluster_groups(groups: Sequence[ChangeGroup]) -> tuple[ChangeCluster, ...]:
+    """The changed groups as clusters of shared changes: groups linked by a common field
+    change (transitively) form one cluster, which holds the changes all its groups have and,
+    below it, the clusters of what remains; the order is the groups' (largest first)."""
+    changed = [(g, {_field_key(f): f for f in g.fields}) for g in groups if g.kind == "changed"]
+    return tuple(_clusters(changed))

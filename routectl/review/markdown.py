@@ -1,13 +1,15 @@
 """A check outcome as a Markdown summary (`--format markdown`, `--summary FILE`): a table of
 the categories, the change groups as a table, then every unexpected and missing item. Text
-taken from rows (ids, values, messages) is escaped, so a value never becomes markup."""
+taken from rows (ids, values, messages) is escaped, so a value never becomes markup; values
+are whole, a long one folded in a `<details>` element."""
 
 from __future__ import annotations
 
+import html
 import re
 
 from routectl.review.compare import CheckOutcome
-from routectl.review.groups import ChangeGroup
+from routectl.review.groups import ChangeGroup, SignatureField
 from routectl.review.report import (
     group_rows_text,
     group_title,
@@ -16,6 +18,9 @@ from routectl.review.report import (
     show_field,
     summary_line,
 )
+
+# Longer texts are folded (`<details>`): a table stays readable, nothing is cut.
+FOLD_CHARS = 120
 
 # The punctuation that can start inline markup, HTML or an entity, or split a table cell
 # (CommonMark lets a backslash escape any ASCII punctuation).
@@ -35,6 +40,35 @@ def code(text: str) -> str:
     pad = " " if run else ""
     fence = "`" * (run + 1)
     return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+def html_text(text: str) -> str:
+    """`text` as HTML text that also survives a table cell (`|`) and one line."""
+    return html.escape(" ".join(text.splitlines())).replace("|", "&#124;")
+
+
+def _head(text: str, limit: int = FOLD_CHARS) -> str:
+    cut = text[:limit].rsplit(" ", 1)[0] if len(text) > limit else text
+    return f"{cut} (continued)"
+
+
+def field_cell(field: SignatureField) -> str:
+    """A field change, whole: a code span, or folded in `<details>` when long (inside an
+    HTML element Markdown is not read, so it is escaped as HTML)."""
+    text = show_field(field, full=True)
+    if len(text) <= FOLD_CHARS:
+        return code(text)
+    return (
+        f"<details><summary><code>{html_text(field.shown_path)}</code> "
+        f"({len(text):,} characters)</summary><code>{html_text(text)}</code></details>"
+    )
+
+
+def problem_item(text: str) -> str:
+    """One unexpected or missing item as a list item, folded when long."""
+    if len(text) <= 2 * FOLD_CHARS:  # a list item has the page's width
+        return f"- {escape(text)}"
+    return f"- <details><summary>{html_text(_head(text))}</summary>{html_text(text)}</details>"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -75,8 +109,7 @@ def render_markdown(outcome: CheckOutcome, *, command: str = "check") -> str:
                 ["change", "rows", "pattern", "verdict"],
                 [
                     [
-                        "<br>".join(code(show_field(f)) for f in g.fields)
-                        or escape(group_title(g)),
+                        "<br>".join(field_cell(f) for f in g.fields) or escape(group_title(g)),
                         str(len(g.row_ids)),
                         "<br>".join(code(p) for p in _rows(g)),
                         escape(group_verdict(v, g)),
@@ -88,5 +121,5 @@ def render_markdown(outcome: CheckOutcome, *, command: str = "check") -> str:
     found = problems(outcome)
     if found:
         lines.extend(["", "### Unexpected and missing", ""])
-        lines.extend(f"- {escape(p)}" for p in found)
+        lines.extend(problem_item(p) for p in found)
     return "\n".join(lines) + "\n"

@@ -18,13 +18,15 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.io.jsonread import shorten
 from routectl.reasons import reason_text, refusal_text
 from routectl.review.patterns import describe
+from routectl.suggest import did_you_mean
 
 DIMENSIONS = ("model", "kv", "tp", "spec", "c", "q")
 DIMENSION_ALIASES = {"concurrency": "c", "budget": "q", "tokens": "q", "tensor_parallel": "tp"}
@@ -252,6 +254,32 @@ def _walk(route: Any, path: Sequence[str]) -> tuple[bool, Any]:
     return True, here
 
 
+def route_fields(route: Any, prefix: str = "") -> Iterator[str]:
+    """The dotted paths of a route's fields (a layer's fields as the layers' own: a field
+    of a layered route is looked up in each layer)."""
+    if not isinstance(route, Mapping):
+        return
+    for key, value in route.items():
+        yield prefix + key
+        if key == "layers" and not prefix and isinstance(value, Mapping):
+            for layer in value.values():
+                yield from route_fields(layer)
+        yield from route_fields(value, f"{prefix}{key}.")
+
+
+def check_field(path: str, routes: Iterable[Any]) -> None:
+    """`path` must be a field of some route: a typo would show a grid of `no PATH`."""
+    parts = path.split(".")
+    seen: set[str] = set()
+    for route in routes:
+        if _walk(route, parts)[0] or any(
+            _walk(layer, parts)[0] for layer in (route.get("layers") or {}).values()
+        ):
+            return
+        seen.update(route_fields(route))
+    raise InputError(f"no route has a field {shorten(path)}{did_you_mean(path, sorted(seen))}")
+
+
 def field_label(route: Route, path: str) -> Label:
     """The value of a dotted route field (`prepared_layout`, `bytes.total`, `status`); a
     route without it shows its error or status instead."""
@@ -470,7 +498,11 @@ def build_matrices(
     cols_dims: Sequence[str],
 ) -> list[Matrix]:
     """Each category's fresh rows laid out, marked against its baseline snapshot when a
-    baseline is given (a category the baseline lacks: every row new)."""
+    baseline is given (a category the baseline lacks: every row new). A `field_path` no
+    route has is an InputError naming the closest field."""
+    if field_path is not None:
+        routes = [r["route"] for c in categories for r in fresh[c.name].rows]
+        check_field(field_path, routes)
     built = []
     for category in categories:
         old: Sequence[Mapping[str, Any]] | None = None

@@ -1,8 +1,8 @@
 """The route matrix as one self-contained HTML file: per category the grid coloured by label,
 its legend and edge probes; a details panel that shows a row's kernel, every candidate's
 verdict, bytes and native calls when a cell is hovered or clicked; against a baseline the
-changed, added and removed cells marked and the change groups listed at the top, each
-linking to its cells.
+changed, added and removed cells marked and the change groups listed after the grids in a
+collapsible panel, each linking to its cells.
 
 No network: inline CSS and one small inline script, no external fonts or URLs. Every text
 that comes from rows is escaped for HTML (`html.escape`); the row data the script reads is
@@ -310,8 +310,12 @@ def _changes(groups: Sequence[ChangeGroup], cell_ids: Mapping[str, int]) -> str:
             '<section id="changes"><h2>Changes</h2><p>No changes against the baseline.</p>'
             "</section>"
         )
+    rows = len({i for g in groups for i in g.ids})
+    # A panel after the grids, folded: a long list of groups never pushes the grids down.
     out = [
-        '<section id="changes"><h2>Change groups</h2><table class="changes"><thead><tr>'
+        '<details id="changes"><summary>'
+        f"Change groups: {len(groups)}, {rows} row{'s' if rows != 1 else ''}</summary>"
+        '<table class="changes"><thead><tr>'
         "<th>change</th><th>rows</th><th>row pattern</th></tr></thead><tbody>"
     ]
     for n, group in enumerate(groups):
@@ -325,7 +329,7 @@ def _changes(groups: Sequence[ChangeGroup], cell_ids: Mapping[str, int]) -> str:
             f"<code>{esc(i)}</code>" for i in group.ids[:8]
         ) + (f"<br>and {len(group.ids) - 8} more" if len(group.ids) > 8 else "")
         out.append(f"<tr><td>{link}</td><td>{len(group.ids)}</td><td>{patterns}</td></tr>")
-    out.append("</tbody></table></section>")
+    out.append("</tbody></table></details>")
     return "".join(out)
 
 
@@ -337,8 +341,9 @@ def render_html(
     basis: Mapping[str, str] | None = None,
     groups: Sequence[ChangeGroup] | None = None,
 ) -> str:
-    """The whole report. `groups` (given a baseline) are listed at the top and each links to
-    its cells; without them, a compared report lists the label transitions."""
+    """The whole report. `groups` (given a baseline) are listed after the grids, in a
+    collapsible panel, and each links to its cells; without them, a compared report lists
+    the label transitions."""
     compared = any(m.compared for m in matrices)
     if compared and groups is None:
         groups = transition_groups(matrices)
@@ -377,7 +382,7 @@ def render_html(
         f"<title>{esc(title)}</title><style>{CSS}{''.join(styles)}</style></head>\n"
         f"<body><header><h1>{esc(title)}</h1><p>{esc(subtitle)}</p><nav>{nav}</nav></header>\n"
         '<div class="layout"><main class="content">'
-        f"{changes}{''.join(sections)}</main>"
+        f"{''.join(sections)}{changes}</main>"
         '<aside id="details"><h2>Row details</h2><div id="detail-body">'
         "<p>Hover over or click a cell or probe to see its candidates, bytes and native "
         "calls.</p></div></aside></div>\n"
@@ -391,7 +396,7 @@ def review_groups(outcome: CheckOutcome) -> list[ChangeGroup]:
     groups = []
     for name, verdict in outcome.categories.items():
         for group in verdict.groups:
-            fields = "; ".join(show_field(f) for f in group.fields)
+            fields = "; ".join(show_field(f, full=True) for f in group.fields)
             title = f"{name}: {group_title(group)}" + (f": {fields}" if fields else "")
             groups.append(ChangeGroup(title, tuple(group.patterns or ()), group.qualified_ids))
     return groups

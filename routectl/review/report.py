@@ -13,8 +13,14 @@ from typing import Any
 
 from routectl.io.schemas import SCHEMA_VERSION, schema_violation
 from routectl.io.terminal import ERROR_COLOR, OK_COLOR, Painter
-from routectl.review.compare import CategoryVerdict, CheckOutcome, FieldChange
-from routectl.review.groups import ChangeGroup, SignatureField, general_path
+from routectl.review.compare import REORDERED, CategoryVerdict, CheckOutcome, FieldChange
+from routectl.review.groups import (
+    ChangeCluster,
+    ChangeGroup,
+    SignatureField,
+    cluster_groups,
+    general_path,
+)
 from routectl.review.patterns import describe
 from routectl.review.snapshot import SnapshotError, dump_json
 
@@ -22,6 +28,16 @@ MAX_FIELD_CHANGES = 20  # default --max-fields: per change group, in text
 MAX_ROWS = 50  # default --max-rows: ids shown per group no patterns describe, in text
 MAX_ANNOTATIONS = 10  # GitHub shows 10 annotations of a kind per step
 MAX_VALUE_CHARS = 120
+APPLIED = (
+    "stale expected changes: every missing change is already in the retained snapshots (the "
+    "file was applied, e.g. by check --update): remove the file or its entries "
+    "(--write-expected FILE --prune drops them)"
+)
+# diff's baseline is another ref's own rows, not the retained snapshots.
+APPLIED_IN_BASELINE = (
+    "stale expected changes: every missing change is already in the baseline: remove the "
+    "file or its entries (--write-expected FILE --prune drops them)"
+)
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -68,18 +84,25 @@ def render_json(report: Mapping[str, Any], snapshot_dir: Path | None = None) -> 
 # --- text ----------------------------------------------------------------------------------
 
 
-def show_value(value: Any) -> str:
+def show_value(value: Any, full: bool = False) -> str:
+    """A value as JSON text; in terminal text (not `full`) cut to MAX_VALUE_CHARS (`--full`
+    shows it whole; JSON, Markdown, annotations and HTML always do)."""
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."
+    if full or len(text) <= MAX_VALUE_CHARS:
+        return text
+    return text[: MAX_VALUE_CHARS - 3] + "..."
 
 
-def show_change(change: FieldChange) -> str:
+def show_change(change: FieldChange, full: bool = False) -> str:
     path = change.path or "(row)"
+    if change.kind == REORDERED:
+        order = f": {show_value(change.old, full)} -> {show_value(change.new, full)}"
+        return f"order of {path} changed" + (order if full else "")
     if change.kind == "added":
-        return f"{path}: added {show_value(change.new)}"
+        return f"{path}: added {show_value(change.new, full)}"
     if change.kind == "removed":
-        return f"{path}: removed {show_value(change.old)}"
-    return f"{path}: {show_value(change.old)} -> {show_value(change.new)}"
+        return f"{path}: removed {show_value(change.old, full)}"
+    return f"{path}: {show_value(change.old, full)} -> {show_value(change.new, full)}"
 
 
 def _alarm(s: Painter, text: str) -> str:
@@ -91,32 +114,34 @@ def _counted(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
-def group_verdict(verdict: CategoryVerdict, group: ChangeGroup) -> str:
+def group_verdict(verdict: CategoryVerdict, group: ChangeGroup | ChangeCluster) -> str:
     """`unexpected`, `expected` (with the reasons given, when one), or the split."""
-    bad = sum(1 for i in group.row_ids if i in verdict.unexpected_set)
-    if bad == len(group.row_ids):
+    ids = group.row_ids
+    bad = sum(1 for i in ids if i in verdict.unexpected_set)
+    if bad == len(ids):
         return "unexpected"
     if bad:
-        return f"{len(group.row_ids) - bad} expected, {bad} unexpected"
-    reasons = {r for i in group.row_ids for r in verdict.reasons.get(i, ())}
+        return f"{len(ids) - bad} expected, {bad} unexpected"
+    reasons = {r for i in ids for r in verdict.reasons.get(i, ())}
     return "expected" + (f": {next(iter(reasons))}" if len(reasons) == 1 else "")
 
 
-def unstated_paths(verdict: CategoryVerdict, group: ChangeGroup) -> set[str]:
+def unstated_paths(verdict: CategoryVerdict, group: ChangeGroup | ChangeCluster) -> set[str]:
     """The generalised paths of a group's changes no stated field covers."""
     return {
         general_path(c.path) for i in group.row_ids for c in verdict.unexpected_fields.get(i, ())
     }
 
 
-def show_field(field: SignatureField) -> str:
+def show_field(field: SignatureField, full: bool = False) -> str:
     low, high = field.places
     where = (
         ""
         if high == 1
         else (f" ({high} places per row)" if low == high else f" ({low}-{high} places per row)")
     )
-    return show_change(FieldChange(field.shown_path, field.kind, field.old, field.new)) + where
+    change = FieldChange(field.shown_path, field.kind, field.old, field.new)
+    return show_change(change, full) + where
 
 
 def group_title(group: ChangeGroup) -> str:
@@ -135,20 +160,106 @@ def row_lines(ids: Sequence[str], patterns: Sequence[str] | None, max_rows: int)
     return lines
 
 
-def _group_text(
-    verdict: CategoryVerdict, group: ChangeGroup, s: Painter, max_fields: int, max_rows: int
+def _styled(s: Painter, mark: str) -> str:
+    return _alarm(s, mark) if "unexpected" in mark else s(mark, color=OK_COLOR)
+
+
+def _field_lines(
+    verdict: CategoryVerdict,
+    fields: Sequence[SignatureField],
+    unstated: set[str],
+    s: Painter,
+    max_fields: int,
+    indent: str,
+    full: bool = False,
 ) -> list[str]:
-    mark = group_verdict(verdict, group)
-    styled = _alarm(s, mark) if "unexpected" in mark else s(mark, color=OK_COLOR)
-    lines = [f"  {group_title(group)} ({styled})"]
-    unstated = unstated_paths(verdict, group)
-    fields = group.fields if not max_fields else group.fields[:max_fields]
-    for f in fields:
+    shown = fields if not max_fields else fields[:max_fields]
+    lines = []
+    for f in shown:
         flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
-        lines.append(f"    {show_field(f)}{flag}")
-    if len(group.fields) > len(fields):
-        lines.append(f"    ... {_counted(len(group.fields) - len(fields), 'more field change')}")
+        lines.append(f"{indent}{show_field(f, full)}{flag}")
+    if len(fields) > len(shown):
+        lines.append(f"{indent}... {_counted(len(fields) - len(shown), 'more field change')}")
+    return lines
+
+
+def _group_text(
+    verdict: CategoryVerdict,
+    group: ChangeGroup,
+    s: Painter,
+    max_fields: int,
+    max_rows: int,
+    full: bool = False,
+) -> list[str]:
+    lines = [f"  {group_title(group)} ({_styled(s, group_verdict(verdict, group))})"]
+    unstated = unstated_paths(verdict, group)
+    lines.extend(_field_lines(verdict, group.fields, unstated, s, max_fields, "    ", full))
     lines.extend(f"    {line}" for line in row_lines(group.qualified_ids, group.patterns, max_rows))
+    return lines
+
+
+def _child_text(
+    verdict: CategoryVerdict,
+    cluster: ChangeCluster,
+    above: str,
+    s: Painter,
+    max_fields: int,
+    max_rows: int,
+    indent: str,
+    full: bool = False,
+) -> list[str]:
+    """One cluster below another: `+ ...` with what it adds; its verdict only when it is
+    not the verdict `above`."""
+    mark = group_verdict(verdict, cluster)
+    said = "" if mark == above else f" ({_styled(s, mark)})"
+    unstated = unstated_paths(verdict, cluster)
+    group = cluster.group
+    if group is not None:
+        rows = (
+            [f"row {group.qualified_ids[0]}"]
+            if len(group.row_ids) == 1
+            else row_lines(group.qualified_ids, group.patterns, max_rows)
+        )
+        if len(rows) == 1 and len(cluster.fields) == 1:  # one line says it all
+            (f,) = cluster.fields
+            flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
+            return [f"{indent}+ {rows[0]}{said}: {show_field(f, full)}{flag}"]
+        lines = [f"{indent}+ {_counted(len(group.row_ids), 'row')}{said}"]
+        lines.extend(
+            _field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  ", full)
+        )
+        lines.extend(f"{indent}  {line}" for line in rows)
+        return lines
+    head = f"{_counted(len(cluster.row_ids), 'row')} in {len(cluster.groups)} groups"
+    lines = [f"{indent}+ {head}{said}, also:"]
+    lines.extend(
+        _field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  ", full)
+    )
+    for child in cluster.children:
+        lines.extend(
+            _child_text(verdict, child, mark, s, max_fields, max_rows, indent + "  ", full)
+        )
+    return lines
+
+
+def _cluster_text(
+    verdict: CategoryVerdict,
+    cluster: ChangeCluster,
+    s: Painter,
+    max_fields: int,
+    max_rows: int,
+    full: bool = False,
+) -> list[str]:
+    """A cluster of groups: the changes they share once, then what each adds."""
+    if cluster.group is not None:
+        return _group_text(verdict, cluster.group, s, max_fields, max_rows, full)
+    mark = group_verdict(verdict, cluster)
+    rows = _counted(len(cluster.row_ids), "row")
+    lines = [f"  changed {rows} in {len(cluster.groups)} groups ({_styled(s, mark)})"]
+    unstated = unstated_paths(verdict, cluster)
+    lines.extend(_field_lines(verdict, cluster.fields, unstated, s, max_fields, "    ", full))
+    for child in cluster.children:
+        lines.extend(_child_text(verdict, child, mark, s, max_fields, max_rows, "    ", full))
     return lines
 
 
@@ -182,13 +293,16 @@ def category_line(verdict: CategoryVerdict, s: Painter) -> str:
 
 
 def _category_text(
-    verdict: CategoryVerdict, s: Painter, max_fields: int, max_rows: int
+    verdict: CategoryVerdict, s: Painter, max_fields: int, max_rows: int, full: bool = False
 ) -> list[str]:
     lines = [category_line(verdict, s)]
     if not verdict.comparison.baseline_present:
         lines.append("  no baseline snapshot of this category: every row is added")
+    for cluster in cluster_groups(verdict.groups):
+        lines.extend(_cluster_text(verdict, cluster, s, max_fields, max_rows, full))
     for group in verdict.groups:
-        lines.extend(_group_text(verdict, group, s, max_fields, max_rows))
+        if group.kind != "changed":
+            lines.extend(_group_text(verdict, group, s, max_fields, max_rows, full))
     lines.extend(_missing_text(verdict, s, max_rows))
     return lines
 
@@ -220,17 +334,20 @@ def render_text(
     max_fields: int = MAX_FIELD_CHANGES,
     max_rows: int = MAX_ROWS,
     quiet: bool = False,
+    full: bool = False,
+    command: str = "check",
 ) -> str:
     """Per category its verdict line and (unless `quiet`) its change groups and missing
     items; then the run's problems and its final line. `max_fields` caps the fields shown
-    per group, `max_rows` the ids of a group no patterns describe (0 = no cap)."""
+    per group, `max_rows` the ids of a group no patterns describe (0 = no cap); `full` shows
+    long values whole; `command` names the run (a stale file is explained by its baseline)."""
     s = Painter(color)
     lines: list[str] = []
     for verdict in outcome.categories.values():
         lines.extend(
             [category_line(verdict, s)]
             if quiet
-            else _category_text(verdict, s, max_fields, max_rows)
+            else _category_text(verdict, s, max_fields, max_rows, full)
         )
     if not quiet:
         for name in outcome.stale:
@@ -241,6 +358,8 @@ def render_text(
         for listed in outcome.unattributed:
             lines.append(f"{_alarm(s, 'missing')} {listed} (unknown id: no category has this row)")
         lines.extend(f"{_alarm(s, 'missing')} {item.text()}" for item in outcome.missing_stated)
+    if outcome.applied:
+        lines.append(APPLIED if command == "check" else APPLIED_IN_BASELINE)
     last = summary_line(outcome)
     lines.append(s(last, color=OK_COLOR if outcome.ok else ERROR_COLOR, bold=not outcome.ok))
     return "\n".join(lines) + "\n"
@@ -274,7 +393,7 @@ def group_problem(verdict: CategoryVerdict, group: ChangeGroup) -> str | None:
     shown = [f for f in group.fields if not unstated or f.path in unstated]
     more = f" (+{len(shown) - 1} more)" if len(shown) > 1 else ""
     what = "not stated" if unstated else "changed unexpectedly"
-    return f"{rows}{scope} {what}: {show_field(shown[0])}{more}: {group_rows_text(group)}"
+    return f"{rows}{scope} {what}: {show_field(shown[0], True)}{more}: {group_rows_text(group)}"
 
 
 def problems(outcome: CheckOutcome) -> list[str]:
@@ -332,11 +451,18 @@ class RenderOptions:
     max_rows: int = MAX_ROWS
     max_fields: int = MAX_FIELD_CHANGES
     snapshot_dir: Path | None = None
+    full: bool = False
 
 
 def _text(outcome: CheckOutcome, o: RenderOptions) -> str:
     return render_text(
-        outcome, color=o.color, quiet=o.quiet, max_rows=o.max_rows, max_fields=o.max_fields
+        outcome,
+        color=o.color,
+        quiet=o.quiet,
+        max_rows=o.max_rows,
+        max_fields=o.max_fields,
+        full=o.full,
+        command=o.command,
     )
 
 
