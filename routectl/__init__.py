@@ -67,11 +67,7 @@ def select(
     namespace: NativeNamespace,
 ) -> Decision:
     """Which kernel serves `layer` (a plain spec): selection only, no preparation."""
-    try:
-        loader = project.selectors[family]
-    except KeyError:
-        known = ", ".join(sorted(project.selectors)) or "none"
-        raise InputError(f"unknown kernel family {family!r} (known: {known})") from None
+    loader = project.selectors[project.family_name(family, project.selectors)]
     return loader(layer, policy, hardware, workload, namespace).decision
 
 

@@ -3,15 +3,20 @@ the object named in `[tool.routectl]` of the nearest pyproject.toml."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from routectl import family as family_module
+from routectl.category import Category
 from routectl.errors import InputError
+from routectl.family import Family
 from routectl.io.jsonread import QUOTE_CHARS, read_bytes, shorten
 from routectl.policy.resolve import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
@@ -47,8 +52,12 @@ class Catalogue:
             raise KeyError(f"op {name!r} is not in the native catalogue") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Project:
+    """What routectl receives of a project: its typed config, variable table, native
+    catalogue, qualification rules and kernel families (from which the selectors, loaders,
+    categories and hashed sections are derived), and where its retained snapshots live."""
+
     name: str
     # The typed config's class, or a function that builds it: a project whose model is built
     # on first use (pydantic and the model cost about 0.13 s) lets a check whose rows give no
@@ -56,14 +65,19 @@ class Project:
     config_model: type[BaseModel] | Callable[[], type[BaseModel]]
     fields: tuple[Field, ...]
     catalogue: Catalogue
-    categories: Sequence[Any]
     # (hardware, engine) -> [(rule name, check)]: whole-model qualification verdicts.
     qualification: Callable[[Hardware, EngineConfig], list[tuple[str, Check]]]
     # (hardware, engine) -> the context computed defaults read (e.g. "qualified").
     context: Callable[[Hardware, EngineConfig], Mapping[str, Any]]
+    # The kernel families, in the order `routectl list` shows their categories. Given, they
+    # are the one source of `categories`, `selectors`, `loaders` and `active_sections`
+    # (which must then be left out); a project without families declares those directly.
+    families: Sequence[Family] = ()
+    categories: Sequence[Category] = ()
     # (capability, engine, policy) -> the sections the policy hash covers: those of every
     # family enabled there whose hashing rule holds for this engine and policy.
-    active_sections: Callable[[int, EngineConfig, ResolvedPolicy], list[str]]
+    active_sections: Callable[[int, EngineConfig, ResolvedPolicy], list[str]] | None = None
+    # Family name -> loader; `routectl.select` calls it without tensors (selection only).
     selectors: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     # Family name -> what `routectl.engine.startup` loads and the startup report replays with.
     loaders: Mapping[str, LayerLoader] = field(default_factory=dict)
@@ -75,8 +89,71 @@ class Project:
     # Prefix of the policy's environment variables: stripped from the environment of a
     # baseline subprocess so that no caller variable reaches the old program.
     variable_prefix: str | None = None
+    # The project root (its code is imported from there) and the retained snapshot folder.
+    # An installed project states its folder here (beside its package, as package data);
+    # discovery through `[tool.routectl]` sets both from the table.
     root: Path | None = None
-    snapshot_dir: Path | None = None
+    snapshots: Path | None = None
+    # Set once the maps are derived from `families`: `dataclasses.replace` of such a project
+    # derives them again from its (possibly new) families instead of refusing them as given.
+    derived: bool = field(default=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.families:
+            if self.active_sections is None:
+                raise ValueError(f"project {self.name!r}: give families or active_sections")
+            return
+        given = (
+            []
+            if self.derived
+            else [
+                name
+                for name, value in (
+                    ("categories", self.categories),
+                    ("selectors", self.selectors),
+                    ("loaders", self.loaders),
+                    ("active_sections", self.active_sections),
+                )
+                if value
+            ]
+        )
+        if given:
+            raise ValueError(
+                f"project {self.name!r}: {', '.join(given)} are derived from families; "
+                f"declare them in the family records instead"
+            )
+        families = tuple(self.families)
+        family_module.check_families(families)
+        # Frozen: the derived maps are set once, here, from the one list.
+        derived: dict[str, Any] = {
+            "families": families,
+            "categories": family_module.categories(families),
+            "selectors": family_module.selectors(families),
+            "loaders": family_module.loaders(families),
+            "active_sections": functools.partial(family_module.active_sections, families),
+            "derived": True,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+    def family_name(self, name: str, known: Mapping[str, Any]) -> str:
+        """`name` as a key of `known` (`selectors` or `loaders`): old spellings warn and
+        answer for the new one; an unknown name is an InputError listing the known ones."""
+        return family_module.current_name(name, known, self.families)
+
+    def policy_sections(self, category: Category) -> tuple[str, ...] | None:
+        """The sections `routectl explain` shows for a row of `category` by default: those
+        its families read; None (every section) for a project without families."""
+        if not self.families:
+            return None
+        return family_module.category_sections(self.families, category.name) or None
+
+    def hashed_sections(
+        self, capability: int, engine: EngineConfig, policy: ResolvedPolicy
+    ) -> list[str]:
+        """The sections the policy hash covers on this hardware for this engine."""
+        assert self.active_sections is not None  # set by __post_init__
+        return self.active_sections(capability, engine, policy)
 
     @cached_property
     def config_class(self) -> type[BaseModel]:
@@ -122,7 +199,7 @@ class Project:
         """The policy resolved for `hardware` and `workload`, with the model-qualification
         verdicts and the hash over the active sections (`routectl config`)."""
         policy = self.resolve(config, environ, hardware, workload)
-        active = self.active_sections(hardware.capability, workload, policy)
+        active = self.hashed_sections(hardware.capability, workload, policy)
         verdicts = tuple(
             (name, ok, reason) for name, (ok, reason) in self.qualification(hardware, workload)
         )
@@ -142,9 +219,23 @@ class Project:
             f"unknown category {shorten(name)}{did_you_mean(name, names)} (known: {known})"
         )
 
-    def with_location(self, root: Path, snapshot_dir: Path) -> Project:
-        # The declared fields only: `__dict__` also holds what cached properties computed.
-        return replace(self, root=root, snapshot_dir=snapshot_dir)
+    def _with(self, **changes: Any) -> Project:
+        # A copy with some fields set, the maps derived from the family records kept as
+        # they are (`replace` would derive them again and refuse them as given); what the
+        # cached properties computed is left behind.
+        copied = copy.copy(self)
+        copied.__dict__.pop("config_class", None)
+        for name, value in changes.items():
+            object.__setattr__(copied, name, value)
+        return copied
+
+    def with_location(self, root: Path, snapshots: Path) -> Project:
+        """This project found at `root`, its retained snapshots in `snapshots`."""
+        return self._with(root=root, snapshots=snapshots)
+
+    def with_categories(self, extra: Sequence[Category]) -> Project:
+        """This project judging `extra` categories too (those only a baseline has)."""
+        return self._with(categories=(*self.categories, *extra))
 
 
 # Every key `[tool.routectl]` accepts: key -> what its value is (the table is declarative so

@@ -134,7 +134,7 @@ def test_every_retained_file_validates_and_has_well_formed_ids():
     names = sorted(p.name for p in SNAPSHOTS.iterdir() if p.is_file())
     assert names == sorted(f"{c.name}.json" for c in PROJECT.categories)
     for path in SNAPSHOTS.glob("*.json"):
-        snap = read_snapshot(path, snapshot_dir=SNAPSHOTS)
+        snap = read_snapshot(path)
         assert all(ROW_ID.match(i) for i in snap.ids())
 
 

@@ -21,6 +21,7 @@ from routectl.io.schemas import (
     SCHEMA_NAMES,
     SOURCE_SCHEMA_DIR,
     load_schema,
+    load_schema_file,
     schema,
     schema_path,
     schema_violation,
@@ -188,16 +189,15 @@ def test_a_row_id_with_a_trailing_newline_is_refused(project, text):
 
 
 def test_schema_version_const_is_checked(tmp_path):
-    own = tmp_path / "snapshots" / "schema"
-    own.mkdir(parents=True)
     data = schema("snapshot")
     data["properties"]["schema_version"]["const"] = 2
-    (own / "snapshot.schema.json").write_text(json.dumps(data))
-    # The project's own schema folder wins over the copy beside the code.
-    assert schema_path("snapshot", tmp_path / "snapshots") == own / "snapshot.schema.json"
-    assert schema_path("report", tmp_path / "snapshots") == SOURCE_SCHEMA_DIR / "report.schema.json"
+    other = tmp_path / "snapshot.schema.json"
+    other.write_text(json.dumps(data))
     with pytest.raises(InputError, match="describes schema_version 2"):
-        schema("snapshot", tmp_path / "snapshots")
+        load_schema_file(str(other))
+    # The schemas are routectl's package data alone: a project folder named `schema/` beside
+    # the retained snapshots is no longer looked at.
+    assert schema_path("report") == SOURCE_SCHEMA_DIR / "report.schema.json"
 
 
 # --- reading: negative cases through the CLI -----------------------------------------------

@@ -20,9 +20,9 @@ from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, matrix_rows, row_id
-from policies.families import sections_of
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin, load_fp8_sm70
 from policies.variables import field
+from routectl.category import Category
 from routectl.errors import SelectionError
 from routectl.replay.harness import ReplayContext, error_route, route_from_prepared
 from routectl.rows import Probe, RowSpec
@@ -195,14 +195,13 @@ GRID_PROBES = tuple(
 
 
 @dataclass(frozen=True)
-class Fp8LinearCategory:
+class Fp8LinearCategory(Category):
     name: str = NAME
     basis: str = LINEAR_BASIS
     description = (
         "Volta block-FP8 linears (five layers a row): TurboMind FP8, QPN8 "
         "layouts, the fp8-policy grid"
     )
-    policy_sections = sections_of(NAME)
 
     @cached_property
     def _rows(self) -> tuple[RowSpec, ...]:

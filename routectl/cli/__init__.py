@@ -105,7 +105,7 @@ def complete_category(
     if project is None:
         return []
     return [
-        CompletionItem(c.name, help=getattr(c, "description", None))
+        CompletionItem(c.name, help=c.description or None)
         for c in project.categories
         if c.name.startswith(incomplete)
     ]

@@ -69,10 +69,10 @@ def note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def snapshot_dir(project: Project) -> Path:
-    if project.snapshot_dir is None:
+def snapshots_folder(project: Project) -> Path:
+    if project.snapshots is None:
         raise InputError(f"project {project.name} has no snapshot folder")
-    return project.snapshot_dir
+    return project.snapshots
 
 
 @dataclass(frozen=True)
@@ -173,9 +173,7 @@ def verdict_options(function: Any) -> Any:
 def read_expected(project: Project, path: Path | None) -> ExpectedChanges:
     if path is None:
         return ExpectedChanges()
-    return load_expected_changes(
-        path, [c.name for c in project.categories], snapshot_dir=project.snapshot_dir
-    )
+    return load_expected_changes(path, [c.name for c in project.categories])
 
 
 def warn_todo_reasons(
@@ -212,7 +210,7 @@ def next_step(command: str, options: VerdictOptions) -> str:
 
 
 def _write_document(path: Path, document: Any, count: int, project: Project) -> None:
-    problem = schema_violation("expected-changes", document, project.snapshot_dir)
+    problem = schema_violation("expected-changes", document)
     if problem is not None:
         raise InputError(f"refusing to write {path}: {problem}")
     write_json(path, document)
@@ -251,7 +249,7 @@ def emit_verdict(
     name = command.split()[1]
     report = build_report(result.outcome)
     if options.report_file is not None:
-        write_text(options.report_file, render_json(report, project.snapshot_dir))
+        write_text(options.report_file, render_json(report))
         note(f"wrote report {options.report_file}")
     if options.write_expected is not None:
         stated = stated_document(list(result.outcome.categories.values()))
@@ -273,7 +271,6 @@ def emit_verdict(
                 quiet=options.quiet,
                 max_rows=options.max_rows,
                 max_fields=options.max_fields,
-                snapshot_dir=project.snapshot_dir,
             ),
         ),
         nl=False,
@@ -307,7 +304,7 @@ def _against_ref(
             project, [c for c in project.categories if not names or c.name in names], jobs=jobs
         )
         try:
-            source = build.source(snapshot_dir=project.snapshot_dir)
+            source = build.source()
         except BaselineFailed as exc:
             if debug:  # prefixed: its `error:` lines are the old program's, not ours
                 for line in exc.output.splitlines():
@@ -322,7 +319,7 @@ def _against_ref(
 def _against_files(
     project: Project, path: Path, names: Sequence[str], *, expected_file: Path | None, jobs: int
 ) -> CheckResult:
-    source = open_baseline(path, snapshot_dir=project.snapshot_dir)
+    source = open_baseline(path)
     if not path.is_dir():
         # One file is one category: the run judges that category only.
         (category,) = source.names()

@@ -228,13 +228,13 @@ class RefBaseline:
             raise BaselineFailed(_failure_message(self.ref, self.commit, code, output), output)
         return self.output_dir
 
-    def source(self, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
+    def source(self) -> SnapshotFiles:
         advice = (
             f"{self.ref}'s routectl writes an old format; compare against a newer "
             f"ref, or build its snapshots with this routectl and pass them with "
             f"--baseline DIR"
         )
-        return SnapshotFiles.baseline_folder(self.wait(), advice=advice, snapshot_dir=snapshot_dir)
+        return SnapshotFiles.baseline_folder(self.wait(), advice=advice)
 
     def _remove_worktree(self) -> None:
         if not self._worktree_added:

@@ -155,9 +155,7 @@ def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[st
     )
 
 
-def parse_document(
-    data: Any, categories: Collection[str], *, source: str, snapshot_dir: Path | None = None
-) -> ExpectedChanges:
+def parse_document(data: Any, categories: Collection[str], *, source: str) -> ExpectedChanges:
     """Validate an expected-changes document of either version."""
     if (
         isinstance(data, dict)
@@ -169,7 +167,7 @@ def parse_document(
             f"is newer than this routectl reads ({EXPECTED_VERSION}): upgrade "
             f"routectl"
         )
-    problem = schema_violation("expected-changes", data, snapshot_dir)
+    problem = schema_violation("expected-changes", data)
     items = data.get("changes") if isinstance(data, dict) else data
     if problem is not None or not isinstance(items, list):
         if isinstance(items, list):
@@ -178,14 +176,12 @@ def parse_document(
                 [i for i in items if not (isinstance(i, dict) and "rows" in i)],
                 categories,
                 source=source,
-                snapshot_dir=snapshot_dir,
             )
         raise InputError(f"{source}: {problem}")
     ids = parse_expected(
         [i for i in items if not (isinstance(i, dict) and "rows" in i)],
         categories,
         source=source,
-        snapshot_dir=snapshot_dir,
     )
     stated = []
     for index, item in enumerate(items):
@@ -197,14 +193,11 @@ def parse_document(
     return ExpectedChanges(ids, tuple(stated))
 
 
-def load_expected_changes(
-    path: Path, categories: Collection[str], *, snapshot_dir: Path | None = None
-) -> ExpectedChanges:
+def load_expected_changes(path: Path, categories: Collection[str]) -> ExpectedChanges:
     return parse_document(
         read_json(path, "expected-changes file"),
         categories,
         source=str(path),
-        snapshot_dir=snapshot_dir,
     )
 
 

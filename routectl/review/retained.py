@@ -43,17 +43,13 @@ def check_retained(
     """Replay, compare with the retained snapshots in `directory` and judge; then rewrite
     them (`update`, when the check passes or `accept_all`), or leave `.json.new` files for
     the categories that differ (a failing check) and remove stale ones."""
-    baseline = SnapshotFiles.retained(directory, snapshot_dir=project.snapshot_dir)
+    baseline = SnapshotFiles.retained(directory)
     result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs)
     if update and (result.ok or accept_all):
-        notes = update_retained(result, directory, snapshot_dir=project.snapshot_dir)
-        notes += settle_new_files(
-            result, directory, snapshot_dir=project.snapshot_dir, failed=False
-        )
+        notes = update_retained(result, directory)
+        notes += settle_new_files(result, directory, failed=False)
         return RetainedCheck(result, tuple(notes), updated=True, update_refused=False)
-    notes = settle_new_files(
-        result, directory, snapshot_dir=project.snapshot_dir, failed=not result.ok
-    )
+    notes = settle_new_files(result, directory, failed=not result.ok)
     return RetainedCheck(result, tuple(notes), updated=False, update_refused=update)
 
 
@@ -61,15 +57,13 @@ def new_path(directory: Path, name: str) -> Path:
     return directory / f"{name}.json{NEW_SUFFIX}"
 
 
-def update_retained(
-    result: CheckResult, directory: Path, *, snapshot_dir: Path | None = None
-) -> list[str]:
+def update_retained(result: CheckResult, directory: Path) -> list[str]:
     """Rewrite the retained files whose rows moved; remove stale ones after a complete run."""
     lines: list[str] = []
     written = 0
     for name, snap in result.fresh.items():
         if not result.comparison(name).identical:
-            write_snapshot(directory / f"{name}.json", snap, snapshot_dir=snapshot_dir)
+            write_snapshot(directory / f"{name}.json", snap)
             lines.append(f"updated {directory / f'{name}.json'} ({len(snap.rows)} rows)")
             written += 1
     if result.outcome.complete:
@@ -82,9 +76,7 @@ def update_retained(
     return lines
 
 
-def settle_new_files(
-    result: CheckResult, directory: Path, *, snapshot_dir: Path | None = None, failed: bool
-) -> list[str]:
+def settle_new_files(result: CheckResult, directory: Path, *, failed: bool) -> list[str]:
     """A failing check leaves `<category>.json.new` for each category whose rows differ; any
     other `.json.new` of a judged category (of every category, in a complete run) goes."""
     lines: list[str] = []
@@ -93,7 +85,7 @@ def settle_new_files(
         for name, snap in result.fresh.items():
             if not result.comparison(name).identical:
                 path = new_path(directory, name)
-                write_snapshot(path, snap, snapshot_dir=snapshot_dir)
+                write_snapshot(path, snap)
                 lines.append(f"wrote {path}")
                 keep.add(name)
     scope = None if result.outcome.complete else list(result.fresh)

@@ -204,15 +204,13 @@ def _check_version(data: Any, source: str) -> None:
         )
 
 
-def parse_snapshot(
-    data: Any, *, source: str, snapshot_dir: Path | None = None, category: str | None = None
-) -> Snapshot:
+def parse_snapshot(data: Any, *, source: str, category: str | None = None) -> Snapshot:
     """Validate a parsed snapshot document; `category`, when given, is the name the file
     must declare (its file name)."""
     _check_version(data, source)
     problem = _id_problem(data.get("rows") if isinstance(data, dict) else None)
     if problem is None:
-        problem = schema_violation("snapshot", data, snapshot_dir)
+        problem = schema_violation("snapshot", data)
     if problem is not None:
         raise InputError(f"{source}: {problem}")
     if category is not None and data["category"] != category:
@@ -224,12 +222,8 @@ def parse_snapshot(
     return Snapshot(data["category"], data["basis"], tuple(rows), validated=True)
 
 
-def read_snapshot(
-    path: Path, *, snapshot_dir: Path | None = None, category: str | None = None
-) -> Snapshot:
-    return parse_snapshot(
-        read_json(path, "snapshot"), source=str(path), snapshot_dir=snapshot_dir, category=category
-    )
+def read_snapshot(path: Path, *, category: str | None = None) -> Snapshot:
+    return parse_snapshot(read_json(path, "snapshot"), source=str(path), category=category)
 
 
 def plain_rows(rows: Sequence[Row]) -> list[Row]:
@@ -271,7 +265,6 @@ def build_snapshot(
     basis: str,
     rows: Sequence[Row],
     *,
-    snapshot_dir: Path | None = None,
     validate: bool = True,
     plain: bool = False,
 ) -> Snapshot:
@@ -283,15 +276,13 @@ def build_snapshot(
     plain_list.sort(key=lambda r: str(r.get("id")))
     problem = _id_problem(plain_list)
     if problem is None and validate:
-        problem = validate_rows(category, basis, plain_list, snapshot_dir)
+        problem = validate_rows(category, basis, plain_list)
     if problem is not None:
         raise SnapshotError(f"category {category} produced an invalid snapshot: {problem}")
     return Snapshot(category, basis, tuple(plain_list), validated=validate)
 
 
-def validate_rows(
-    category: str, basis: str, rows: Sequence[Row], snapshot_dir: Path | None = None
-) -> str | None:
+def validate_rows(category: str, basis: str, rows: Sequence[Row]) -> str | None:
     """The first schema violation of `rows` as a snapshot of `category`; None when valid."""
     document = {
         "schema_version": SCHEMA_VERSION,
@@ -299,14 +290,13 @@ def validate_rows(
         "basis": basis,
         "rows": list(rows),
     }
-    return schema_violation("snapshot", document, snapshot_dir)
+    return schema_violation("snapshot", document)
 
 
 def write_snapshot(
     path: Path,
     snapshot: Snapshot,
     *,
-    snapshot_dir: Path | None = None,
     before_replace: BeforeReplace | None = None,
 ) -> None:
     """Validate (unless built or parsed here, which validated), then write atomically."""
@@ -314,7 +304,7 @@ def write_snapshot(
     problem = (
         None
         if snapshot.validated
-        else (_id_problem(document["rows"]) or schema_violation("snapshot", document, snapshot_dir))
+        else (_id_problem(document["rows"]) or schema_violation("snapshot", document))
     )
     if problem is not None:
         raise SnapshotError(f"refusing to write an invalid snapshot to {path}: {problem}")

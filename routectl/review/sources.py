@@ -77,14 +77,13 @@ def read_baseline_snapshot(
     path: Path,
     *,
     advice: str,
-    snapshot_dir: Path | None = None,
     category: str | None = None,
     migrations: Mapping[int, Migration] = MIGRATIONS,
 ) -> Snapshot:
     """A baseline snapshot file, migrated to the current schema and validated."""
     data = read_json(path, "baseline snapshot")
     data = migrate_document(data, source=str(path), advice=advice, migrations=migrations)
-    return parse_snapshot(data, source=str(path), snapshot_dir=snapshot_dir, category=category)
+    return parse_snapshot(data, source=str(path), category=category)
 
 
 class SnapshotFiles:
@@ -96,23 +95,19 @@ class SnapshotFiles:
         files: Mapping[str, Path],
         *,
         advice: str | None = None,
-        snapshot_dir: Path | None = None,
         loaded: Mapping[str, Snapshot] | None = None,
     ) -> None:
         self.files = dict(files)
         self._advice = advice
-        self._schemas = snapshot_dir  # whose schema/ validates the files
         self._loaded = dict(loaded or {})
 
     @classmethod
-    def retained(cls, directory: Path, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
+    def retained(cls, directory: Path) -> SnapshotFiles:
         """The retained `<category>.json` files of a project's snapshot folder."""
-        return cls(retained_files(directory), snapshot_dir=snapshot_dir)
+        return cls(retained_files(directory))
 
     @classmethod
-    def baseline_folder(
-        cls, directory: Path, *, advice: str, snapshot_dir: Path | None = None
-    ) -> SnapshotFiles:
+    def baseline_folder(cls, directory: Path, *, advice: str) -> SnapshotFiles:
         """A folder of `<category>.json` baseline files, each named by its category."""
         files = retained_files(directory)
         for name, path in files.items():
@@ -121,18 +116,15 @@ class SnapshotFiles:
                     f"baseline {path} is not a <category>.json snapshot "
                     f"(category names match {CATEGORY_NAME.pattern})"
                 )
-        return cls(files, advice=advice, snapshot_dir=snapshot_dir)
+        return cls(files, advice=advice)
 
     @classmethod
-    def baseline_file(
-        cls, path: Path, *, advice: str, snapshot_dir: Path | None = None
-    ) -> SnapshotFiles:
+    def baseline_file(cls, path: Path, *, advice: str) -> SnapshotFiles:
         """One baseline snapshot file of any name, read now: its content names its category."""
-        snapshot = read_baseline_snapshot(path, advice=advice, snapshot_dir=snapshot_dir)
+        snapshot = read_baseline_snapshot(path, advice=advice)
         return cls(
             {snapshot.category: path},
             advice=advice,
-            snapshot_dir=snapshot_dir,
             loaded={snapshot.category: snapshot},
         )
 
@@ -146,10 +138,8 @@ class SnapshotFiles:
         if path is None:
             return None
         if self._advice is None:
-            return read_snapshot(path, snapshot_dir=self._schemas, category=name)
-        return read_baseline_snapshot(
-            path, advice=self._advice, snapshot_dir=self._schemas, category=name
-        )
+            return read_snapshot(path, category=name)
+        return read_baseline_snapshot(path, advice=self._advice, category=name)
 
 
 CACHED_ADVICE = (
@@ -158,12 +148,10 @@ CACHED_ADVICE = (
 )
 
 
-def open_baseline(path: Path, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
+def open_baseline(path: Path) -> SnapshotFiles:
     """A pre-built baseline: one snapshot file, or a folder of `<category>.json` files."""
     if path.is_dir():
-        source = SnapshotFiles.baseline_folder(
-            path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir
-        )
+        source = SnapshotFiles.baseline_folder(path, advice=CACHED_ADVICE)
         if not source.names():
             raise InputError(
                 f"baseline folder {path} holds no <category>.json snapshot "
@@ -172,4 +160,4 @@ def open_baseline(path: Path, *, snapshot_dir: Path | None = None) -> SnapshotFi
         return source
     if not path.exists():
         raise InputError(f"baseline {path} does not exist")
-    return SnapshotFiles.baseline_file(path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir)
+    return SnapshotFiles.baseline_file(path, advice=CACHED_ADVICE)
