@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -368,16 +369,65 @@ def import_module(name: str) -> Any:
         raise InputError(f"cannot import {name}: {describe_import_failure(exc)}") from exc
 
 
-def load_project(directory: Path | None = None) -> Project:
-    """Find the project from `directory` (default: the current directory) and import it."""
-    start = (directory or Path.cwd()).resolve()
-    root = start if directory is not None else find_project_root(start)
+# The entry-point group an installed engine registers its project object in (the Python
+# packaging convention for plugins): `name = "module:attribute"`.
+ENTRY_POINT_GROUP = "routectl.projects"
+
+
+def installed_projects() -> dict[str, Any]:
+    """The entry points of group `routectl.projects` of the installed distributions, by
+    name (not loaded)."""
+    from importlib.metadata import entry_points  # only for discovery by name
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_installed_project(name: str) -> Project:
+    """The project an installed distribution registers as `name` in `routectl.projects`.
+
+    Its retained snapshots are where the project object says (`Project.snapshots`); it has no
+    project root unless it names one (`routectl diff --baseline-ref` needs a git checkout)."""
+    found = installed_projects()
+    if name not in found:
+        names = sorted(found)
+        known = ", ".join(names) or "none installed"
+        raise InputError(
+            f"no installed routectl project named {shorten(name)}{did_you_mean(name, names)} "
+            f"(entry point group {ENTRY_POINT_GROUP}: {known})"
+        )
+    entry = found[name]
+    where = f"entry point {shorten(name)} = {shorten(entry.value)} (group {ENTRY_POINT_GROUP})"
+    try:
+        project = entry.load()
+    except Exception as exc:  # noqa: BLE001 - whatever the module raises is the engine's code
+        raise InputError(f"{where}: cannot load it: {describe_import_failure(exc)}") from exc
+    if not isinstance(project, Project):
+        raise InputError(
+            f"{where} names an object of type {type(project).__name__}, not a routectl Project"
+        )
+    return project
+
+
+def load_project(
+    directory: str | os.PathLike[str] | None = None, *, name: str | None = None
+) -> Project:
+    """The project to work on, found one of three ways:
+
+    - `name`: the project an installed engine registers under that name in the entry-point
+      group `routectl.projects` (no pyproject.toml needed);
+    - `directory` (a str or a path): the nearest pyproject.toml with a `[tool.routectl]`
+      table at or above it;
+    - neither: the same walk upward from the current directory.
+    """
+    if name is not None:
+        if directory is not None:
+            raise InputError("give a project directory or a project name, not both")
+        return load_installed_project(name)
+    start = (Path.cwd() if directory is None else Path(directory)).resolve()
+    root = find_project_root(start)
     pyproject = root / "pyproject.toml"
-    if not pyproject.exists():
-        raise InputError(f"{pyproject} does not exist")
     table = _routectl_table(_read_pyproject(pyproject), pyproject)
-    if table is None:
-        raise InputError(f"{pyproject} has no [tool.routectl] table")
+    assert table is not None  # find_project_root found it
     module_name, attribute, snapshots = check_table(table, pyproject)
     spec = f"{module_name}:{attribute}"
     # The project's own code wins over any installed copy: a baseline worktree must run
