@@ -42,6 +42,9 @@ def every_engine(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
 
 @dataclass(frozen=True)
 class Family:
+    """One kernel family's record: its name, policy sections and where they are hashed, its
+    selector and loader, the categories that prove it and its former names."""
+
     name: str
     # The policy sections (or `section.field` entries) the family reads.
     sections: tuple[str, ...]
