@@ -97,15 +97,22 @@ def test_only_entry_points_read_os_environ():
 def test_native_never_imports_policies_and_routectl_imports_neither():
     for path in _product_files():
         tree = ast.parse(path.read_text())
-        names = set()
+        modules = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                names.update(a.name.split(".")[0] for a in node.names)
+                modules.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module.split(".")[0])
+                modules.add(node.module)
+        names = {m.split(".")[0] for m in modules}
         top = path.relative_to(ROOT).parts[0]
         if top == "native":
             assert "policies" not in names, path
+            # Nor routectl's review or command line (import-linter holds the same).
+            above = {".".join(m.split(".")[:2]) for m in modules} & {
+                "routectl.review",
+                "routectl.cli",
+            }
+            assert not above, path
         if top == "routectl":
             assert not names & {"policies", "native"}, path
 
