@@ -185,3 +185,33 @@ def test_no_test_asserts_on_elapsed_time():
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
                     break
     assert offenders == []
+
+
+def test_native_never_spells_a_policy_key():
+    """Capability classes judge the options the policy hands them and name an option, never
+    a `section.field` key: the policy qualifies what native reports."""
+    keys = {f.key for f in FIELDS if f.section is not None}
+    sections = {f.section for f in FIELDS if f.section is not None}
+    offenders = []
+    for path in sorted((ROOT / "native").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+                if any(key in text for key in keys) or any(f"{s}." in text for s in sections):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
+    assert offenders == []
+
+
+def test_native_raises_routectl_errors_not_copies():
+    """The kernel classes define no exception class of their own: a layer that fails to
+    load raises routectl's SelectionError, bad activations its ActivationError. (The
+    reference ops' ArgumentError stays: it is the RuntimeError the engine's own op raises.)"""
+    offenders = []
+    for path in sorted((ROOT / "native" / "kernels").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Name) and b.id.endswith(("Error", "Exception"))
+                for b in node.bases
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}")
+    assert offenders == []
