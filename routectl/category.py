@@ -3,11 +3,10 @@ category may leave out.
 
 A category names its rows and replays one of them into a route; everything else routectl asks
 of it (a description for `routectl list`, whole-model figures for `explain`, its own matrix
-label, reason and subject, its own explain lines and the JSON Schema of its route) has a
-default here, so routectl calls the method and never looks a hook up by name. A category that
-owns a route shape of its own says so in two places only: `explain_lines` (how `routectl
-explain` prints the keys it adds) and `route_schema` (the JSON Schema of that shape, which
-routectl composes with its generic snapshot schema).
+label, reason and subject, its own explain lines) has a default here, so routectl calls the
+method and never looks a hook up by name. A category that adds keys to the generic route
+shapes prints them itself (`explain_lines`); their JSON Schema is still a `$defs` entry of
+routectl's snapshot schema (routectl/schemas/snapshot.schema.json).
 """
 
 from __future__ import annotations
@@ -62,12 +61,6 @@ class Category:
         shapes, popping each key it renders from `route` (keys left over are printed as
         JSON). The default renders none."""
         return []
-
-    def route_schema(self) -> Mapping[str, Any] | None:
-        """The JSON Schema of this category's own route shape, as `{"route": SCHEMA,
-        "$defs": {...}}` (SCHEMA may `$ref` the generic `#/$defs/...` and its own `$defs`);
-        None: its routes take the generic shapes only (selected, error, status)."""
-        return None
 
 
 __all__ = ["Category", "Route"]

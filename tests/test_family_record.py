@@ -147,7 +147,6 @@ def test_the_category_base_defaults_every_optional_hook():
     assert bare.matrix_label({}) is None and bare.matrix_reason({}) is None
     route = {"kernel": "K", "own": 1}
     assert bare.explain_lines(route) == [] and route == {"kernel": "K", "own": 1}
-    assert bare.route_schema() is None
     with pytest.raises(NotImplementedError, match="'nameless' declares no rows"):
         type("Nameless", (Category,), {"name": "nameless"})().rows()
 
@@ -164,7 +163,6 @@ HOOKS = {
     "matrix_reason",
     "matrix_subject",
     "explain_lines",
-    "route_schema",
 }
 
 
