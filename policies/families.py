@@ -67,8 +67,9 @@ FAMILIES: tuple[Family, ...] = (
         loader=linear_loader(load_awq_dense),
         categories=(awq_sm70.category({"awq": load_awq_dense}),),
     ),
-    # The two Turing families read the Volta sections their kernels share (docs/contracts/
-    # core.md §2.2); they were hashed as one family `sm75-linear`, the category's name.
+    # The two Turing families read the Volta sections their kernels share
+    # (docs/contracts/core.md §2.2); once hashed as one family `sm75-linear` (the name of
+    # the category that proves both).
     Family(
         "sm75-nvfp4-linear",
         ("sm70_turbomind", "sm70_nvfp4"),
