@@ -10,6 +10,8 @@ is its own modules plus one entry here (CONTRIBUTING.md walks through it).
 
 from __future__ import annotations
 
+import warnings
+
 from policies.awq_moe import select_awq_moe
 from policies.categories import awq_sm70, nvfp4_sm70, sm75
 from policies.categories.awq_moe import AWQ_MOE_CATEGORY
@@ -20,7 +22,7 @@ from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
-from routectl.family import Family, category_sections, replaced_by
+from routectl.family import Family, FamilyNameWarning, category_sections, replaced_by
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.workload import EngineConfig
 
@@ -116,12 +118,17 @@ FAMILIES: tuple[Family, ...] = (
 
 def sections_of(family: str) -> tuple[str, ...]:
     """The policy sections (or `section.field` entries) one family reads; a former name
-    answers for every family that replaced it."""
+    answers (with a FamilyNameWarning) for every family that replaced it."""
     for f in FAMILIES:
         if f.name == family:
             return f.sections
     new = replaced_by(FAMILIES).get(family)
     if new:
+        warnings.warn(
+            f"kernel family {family!r} is now spelled {' and '.join(new)}",
+            FamilyNameWarning,
+            stacklevel=2,
+        )
         out: dict[str, None] = {}
         for name in new:
             out.update(dict.fromkeys(sections_of(name)))

@@ -150,3 +150,12 @@ def test_load_project_takes_a_str_and_walks_upward():
 def test_load_project_refuses_a_directory_and_a_name():
     with pytest.raises(InputError, match="a project directory or a project name, not both"):
         routectl.load_project(ROOT, name=NAME)
+
+
+def test_the_cli_refuses_a_directory_and_a_name(tmp_path):
+    from tests.fixtures.toy import invoke, make_project
+
+    project = make_project(tmp_path, snapshot=False)
+    result = invoke(["--project-name", NAME, "list", "--project", project])
+    assert result.code == 2
+    assert result.lines == ["error: give --project DIR or --project-name NAME, not both"]
