@@ -3,10 +3,11 @@ category may leave out.
 
 A category names its rows and replays one of them into a route; everything else routectl asks
 of it (a description for `routectl list`, whole-model figures for `explain`, its own matrix
-label, reason and subject, its own explain lines) has a default here, so routectl calls the
-method and never looks a hook up by name. A category that adds keys to the generic route
-shapes prints them itself (`explain_lines`); their JSON Schema is still a `$defs` entry of
-routectl's snapshot schema (routectl/schemas/snapshot.schema.json).
+label, reason and subject, its own explain lines, the JSON Schema of its own route shape) has
+a default here, so routectl calls the method and never looks a hook up by name. A category
+that owns a route shape says so in two places: `explain_lines` (how `routectl explain` prints
+the keys it adds) and `route_schema` (the shape's JSON Schema, which routectl composes with
+its generic snapshot schema).
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ class Category:
         shapes, popping each key it renders from `route` (keys left over are printed as
         JSON). The default renders none."""
         return []
+
+    def route_schema(self) -> Mapping[str, Any] | None:
+        """The JSON Schema of the route shape this category owns, if it adds one to the
+        generic shapes (selected, error, status): `{"route": SCHEMA, "$defs": {...}}`, where
+        SCHEMA and the `$defs` may `$ref` routectl's `#/$defs/...` (verdict, bytes, call,
+        ...). routectl composes every category's fragment into the snapshot schema it
+        validates the project's snapshots with (`Project.snapshot_schema`). None: none."""
+        return None
 
 
 __all__ = ["Category", "Route"]

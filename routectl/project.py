@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     # Annotations only: `import routectl` (the engine's start-up import) need not build
     # these modules' classes.
+    from routectl.io.schemas import LoadedSchema
     from routectl.namespaces.ops import OpSpec
     from routectl.policy.fields import Field, RetiredVariable
     from routectl.policy.loaders import LayerLoader
@@ -220,12 +221,26 @@ class Project:
             f"unknown category {shorten(name)}{did_you_mean(name, names)} (known: {known})"
         )
 
+    @cached_property
+    def snapshot_schema(self) -> LoadedSchema:
+        """The snapshot schema this project's snapshots are validated with: routectl's
+        generic one with every category's own route shape (`Category.route_schema`)
+        composed in."""
+        from routectl.io.schemas import compose_snapshot_schema, load_schema, schema_of
+
+        fragments = {c.name: f for c in self.categories if (f := c.route_schema()) is not None}
+        if not fragments:
+            return load_schema("snapshot")
+        label = Path(f"<snapshot schema of project {self.name}>")
+        return schema_of(compose_snapshot_schema(fragments), label)
+
     def _with(self, **changes: Any) -> Project:
         # A copy with some fields set, the maps derived from the family records kept as
         # they are (`replace` would derive them again and refuse them as given); what the
         # cached properties computed is left behind.
         copied = copy.copy(self)
-        copied.__dict__.pop("config_class", None)
+        for computed in ("config_class", "snapshot_schema"):
+            copied.__dict__.pop(computed, None)
         for name, value in changes.items():
             object.__setattr__(copied, name, value)
         return copied

@@ -27,6 +27,7 @@ from policies.categories.matrix import (
     row_id,
     with_probes,
 )
+from policies.categories.route_schemas import route_fragment
 from policies.variables import field
 from routectl.category import Category
 from routectl.reasons import refusal_text
@@ -218,6 +219,10 @@ class AwqMoeCategory(Category):
 
     def model_totals(self, row: RowSpec, route: Mapping[str, Any]) -> dict[str, int] | None:
         return model_totals(row, route)
+
+    def route_schema(self) -> Mapping[str, Any]:
+        """`moe_route`: the selected-route keys plus `stages` per replayed token count."""
+        return route_fragment(__name__)
 
     def explain_lines(self, route: dict[str, Any]) -> list[str]:
         """Per replayed token count: the stages chosen and the stages refused (popped)."""

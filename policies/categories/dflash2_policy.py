@@ -14,6 +14,7 @@ from typing import Any
 from native.kernels.gdn_sm70 import GdnLayout
 from policies.categories.basis import DFLASH2_POLICY_BASIS
 from policies.categories.matrix import ModelScope, matrix_rows, row_id, with_probes
+from policies.categories.route_schemas import route_fragment
 from policies.dflash2 import FIELD_NAMES, SECTION, gdn_admissions
 from policies.qualification import dflash2_verifier_qualified
 from policies.variables import FIELDS, RETIRED, field
@@ -177,6 +178,10 @@ class Dflash2PolicyCategory(Category):
         ]
         parts += [f"warns {w['variable']} ({w['kind']})" for w in route["warnings"]]
         return "; ".join(parts) or "qualified defaults, every guard admitted"
+
+    def route_schema(self) -> Mapping[str, Any]:
+        """`policy_route`: qualification, the section's values, guards, layout, warnings."""
+        return route_fragment(__name__)
 
     def explain_lines(self, route: dict[str, Any]) -> list[str]:
         """The verifier qualification, the section's values with sources, the GDN guards,

@@ -20,6 +20,7 @@ from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, matrix_rows, row_id
+from policies.categories.route_schemas import route_fragment
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin, load_fp8_sm70
 from policies.variables import field
 from routectl.category import Category
@@ -214,6 +215,10 @@ class Fp8LinearCategory(Category):
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def route_schema(self) -> Mapping[str, Any]:
+        """`layers_route`: each layer's linear or error route by name, shared workspaces."""
+        return route_fragment(__name__)
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         row = ctx.row

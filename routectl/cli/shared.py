@@ -304,7 +304,7 @@ def _against_ref(
             project, [c for c in project.categories if not names or c.name in names], jobs=jobs
         )
         try:
-            source = build.source()
+            source = build.source(schema=project.snapshot_schema)
         except BaselineFailed as exc:
             if debug:  # prefixed: its `error:` lines are the old program's, not ours
                 for line in exc.output.splitlines():
@@ -319,7 +319,7 @@ def _against_ref(
 def _against_files(
     project: Project, path: Path, names: Sequence[str], *, expected_file: Path | None, jobs: int
 ) -> CheckResult:
-    source = open_baseline(path)
+    source = open_baseline(path, schema=project.snapshot_schema)
     if not path.is_dir():
         # One file is one category: the run judges that category only.
         (category,) = source.names()

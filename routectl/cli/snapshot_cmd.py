@@ -136,7 +136,7 @@ def snapshot_command(
         return
     for snap in snapshots.values():
         path = output if output is not None else cast(Path, output_dir) / f"{snap.category}.json"
-        write_snapshot(path, snap)
+        write_snapshot(path, snap, schema=project.snapshot_schema)
         note(f"wrote {path} ({len(snap.rows)} rows)")
 
 

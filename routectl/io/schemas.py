@@ -8,7 +8,7 @@ import copy
 import functools
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,12 +67,46 @@ def load_schema_file(path: str) -> LoadedSchema:
             f"{path} describes schema_version {const}; this routectl reads and "
             f"writes {SCHEMA_VERSION}"
         )
+    return schema_of(data, Path(path))
+
+
+def schema_of(data: dict[str, Any], path: Path) -> LoadedSchema:
+    """`data` as a LoadedSchema (`path` names it in messages); an InputError when it is no
+    valid JSON Schema."""
     try:
         fast = jsonschema_rs.Draft202012Validator(data)
     except (jsonschema_rs.ValidationError, ValueError) as exc:
         first = str(exc).splitlines()[0]
         raise InputError(f"{path} is not a valid JSON Schema: {first}") from None
-    return LoadedSchema(Path(path), data, fast)
+    return LoadedSchema(path, data, fast)
+
+
+# The slot of the snapshot schema that a project's own route shapes fill.
+CATEGORY_ROUTE = "category_route"
+
+
+def compose_snapshot_schema(fragments: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """routectl's snapshot schema with the route shapes of a project's categories composed
+    in: each fragment (category name -> `{"route": SCHEMA, "$defs": {...}}`) adds its
+    `$defs` and its route to `category_route`. A `$defs` name two fragments define
+    differently, or one the generic schema defines, is a ValueError naming both."""
+    data = copy.deepcopy(load_schema("snapshot").data)
+    defs: dict[str, Any] = data["$defs"]
+    owner = dict.fromkeys(defs, "routectl")
+    routes = []
+    for category, fragment in fragments.items():
+        for name, schema in fragment.get("$defs", {}).items():
+            if name in defs and defs[name] != schema:
+                raise ValueError(
+                    f"route schema of {category}: $defs/{name} is defined differently by "
+                    f"{owner[name]}"
+                )
+            defs[name], owner[name] = copy.deepcopy(schema), owner.get(name, category)
+        routes.append(copy.deepcopy(fragment["route"]))
+    if routes:
+        slot = defs[CATEGORY_ROUTE]
+        defs[CATEGORY_ROUTE] = {"description": slot["description"], "oneOf": routes}
+    return data
 
 
 def load_schema(name: str) -> LoadedSchema:
@@ -120,7 +154,12 @@ def _where(path: Sequence[Any], document: Any) -> str:
 
 def schema_violation(name: str, document: Any) -> str | None:
     """The first violation of schema `name`, phrased for one line; None when valid."""
-    loaded = load_schema(name)
+    return violation(load_schema(name), document)
+
+
+def violation(loaded: LoadedSchema, document: Any) -> str | None:
+    """The first violation of `loaded` by `document`, phrased for one line; None when
+    valid."""
     try:
         if loaded.fast.is_valid(document):
             return None

@@ -155,7 +155,8 @@ def run_check(
     for name, snap in snapshots.items():
         if not snap.validated:
             moved = set(comparisons[name].added) | set(comparisons[name].changed)
-            problem = validate_rows(name, snap.basis, [r for r in snap.rows if r["id"] in moved])
+            moved_rows = [r for r in snap.rows if r["id"] in moved]
+            problem = validate_rows(name, snap.basis, moved_rows, project.snapshot_schema)
             if problem is not None:
                 raise SnapshotError(f"category {name} produced an invalid snapshot: {problem}")
 

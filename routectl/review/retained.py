@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from routectl.io.schemas import LoadedSchema
 from routectl.project import Project
 from routectl.review.check import CheckResult, run_check
 from routectl.review.expected import ExpectedChanges
@@ -43,13 +44,14 @@ def check_retained(
     """Replay, compare with the retained snapshots in `directory` and judge; then rewrite
     them (`update`, when the check passes or `accept_all`), or leave `.json.new` files for
     the categories that differ (a failing check) and remove stale ones."""
-    baseline = SnapshotFiles.retained(directory)
+    schema = project.snapshot_schema
+    baseline = SnapshotFiles.retained(directory, schema=schema)
     result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs)
     if update and (result.ok or accept_all):
-        notes = update_retained(result, directory)
-        notes += settle_new_files(result, directory, failed=False)
+        notes = update_retained(result, directory, schema=schema)
+        notes += settle_new_files(result, directory, failed=False, schema=schema)
         return RetainedCheck(result, tuple(notes), updated=True, update_refused=False)
-    notes = settle_new_files(result, directory, failed=not result.ok)
+    notes = settle_new_files(result, directory, failed=not result.ok, schema=schema)
     return RetainedCheck(result, tuple(notes), updated=False, update_refused=update)
 
 
@@ -57,13 +59,15 @@ def new_path(directory: Path, name: str) -> Path:
     return directory / f"{name}.json{NEW_SUFFIX}"
 
 
-def update_retained(result: CheckResult, directory: Path) -> list[str]:
+def update_retained(
+    result: CheckResult, directory: Path, *, schema: LoadedSchema | None = None
+) -> list[str]:
     """Rewrite the retained files whose rows moved; remove stale ones after a complete run."""
     lines: list[str] = []
     written = 0
     for name, snap in result.fresh.items():
         if not result.comparison(name).identical:
-            write_snapshot(directory / f"{name}.json", snap)
+            write_snapshot(directory / f"{name}.json", snap, schema=schema)
             lines.append(f"updated {directory / f'{name}.json'} ({len(snap.rows)} rows)")
             written += 1
     if result.outcome.complete:
@@ -76,7 +80,9 @@ def update_retained(result: CheckResult, directory: Path) -> list[str]:
     return lines
 
 
-def settle_new_files(result: CheckResult, directory: Path, *, failed: bool) -> list[str]:
+def settle_new_files(
+    result: CheckResult, directory: Path, *, failed: bool, schema: LoadedSchema | None = None
+) -> list[str]:
     """A failing check leaves `<category>.json.new` for each category whose rows differ; any
     other `.json.new` of a judged category (of every category, in a complete run) goes."""
     lines: list[str] = []
@@ -85,7 +91,7 @@ def settle_new_files(result: CheckResult, directory: Path, *, failed: bool) -> l
         for name, snap in result.fresh.items():
             if not result.comparison(name).identical:
                 path = new_path(directory, name)
-                write_snapshot(path, snap)
+                write_snapshot(path, snap, schema=schema)
                 lines.append(f"wrote {path}")
                 keep.add(name)
     scope = None if result.outcome.complete else list(result.fresh)
