@@ -148,7 +148,7 @@ def current_name(name: str, known: Mapping[str, Any], families: Iterable[Family]
         warnings.warn(
             f"kernel family {name!r} is now spelled {new[0]!r}; the old name will be removed",
             FamilyNameWarning,
-            stacklevel=3,
+            stacklevel=4,  # the caller of routectl.select or EngineSession.load_layer
         )
         return new[0]
     if len(new) > 1:
