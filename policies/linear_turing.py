@@ -1,6 +1,6 @@
-"""Turing (SM75) QPN linears (CONTRACTS 2.2): one candidate each, its policy the gate before
-capability (checked once), the chosen class planned and prepared through the family's
-KernelLoader like every other family's. `linear_backend` other than auto/turbomind leaves
+"""Turing (SM75) QPN linears (docs/contracts/core.md §2.2): one candidate each, its policy the
+gate before capability (checked once), the chosen class planned and prepared through the
+family's KernelLoader like every other family's. `linear_backend` other than auto/turbomind leaves
 the layer to another backend: kernel None with status `backend_not_selected`, not an error.
 A layer the Turing kernel cannot serve is not an error either: the engine's upstream kernels
 take it (status `upstream_kernel`, every reason in the verdicts).

@@ -1,5 +1,5 @@
-"""Turing QPN capability classes (CONTRACTS 2.2): the policy gate first (checked once, by the
-selector), then capability and every layer rule at its boundary; the plan through the
+"""Turing QPN capability classes (docs/contracts/core.md §2.2): the policy gate first (checked
+once, by the selector), then capability and every layer rule at its boundary; the plan through the
 family's KernelLoader; dispatch with invocation-owned scratch."""
 
 from __future__ import annotations
