@@ -175,7 +175,6 @@ def synthetic(count: int) -> dict[str, float]:
         write_snapshot,
     )
 
-    snapshot_dir = ROOT / "snapshots"
     times: dict[str, float] = {}
     # As `routectl` itself runs (routectl.cli.main): at the default thresholds the collector
     # walks the rows again and again while they are built.
@@ -192,17 +191,15 @@ def synthetic(count: int) -> dict[str, float]:
     plain = step("canonical rows", lambda: plain_rows(rows))
     snap = step(
         "validate",
-        lambda: build_snapshot(
-            "synthetic", "benchmark rows", plain, snapshot_dir=snapshot_dir, plain=True
-        ),
+        lambda: build_snapshot("synthetic", "benchmark rows", plain, plain=True),
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "synthetic.json"
-        step("write", lambda: write_snapshot(path, snap, snapshot_dir=snapshot_dir))
+        step("write", lambda: write_snapshot(path, snap))
         data = step("read", lambda: read_json(path, "snapshot"))
         retained = step(
             "read: validate",
-            lambda: parse_snapshot(data, source=str(path), snapshot_dir=snapshot_dir),
+            lambda: parse_snapshot(data, source=str(path)),
         )
     fresh = copy.deepcopy(rows)
     start = time.perf_counter()

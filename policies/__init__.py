@@ -9,15 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from native.catalogue import CATALOGUE
-from policies.awq_moe import select_awq_moe
-from policies.categories import CATEGORIES
 from policies.categories.matrix import MODEL_FACTS
-from policies.engine_loaders import ENGINE_LOADERS
-from policies.families import active_sections
-from policies.linear_awq import load_awq_dense
-from policies.linear_fp8_sm70 import load_fp8_sm70
-from policies.linear_nvfp4 import load_nvfp4_sm70
-from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
+from policies.families import FAMILIES
 from policies.qualification import (
     dflash2_verifier_qualified,
     nvfp4_workload_qualified,
@@ -56,25 +49,14 @@ PROJECT = Project(
     config_model=_kernel_config,
     fields=FIELDS,
     catalogue=CATALOGUE,
-    categories=CATEGORIES,
+    # Selectors, engine loaders, categories and hashed sections: from the family records.
+    families=FAMILIES,
     qualification=qualification_verdicts,
     context=_context,
-    active_sections=active_sections,
     unknown_prefix=UNKNOWN_PREFIX,
     retired=RETIRED,
     models=MODEL_FACTS,
     variable_prefix=VARIABLE_PREFIX,
-    # Family name -> loader; `routectl.select` calls it without tensors (selection only).
-    selectors={
-        "sm70-nvfp4-linear": load_nvfp4_sm70,
-        "sm70-awq-linear": load_awq_dense,
-        "sm75-nvfp4-linear": load_turing_nvfp4,
-        "sm75-fp8-linear": load_turing_fp8,
-        "sm70-awq-moe": select_awq_moe,
-        "sm70-fp8-linear": load_fp8_sm70,
-    },
-    # Family name -> loader and meta replay, for `routectl.engine.startup` and its startup report.
-    loaders=ENGINE_LOADERS,
 )
 
 __all__ = ["PROJECT", "KernelConfig"]

@@ -1,5 +1,7 @@
-"""What `routectl.engine.startup` loads each kernel family with, and how the startup report
-replays a loaded layer on meta tensors (the categories' own inputs and stage summaries)."""
+"""How `routectl.engine.startup` loads a family's layer and the startup report replays it on
+meta tensors: the `LayerLoader` of a linear family (its checkpoint tensors and one activation
+per call) and of the AWQ MoE family (the category's router inputs and stage summaries). The
+family records (`policies.families`) name them."""
 
 from __future__ import annotations
 
@@ -9,12 +11,8 @@ from typing import Any
 from policies.awq_moe import load_awq_moe
 from policies.categories.awq_moe import call_inputs as moe_call_inputs
 from policies.categories.awq_moe import stage_summary
-from policies.linear_awq import load_awq_dense
-from policies.linear_fp8_sm70 import load_fp8_sm70
-from policies.linear_nvfp4 import load_nvfp4_sm70
-from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
 from routectl.policy.loaded import PreparedLayer
-from routectl.policy.loaders import LayerLoader
+from routectl.policy.loaders import LayerLoader, LoadFn
 
 
 def _linear_meta_tensors(layer: Any) -> Any:
@@ -41,24 +39,19 @@ def _moe_last_call(prepared: PreparedLayer) -> Mapping[str, Any] | None:
     return {"stages": summary["chosen"], "rejected": summary["rejected"]}
 
 
-def _linear(load: Any) -> LayerLoader:
+def linear_loader(load: LoadFn) -> LayerLoader:
+    """The LayerLoader of a one-layer linear family: meta checkpoint tensors, one (M, K)
+    activation per call, a workspace the engine may lend."""
     return LayerLoader(
         load, meta_tensors=_linear_meta_tensors, call_inputs=_linear_inputs, takes_workspace=True
     )
 
 
-ENGINE_LOADERS: Mapping[str, LayerLoader] = {
-    "sm70-nvfp4-linear": _linear(load_nvfp4_sm70),
-    "sm70-awq-linear": _linear(load_awq_dense),
-    "sm75-nvfp4-linear": _linear(load_turing_nvfp4),
-    "sm70-fp8-linear": _linear(load_fp8_sm70),
-    "sm75-fp8-linear": _linear(load_turing_fp8),
-    "sm70-awq-moe": LayerLoader(
-        load_awq_moe,
-        meta_tensors=lambda layer: None,
-        call_inputs=_moe_inputs,
-        last_call=_moe_last_call,
-    ),
-}
+AWQ_MOE_LOADER = LayerLoader(
+    load_awq_moe,
+    meta_tensors=lambda layer: None,
+    call_inputs=_moe_inputs,
+    last_call=_moe_last_call,
+)
 
-__all__ = ["ENGINE_LOADERS"]
+__all__ = ["AWQ_MOE_LOADER", "linear_loader"]

@@ -1,22 +1,33 @@
-"""Which policy sections each kernel family reads, and on which hardware the family is live.
-The policy hash covers exactly the sections of the families a configuration can load, and a
-family may further restrict when it is hashed (the DFlash2 verifier: only for DFlash engines
-or an explicit field, so the feature does not move other engines' compile identity)."""
+"""The kernel families of this project: the one list.
+
+Each record declares a family's name, the policy sections it reads and on which hardware it
+is live (the policy hash covers exactly those sections), how it selects and loads a layer and
+replays it for the startup report, and the snapshot categories that prove its routes.
+`PROJECT` is built from this list: its selectors, engine loaders, category registry (in the
+order `routectl list` shows it) and hashed sections are all derived from it. Adding a family
+is its own modules plus one entry here (CONTRIBUTING.md walks through it).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import warnings
 
+from policies.awq_moe import select_awq_moe
+from policies.categories import awq_sm70, nvfp4_sm70, sm75
+from policies.categories.awq_moe import AWQ_MOE_CATEGORY
+from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
+from policies.categories.fp8_sm70 import FP8_CATEGORY
+from policies.engine_loaders import AWQ_MOE_LOADER, linear_loader
+from policies.linear_awq import load_awq_dense
+from policies.linear_fp8_sm70 import load_fp8_sm70
+from policies.linear_nvfp4 import load_nvfp4_sm70
+from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
+from routectl.family import Family, FamilyNameWarning, category_sections, replaced_by
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.workload import EngineConfig
 
 DFLASH2_SECTION = "sm70_dflash2"
 DFLASH_METHODS = ("dflash",)
-
-
-def _always(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
-    return True
 
 
 def dflash2_hashed(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
@@ -28,46 +39,107 @@ def dflash2_hashed(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
     return any(source != "default" for key, source in policy.sources if key.startswith(prefix))
 
 
-@dataclass(frozen=True)
-class Family:
-    name: str
-    sections: tuple[str, ...]  # section names or `section.field` entries
-    enabled_on: Callable[[int], bool]
-    # Whether this engine and policy hash the family's sections (on enabled hardware).
-    hashed_when: Callable[[EngineConfig, ResolvedPolicy], bool] = _always
+def _volta(cc: int) -> bool:
+    return cc == 70
 
+
+def _volta_class(cc: int) -> bool:
+    # SM70 and SM72 (Xavier): the families whose contracts admit the whole Volta class.
+    return 70 <= cc < 75
+
+
+def _turing(cc: int) -> bool:
+    return cc == 75
+
+
+# The Turing category proves both Turing families.
+SM75_CATEGORY = sm75.category({"nvfp4": load_turing_nvfp4, "fp8": load_turing_fp8})
 
 FAMILIES: tuple[Family, ...] = (
-    Family("sm70-nvfp4-linear", ("sm70_turbomind", "sm70_nvfp4"), lambda cc: cc == 70),
+    Family(
+        "sm70-nvfp4-linear",
+        ("sm70_turbomind", "sm70_nvfp4"),
+        _volta,
+        loader=linear_loader(load_nvfp4_sm70),
+        categories=(nvfp4_sm70.category({"nvfp4": load_nvfp4_sm70}),),
+    ),
     Family(
         "sm70-awq-linear",
         ("sm70_turbomind", "sm70_awq", "sm70_awq_moe.tune_small_shapes"),
-        lambda cc: cc == 70,
+        _volta,
+        loader=linear_loader(load_awq_dense),
+        categories=(awq_sm70.category({"awq": load_awq_dense}),),
     ),
-    Family("sm70-awq-moe", ("sm70_turbomind", "sm70_awq_moe"), lambda cc: 70 <= cc < 75),
-    Family("sm70-fp8-linear", ("sm70_turbomind", "sm70_fp8"), lambda cc: 70 <= cc < 75),
-    Family("sm75-linear", ("sm70_turbomind", "sm70_nvfp4", "sm70_fp8"), lambda cc: cc == 75),
-    # The verifier's options are read whatever the GPU (its GDN guards check capability 70
-    # themselves); upstream hashes them under the method/explicit rule alone.
+    # The two Turing families read the Volta sections their kernels share
+    # (docs/contracts/core.md §2.2); once hashed as one family `sm75-linear` (the name of
+    # the category that proves both).
     Family(
-        "sm70-dflash2-verifier", (DFLASH2_SECTION,), lambda cc: True, hashed_when=dflash2_hashed
+        "sm75-nvfp4-linear",
+        ("sm70_turbomind", "sm70_nvfp4"),
+        _turing,
+        loader=linear_loader(load_turing_nvfp4),
+        categories=(SM75_CATEGORY,),
+        replaces=("sm75-linear",),
+    ),
+    Family(
+        "sm75-fp8-linear",
+        ("sm70_turbomind", "sm70_fp8"),
+        _turing,
+        loader=linear_loader(load_turing_fp8),
+        categories=(SM75_CATEGORY,),
+        replaces=("sm75-linear",),
+    ),
+    Family(
+        "sm70-awq-moe",
+        ("sm70_turbomind", "sm70_awq_moe"),
+        _volta_class,
+        selector=select_awq_moe,
+        loader=AWQ_MOE_LOADER,
+        categories=(AWQ_MOE_CATEGORY,),
+    ),
+    # The verifier's options are read whatever the GPU (its GDN guards check capability 70
+    # themselves); upstream hashes them under the method/explicit rule alone. It loads no
+    # layer: its category evaluates the policy.
+    Family(
+        "sm70-dflash2-verifier",
+        (DFLASH2_SECTION,),
+        lambda cc: True,
+        hashed_when=dflash2_hashed,
+        categories=(DFLASH2_POLICY_CATEGORY,),
+    ),
+    Family(
+        "sm70-fp8-linear",
+        ("sm70_turbomind", "sm70_fp8"),
+        _volta_class,
+        loader=linear_loader(load_fp8_sm70),
+        categories=(FP8_CATEGORY,),
     ),
 )
 
 
 def sections_of(family: str) -> tuple[str, ...]:
-    """The policy sections (or `section.field` entries) one family reads."""
+    """The policy sections (or `section.field` entries) one family reads; a former name
+    answers (with a FamilyNameWarning) for every family that replaced it."""
     for f in FAMILIES:
         if f.name == family:
             return f.sections
+    new = replaced_by(FAMILIES).get(family)
+    if new:
+        warnings.warn(
+            f"kernel family {family!r} is now spelled {' and '.join(new)}",
+            FamilyNameWarning,
+            stacklevel=2,
+        )
+        out: dict[str, None] = {}
+        for name in new:
+            out.update(dict.fromkeys(sections_of(name)))
+        return tuple(out)
     raise KeyError(f"no family {family!r}")
 
 
-def active_sections(capability: int, engine: EngineConfig, policy: ResolvedPolicy) -> list[str]:
-    """Sections of every family enabled at `capability` and hashed for this engine and
-    policy, in declaration order, deduplicated."""
-    out: dict[str, None] = {}
-    for family in FAMILIES:
-        if family.enabled_on(capability) and family.hashed_when(engine, policy):
-            out.update(dict.fromkeys(family.sections))
-    return list(out)
+def sections_of_category(category: str) -> tuple[str, ...]:
+    """The sections the families a category proves read."""
+    return category_sections(FAMILIES, category)
+
+
+__all__ = ["DFLASH2_SECTION", "FAMILIES", "dflash2_hashed", "sections_of", "sections_of_category"]

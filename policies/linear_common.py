@@ -4,6 +4,7 @@ kernel class (`KernelLoader`) and the load result."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -159,7 +160,10 @@ class KernelLoader:
         for option, reason in plan.refused:
             key = f"{self.section}.{option}"
             fallbacks.append(Fallback(key, policy.value(key), False, reason.message))
-        fallbacks.extend(plan.fallbacks)
+        # The kernel names the option; the fallback names the policy field.
+        fallbacks.extend(
+            dataclasses.replace(f, field=f"{self.section}.{f.field}") for f in plan.fallbacks
+        )
         decision = Decision(
             kernel.name, selection, capability, plan.layout, plan.flags, tuple(fallbacks)
         )

@@ -196,6 +196,33 @@ def route_outcome(
 # --- selection ---------------------------------------------------------------------------------
 
 
+def block_qpn8_policy(options: fs.Fp8Sm70Options) -> Check:
+    """The policy gate of QPN8Fp8BlockScaledMMLinearKernel (docs/contracts/fp8.md §2.3):
+    block_qpn8 on, no explicitly configured fused or prescaled variant to retain (named in
+    the contract's order), no legacy Marlin force."""
+    if not options.block_qpn8:
+        return (
+            False,
+            Reason("block_qpn8_disabled", f"disabled by kernel_config.{SECTION}.block_qpn8"),
+        )
+    kept = [v for v in fs.EXPLICIT_VARIANTS if v in options.explicit_enables]
+    if kept:
+        return (
+            False,
+            Reason(
+                "explicit_variant_retained",
+                "retains the explicitly configured fused or prescaled variant "
+                f"({', '.join(f'{SECTION}.{v}' for v in kept)})",
+            ),
+        )
+    if options.force_marlin:
+        return (
+            False,
+            Reason("marlin_selected", "Marlin selected by legacy backend compatibility policy"),
+        )
+    return OK
+
+
 def _w8a16_rule(name: str) -> Check:
     """Only TurboMindFp8LinearKernel and its subclasses consume the W8A16 layout."""
     if name in (QPN8_BLOCK.name, TURBOMIND.name):
@@ -269,7 +296,7 @@ def _entries(
                     cc,
                     request,
                     ns,
-                    pre=[*pre, ("policy", lambda: QPN8_BLOCK.policy_check(request))],
+                    pre=[*pre, ("policy", lambda: block_qpn8_policy(request.options))],
                 )
             )
         elif name == TURBOMIND.name:
@@ -326,5 +353,7 @@ def load_fp8_sm70(
     try:
         setup = fs.Fp8Setup(options, registry, cc)
         return LOADER.load(selection, layer, setup, ns, policy, cc, tensors)
-    except fs.Fp8LoadError as exc:
+    except SelectionError as exc:
+        # The kernel fails closed with the contract's code and message; the row carries
+        # every candidate's verdict beside it.
         raise SelectionError(exc.code, exc.message, selection.verdicts) from None

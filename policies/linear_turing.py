@@ -1,5 +1,6 @@
-"""Turing (SM75) QPN linears (docs/contracts/core.md §2.2): one candidate each, checked policy first
-(inside can_implement), then capability. `linear_backend` other than auto/turbomind leaves
+"""Turing (SM75) QPN linears (docs/contracts/core.md §2.2): one candidate each, its policy the
+gate before capability (checked once), the chosen class planned and prepared through the
+family's KernelLoader like every other family's. `linear_backend` other than auto/turbomind leaves
 the layer to another backend: kernel None with status `backend_not_selected`, not an error.
 A layer the Turing kernel cannot serve is not an error either: the engine's upstream kernels
 take it (status `upstream_kernel`, every reason in the verdicts).
@@ -11,20 +12,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from native.kernels import turing as tu
-from native.kernels.common import padded
-from native.kernels.nvfp4_sm70 import QPN2_TILE_N, packed_dims
 from native.layers import Fp8Layer, Nvfp4Layer
 from policies.linear_common import (
+    KernelLoader,
     backend_reason,
     backend_selects_turbomind,
     candidate,
     disabled_gate,
-    loaded,
     nvfp4_turbomind,
     unselected,
 )
 from routectl.namespaces.native_ns import NativeNamespace
-from routectl.policy.loaded import Decision, PreparedLayer
+from routectl.policy.loaded import PreparedLayer
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.policy.selection import Selection, select
 from routectl.reasons import Verdict
@@ -47,19 +46,29 @@ def qpn8_options(policy: ResolvedPolicy) -> tu.TuringQpn8Options:
     )
 
 
+# One class each; the options are the policy gate's (no field requests a Turing class).
+NVFP4_LOADER = KernelLoader((tu.TuringQpn2NvFp4LinearKernel,), "sm70_nvfp4", {})
+FP8_LOADER = KernelLoader((tu.TuringQpn8Fp8LinearKernel,), "sm70_fp8", {})
+
+
 def _select(
-    kernel: Any, request: Any, policy: ResolvedPolicy, hardware: Hardware, ns: NativeNamespace
+    kernel: Any,
+    layer: Any,
+    options: Any,
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    ns: NativeNamespace,
 ) -> Selection:
     return select(
         [
             candidate(
                 kernel,
                 hardware.capability,
-                request,
+                layer,
                 ns,
                 pre=[
                     disabled_gate(kernel.name, policy),
-                    ("policy", lambda: kernel.policy_check(request)),
+                    ("policy", lambda: kernel.policy_check(options)),
                 ],
             )
         ]
@@ -69,15 +78,15 @@ def _select(
 def select_turing_nvfp4(
     layer: Nvfp4Layer, policy: ResolvedPolicy, hardware: Hardware, ns: NativeNamespace
 ) -> Selection:
-    request = tu.TuringNvfp4Request(layer, qpn2_options(policy))
-    return _select(tu.TuringQpn2NvFp4LinearKernel, request, policy, hardware, ns)
+    kernel = tu.TuringQpn2NvFp4LinearKernel
+    return _select(kernel, layer, qpn2_options(policy), policy, hardware, ns)
 
 
 def select_turing_fp8(
     layer: Fp8Layer, policy: ResolvedPolicy, hardware: Hardware, ns: NativeNamespace
 ) -> Selection:
-    request = tu.TuringFp8Request(layer, qpn8_options(policy))
-    return _select(tu.TuringQpn8Fp8LinearKernel, request, policy, hardware, ns)
+    kernel = tu.TuringQpn8Fp8LinearKernel
+    return _select(kernel, layer, qpn8_options(policy), policy, hardware, ns)
 
 
 def _not_this_backend(kernel: Any, policy: ResolvedPolicy, capability: int) -> PreparedLayer:
@@ -114,11 +123,8 @@ def load_turing_nvfp4(
     selection = select_turing_nvfp4(layer, policy, hardware, ns)
     if selection.chosen is None:
         return _upstream(selection, hardware.capability)
-    _, n = packed_dims(layer)
-    flags = {"padded_n": padded(n, QPN2_TILE_N), "scratch_above_m": tu.TURING_QPN2_DECODE_MAX_M}
-    decision = Decision(kernel.name, selection, hardware.capability, tu.LAYOUT_TURING_QPN2, flags)
-    prepared = tu.prepare_turing_qpn2(layer, dict(tensors), ns) if tensors is not None else None
-    return loaded(decision, prepared)
+    options = qpn2_options(policy)
+    return NVFP4_LOADER.load(selection, layer, options, ns, policy, hardware.capability, tensors)
 
 
 def load_turing_fp8(
@@ -138,12 +144,5 @@ def load_turing_fp8(
     selection = select_turing_fp8(layer, policy, hardware, ns)
     if selection.chosen is None:
         return _upstream(selection, hardware.capability)
-    decision = Decision(
-        kernel.name,
-        selection,
-        hardware.capability,
-        tu.LAYOUT_QPN8,
-        {"scratch_above_m": tu.QPN8_DECODE_MAX_M},
-    )
-    prepared = tu.prepare_turing_qpn8(layer, dict(tensors), ns) if tensors is not None else None
-    return loaded(decision, prepared)
+    options = qpn8_options(policy)
+    return FP8_LOADER.load(selection, layer, options, ns, policy, hardware.capability, tensors)

@@ -1,15 +1,20 @@
 """routectl: kernel policy resolution, capability-based selection and route snapshots.
 
-Public names (each receives the project object; none of them imports torch):
-- `load_project(directory=None)`: the project named in the nearest `[tool.routectl]`.
-- `resolve(project, config, environ, hardware, workload)`: a frozen `ResolvedPolicy`.
-- `select(project, family, layer, policy, hardware, workload, namespace)`: the `Decision`
-  for one layer (chosen kernel, every verdict, fallbacks, layout) without preparing it.
-- `start(project, kernel_config, hardware, workload, *, environ=None)`: the engine's startup
-  session (resolve once, load and dispatch layers, the startup report); see
-  `routectl.engine.startup`.
-- `Hardware`, `EngineConfig` (with optional `ModelFacts`), `InMemoryNamespace`,
-  `TorchOpsNamespace`, `ResolvedPolicy`, `Decision`, `InputError`, `SelectionError`.
+The public names are those of `__all__`, each documented where it is defined:
+- finding a project: `load_project(directory=None, *, name=None)` (the nearest
+  `[tool.routectl]` table, or an installed engine's project by name: docs/discovery.md),
+  `Project`;
+- declaring one: `Family` (a kernel family's record), `Category` (the snapshot category base),
+  `FamilyNameWarning` (a family named by its former spelling);
+- deciding (none of these imports torch): `resolve(project, config, environ, hardware,
+  workload)` -> `ResolvedPolicy`; `select(project, family, layer, policy, hardware, workload,
+  namespace)` -> `Decision` (chosen kernel, every verdict, fallbacks, layout) without
+  preparing the layer; `start(project, kernel_config, hardware, workload, *, environ=None)`
+  -> `EngineSession` (resolve once, load and dispatch layers, the startup report);
+- their inputs: `Hardware`, `EngineConfig` (with optional `ModelFacts`), the injected
+  `NativeNamespace` (`TorchOpsNamespace` at run time, `InMemoryNamespace` in tests);
+- their errors: `InputError` (bad input, exit 2), `SelectionError` (no kernel can serve a
+  layer, with every verdict).
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ if _interrupt.is_cli_start(getattr(sys, "argv", [])):
 from collections.abc import Mapping
 from typing import Any
 
+from routectl.category import Category
 from routectl.errors import InputError, SelectionError
+from routectl.family import Family, FamilyNameWarning
 from routectl.policy.loaded import Decision
 from routectl.namespaces.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
 from routectl.policy.resolve import ResolvedPolicy
@@ -67,22 +74,22 @@ def select(
     namespace: NativeNamespace,
 ) -> Decision:
     """Which kernel serves `layer` (a plain spec): selection only, no preparation."""
-    try:
-        loader = project.selectors[family]
-    except KeyError:
-        known = ", ".join(sorted(project.selectors)) or "none"
-        raise InputError(f"unknown kernel family {family!r} (known: {known})") from None
+    loader = project.selectors[project.family_name(family, project.selectors)]
     return loader(layer, policy, hardware, workload, namespace).decision
 
 
 __all__ = [
+    "Category",
     "Decision",
     "EngineConfig",
     "EngineSession",
+    "Family",
+    "FamilyNameWarning",
     "Hardware",
     "InMemoryNamespace",
     "InputError",
     "ModelFacts",
+    "NativeNamespace",
     "Project",
     "ResolvedPolicy",
     "SelectionError",

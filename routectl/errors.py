@@ -15,6 +15,11 @@ class InputError(RoutectlError):
     exit_code = 2
 
 
+class ActivationError(RoutectlError, TypeError):
+    """A prepared layer was called with activations its layout cannot consume (a dtype the
+    kernel does not take): the engine's bug, raised at call time, never a route."""
+
+
 class SelectionError(RoutectlError):
     """No kernel can serve a layer, or a fail-closed outcome refused the layer.
 

@@ -3,15 +3,21 @@ the object named in `[tool.routectl]` of the nearest pyproject.toml."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from routectl import family as family_module
+from routectl.category import Category
 from routectl.errors import InputError
+from routectl.family import Family
 from routectl.io.jsonread import QUOTE_CHARS, read_bytes, shorten
 from routectl.policy.resolve import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
@@ -25,6 +31,7 @@ if TYPE_CHECKING:
 
     # Annotations only: `import routectl` (the engine's start-up import) need not build
     # these modules' classes.
+    from routectl.io.schemas import LoadedSchema
     from routectl.namespaces.ops import OpSpec
     from routectl.policy.fields import Field, RetiredVariable
     from routectl.policy.loaders import LayerLoader
@@ -47,8 +54,12 @@ class Catalogue:
             raise KeyError(f"op {name!r} is not in the native catalogue") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Project:
+    """What routectl receives of a project: its typed config, variable table, native
+    catalogue, qualification rules and kernel families (from which the selectors, loaders,
+    categories and hashed sections are derived), and where its retained snapshots live."""
+
     name: str
     # The typed config's class, or a function that builds it: a project whose model is built
     # on first use (pydantic and the model cost about 0.13 s) lets a check whose rows give no
@@ -56,14 +67,19 @@ class Project:
     config_model: type[BaseModel] | Callable[[], type[BaseModel]]
     fields: tuple[Field, ...]
     catalogue: Catalogue
-    categories: Sequence[Any]
     # (hardware, engine) -> [(rule name, check)]: whole-model qualification verdicts.
     qualification: Callable[[Hardware, EngineConfig], list[tuple[str, Check]]]
     # (hardware, engine) -> the context computed defaults read (e.g. "qualified").
     context: Callable[[Hardware, EngineConfig], Mapping[str, Any]]
+    # The kernel families, in the order `routectl list` shows their categories. Given, they
+    # are the one source of `categories`, `selectors`, `loaders` and `active_sections`
+    # (which must then be left out); a project without families declares those directly.
+    families: Sequence[Family] = ()
+    categories: Sequence[Category] = ()
     # (capability, engine, policy) -> the sections the policy hash covers: those of every
     # family enabled there whose hashing rule holds for this engine and policy.
-    active_sections: Callable[[int, EngineConfig, ResolvedPolicy], list[str]]
+    active_sections: Callable[[int, EngineConfig, ResolvedPolicy], list[str]] | None = None
+    # Family name -> loader; `routectl.select` calls it without tensors (selection only).
     selectors: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     # Family name -> what `routectl.engine.startup` loads and the startup report replays with.
     loaders: Mapping[str, LayerLoader] = field(default_factory=dict)
@@ -75,8 +91,71 @@ class Project:
     # Prefix of the policy's environment variables: stripped from the environment of a
     # baseline subprocess so that no caller variable reaches the old program.
     variable_prefix: str | None = None
+    # The project root (its code is imported from there) and the retained snapshot folder.
+    # An installed project states its folder here (beside its package, as package data);
+    # discovery through `[tool.routectl]` sets both from the table.
     root: Path | None = None
-    snapshot_dir: Path | None = None
+    snapshots: Path | None = None
+    # Set once the maps are derived from `families`: `dataclasses.replace` of such a project
+    # derives them again from its (possibly new) families instead of refusing them as given.
+    derived: bool = field(default=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.families:
+            if self.active_sections is None:
+                raise ValueError(f"project {self.name!r}: give families or active_sections")
+            return
+        given = (
+            []
+            if self.derived
+            else [
+                name
+                for name, value in (
+                    ("categories", self.categories),
+                    ("selectors", self.selectors),
+                    ("loaders", self.loaders),
+                    ("active_sections", self.active_sections),
+                )
+                if value
+            ]
+        )
+        if given:
+            raise ValueError(
+                f"project {self.name!r}: {', '.join(given)} are derived from families; "
+                f"declare them in the family records instead"
+            )
+        families = tuple(self.families)
+        family_module.check_families(families)
+        # Frozen: the derived maps are set once, here, from the one list.
+        derived: dict[str, Any] = {
+            "families": families,
+            "categories": family_module.categories(families),
+            "selectors": family_module.selectors(families),
+            "loaders": family_module.loaders(families),
+            "active_sections": functools.partial(family_module.active_sections, families),
+            "derived": True,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+    def family_name(self, name: str, known: Mapping[str, Any]) -> str:
+        """`name` as a key of `known` (`selectors` or `loaders`): old spellings warn and
+        answer for the new one; an unknown name is an InputError listing the known ones."""
+        return family_module.current_name(name, known, self.families)
+
+    def policy_sections(self, category: Category) -> tuple[str, ...] | None:
+        """The sections `routectl explain` shows for a row of `category` by default: those
+        its families read; None (every section) for a project without families."""
+        if not self.families:
+            return None
+        return family_module.category_sections(self.families, category.name) or None
+
+    def hashed_sections(
+        self, capability: int, engine: EngineConfig, policy: ResolvedPolicy
+    ) -> list[str]:
+        """The sections the policy hash covers on this hardware for this engine."""
+        assert self.active_sections is not None  # set by __post_init__
+        return self.active_sections(capability, engine, policy)
 
     @cached_property
     def config_class(self) -> type[BaseModel]:
@@ -122,7 +201,7 @@ class Project:
         """The policy resolved for `hardware` and `workload`, with the model-qualification
         verdicts and the hash over the active sections (`routectl config`)."""
         policy = self.resolve(config, environ, hardware, workload)
-        active = self.active_sections(hardware.capability, workload, policy)
+        active = self.hashed_sections(hardware.capability, workload, policy)
         verdicts = tuple(
             (name, ok, reason) for name, (ok, reason) in self.qualification(hardware, workload)
         )
@@ -142,9 +221,37 @@ class Project:
             f"unknown category {shorten(name)}{did_you_mean(name, names)} (known: {known})"
         )
 
-    def with_location(self, root: Path, snapshot_dir: Path) -> Project:
-        # The declared fields only: `__dict__` also holds what cached properties computed.
-        return replace(self, root=root, snapshot_dir=snapshot_dir)
+    @cached_property
+    def snapshot_schema(self) -> LoadedSchema:
+        """The snapshot schema this project's snapshots are validated with: routectl's
+        generic one with every category's own route shape (`Category.route_schema`)
+        composed in."""
+        from routectl.io.schemas import compose_snapshot_schema, load_schema, schema_of
+
+        fragments = {c.name: f for c in self.categories if (f := c.route_schema()) is not None}
+        if not fragments:
+            return load_schema("snapshot")
+        label = Path(f"<snapshot schema of project {self.name}>")
+        return schema_of(compose_snapshot_schema(fragments), label)
+
+    def _with(self, **changes: Any) -> Project:
+        # A copy with some fields set, the maps derived from the family records kept as
+        # they are (`replace` would derive them again and refuse them as given); what the
+        # cached properties computed is left behind.
+        copied = copy.copy(self)
+        for computed in ("config_class", "snapshot_schema"):
+            copied.__dict__.pop(computed, None)
+        for name, value in changes.items():
+            object.__setattr__(copied, name, value)
+        return copied
+
+    def with_location(self, root: Path, snapshots: Path) -> Project:
+        """This project found at `root`, its retained snapshots in `snapshots`."""
+        return self._with(root=root, snapshots=snapshots)
+
+    def with_categories(self, extra: Sequence[Category]) -> Project:
+        """This project judging `extra` categories too (those only a baseline has)."""
+        return self._with(categories=(*self.categories, *extra))
 
 
 # Every key `[tool.routectl]` accepts: key -> what its value is (the table is declarative so
@@ -277,16 +384,65 @@ def import_module(name: str) -> Any:
         raise InputError(f"cannot import {name}: {describe_import_failure(exc)}") from exc
 
 
-def load_project(directory: Path | None = None) -> Project:
-    """Find the project from `directory` (default: the current directory) and import it."""
-    start = (directory or Path.cwd()).resolve()
-    root = start if directory is not None else find_project_root(start)
+# The entry-point group an installed engine registers its project object in (the Python
+# packaging convention for plugins): `name = "module:attribute"`.
+ENTRY_POINT_GROUP = "routectl.projects"
+
+
+def installed_projects() -> dict[str, Any]:
+    """The entry points of group `routectl.projects` of the installed distributions, by
+    name (not loaded)."""
+    from importlib.metadata import entry_points  # only for discovery by name
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_installed_project(name: str) -> Project:
+    """The project an installed distribution registers as `name` in `routectl.projects`.
+
+    Its retained snapshots are where the project object says (`Project.snapshots`); it has no
+    project root unless it names one (`routectl diff --baseline-ref` needs a git checkout)."""
+    found = installed_projects()
+    if name not in found:
+        names = sorted(found)
+        known = ", ".join(names) or "none installed"
+        raise InputError(
+            f"no installed routectl project named {shorten(name)}{did_you_mean(name, names)} "
+            f"(entry point group {ENTRY_POINT_GROUP}: {known})"
+        )
+    entry = found[name]
+    where = f"entry point {shorten(name)} = {shorten(entry.value)} (group {ENTRY_POINT_GROUP})"
+    try:
+        project = entry.load()
+    except Exception as exc:  # noqa: BLE001 - whatever the module raises is the engine's code
+        raise InputError(f"{where}: cannot load it: {describe_import_failure(exc)}") from exc
+    if not isinstance(project, Project):
+        raise InputError(
+            f"{where} names an object of type {type(project).__name__}, not a routectl Project"
+        )
+    return project
+
+
+def load_project(
+    directory: str | os.PathLike[str] | None = None, *, name: str | None = None
+) -> Project:
+    """The project to work on, found one of three ways:
+
+    - `name`: the project an installed engine registers under that name in the entry-point
+      group `routectl.projects` (no pyproject.toml needed);
+    - `directory` (a str or a path): the nearest pyproject.toml with a `[tool.routectl]`
+      table at or above it;
+    - neither: the same walk upward from the current directory.
+    """
+    if name is not None:
+        if directory is not None:
+            raise InputError("give a project directory or a project name, not both")
+        return load_installed_project(name)
+    start = (Path.cwd() if directory is None else Path(directory)).resolve()
+    root = find_project_root(start)
     pyproject = root / "pyproject.toml"
-    if not pyproject.exists():
-        raise InputError(f"{pyproject} does not exist")
     table = _routectl_table(_read_pyproject(pyproject), pyproject)
-    if table is None:
-        raise InputError(f"{pyproject} has no [tool.routectl] table")
+    assert table is not None  # find_project_root found it
     module_name, attribute, snapshots = check_table(table, pyproject)
     spec = f"{module_name}:{attribute}"
     # The project's own code wins over any installed copy: a baseline worktree must run

@@ -37,6 +37,8 @@ KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 @dataclass(frozen=True)
 class Hardware:
+    """The GPU a decision is made for: its compute capability."""
+
     capability: int  # 70 = Volta V100, 72 = Xavier, 75 = Turing, 80+ = newer
 
 
@@ -59,6 +61,9 @@ class ModelFacts:
 
 @dataclass(frozen=True)
 class EngineConfig:
+    """The engine configuration a decision depends on: parallelism, speculative decoding,
+    concurrency, token budget, KV-cache dtype and (optionally) the served model's facts."""
+
     tp: int = 1
     pp: int = 1
     spec_method: str = "none"

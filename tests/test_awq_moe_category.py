@@ -273,7 +273,20 @@ def test_runs_are_deterministic_and_rows_own_their_routes(rows):
 def test_the_category_reads_the_moe_family_sections():
     # docs/contracts/core.md §1.3/§3.1: the family is decided by sm70_turbomind.awq_moe (and the
     # legacy backend override) and the sm70_awq_moe section; `explain` shows these two sections.
-    assert AWQ_MOE_CATEGORY.policy_sections == ("sm70_turbomind", "sm70_awq_moe")
+    assert PROJECT.policy_sections(AWQ_MOE_CATEGORY) == ("sm70_turbomind", "sm70_awq_moe")
     assert sections_of("sm70-awq-moe") == ("sm70_turbomind", "sm70_awq_moe")
     with pytest.raises(KeyError, match="no family 'sm99-moe'"):
         sections_of("sm99-moe")
+
+
+def test_the_category_prints_its_own_stage_lines(rows):
+    # `routectl explain` leaves the stages to the category: each replayed M's chain, then
+    # each refusal with its code, and the key is consumed (not printed again as JSON).
+    route = dict(rows[DEFAULT])
+    lines = AWQ_MOE_CATEGORY.explain_lines(route)
+    assert "stages" not in route and lines[0] == "stages per token count:"
+    first = rows[DEFAULT]["stages"][0]
+    assert lines[1] == f"  M={first['m']}: {' > '.join(first['chosen'])}"
+    refused = [line for line in lines if line.startswith("    refused ")]
+    assert len(refused) == sum(len(s["rejected"]) for s in rows[DEFAULT]["stages"])
+    assert AWQ_MOE_CATEGORY.explain_lines({"kernel": None}) == []

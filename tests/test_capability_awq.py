@@ -10,8 +10,8 @@ import torch
 
 from native.catalogue import CATALOGUE
 from native.kernels import awq_dense as awq
-from native.kernels.common import ActivationDtypeError
 from native.layers import AwqLayer
+from routectl.errors import ActivationError
 from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.replay.harness import RecordingNamespace
 
@@ -344,9 +344,9 @@ def test_zero_tokens_and_non_fp16_activations():
     assert ns.since(mark) == []
     fp32 = torch.empty((4096, 2560), dtype=torch.float32, device="meta")
     message = "^SM70 TurboMind AWQ requires float16 activations, got float32$"
-    with pytest.raises(ActivationDtypeError, match=message):
+    with pytest.raises(ActivationError, match=message):
         result.apply(fp32)
-    with pytest.raises(ActivationDtypeError, match=message):
+    with pytest.raises(ActivationError, match=message):
         result.apply_gated(fp32)
     assert ns.since(mark) == []
 

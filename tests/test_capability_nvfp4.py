@@ -11,8 +11,8 @@ import torch
 from native.catalogue import CATALOGUE, KERNEL_NAMES
 from native.kernels import LINEAR_KERNELS
 from native.kernels import nvfp4_sm70 as nv
-from native.kernels.common import ActivationDtypeError
 from native.layers import Nvfp4Layer
+from routectl.errors import ActivationError
 from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.policy.selection import evaluate_kernel
 from routectl.replay.harness import RecordingNamespace
@@ -445,7 +445,7 @@ def test_zero_tokens_launch_nothing_and_non_fp16_is_an_error():
     assert tuple(prepared.apply(fp16(0, 5120)).shape) == (0, 4120)
     assert ns.since(mark) == []
     with pytest.raises(
-        ActivationDtypeError, match="^SM70 NVFP4 QPN2 requires float16 activations, got bfloat16$"
+        ActivationError, match="^SM70 NVFP4 QPN2 requires float16 activations, got bfloat16$"
     ):
         prepared.apply(torch.empty((4, 5120), dtype=torch.bfloat16, device="meta"))
     assert ns.since(mark) == []
@@ -518,7 +518,7 @@ def test_qpn4_dispatch_passes_a_k_by_n_fp16_workspace():
         "weight_global_scale",
     }
     with pytest.raises(
-        ActivationDtypeError, match="^SM70 NVFP4 QPN4 requires float16 activations, got float32$"
+        ActivationError, match="^SM70 NVFP4 QPN4 requires float16 activations, got float32$"
     ):
         prepared.apply(torch.empty((5, 4352), dtype=torch.float32, device="meta"))
 

@@ -1,5 +1,6 @@
-"""Turing QPN capability classes (docs/contracts/core.md §2.2): policy reasons first, then
-capability and every layer rule at its boundary; dispatch with invocation-owned scratch."""
+"""Turing QPN capability classes (docs/contracts/core.md §2.2): the policy gate first (checked
+once, by the selector), then capability and every layer rule at its boundary; the plan through the
+family's KernelLoader; dispatch with invocation-owned scratch."""
 
 from __future__ import annotations
 
@@ -10,11 +11,21 @@ import torch
 
 from native.catalogue import CATALOGUE
 from native.kernels import turing as tu
-from native.kernels.common import ActivationDtypeError
 from native.layers import Fp8Layer, Nvfp4Layer
+from policies import PROJECT
+from policies.linear_turing import (
+    FP8_LOADER,
+    NVFP4_LOADER,
+    load_turing_fp8,
+    load_turing_nvfp4,
+    select_turing_fp8,
+    select_turing_nvfp4,
+)
+from routectl.errors import ActivationError
 from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.policy.selection import evaluate_kernel
 from routectl.replay.harness import RecordingNamespace
+from routectl.workload import EngineConfig, Hardware
 
 QPN2, QPN8 = tu.TuringQpn2NvFp4LinearKernel, tu.TuringQpn8Fp8LinearKernel
 FULL = InMemoryNamespace(CATALOGUE.ops)
@@ -22,18 +33,16 @@ QKVZ = "model.layers.0.linear_attn.in_proj_qkvz"
 QKV = "model.layers.0.self_attn.qkv_proj"
 
 
-def nvfp4(
-    k: int = 5120, n: int = 4120, options: tu.TuringQpn2Options | None = None, **changes
-) -> tu.TuringNvfp4Request:
-    spec = dataclasses.replace(Nvfp4Layer.of(QKVZ, k, n), **changes)
-    return tu.TuringNvfp4Request(spec, options or tu.TuringQpn2Options())
+def nvfp4(k: int = 5120, n: int = 4120, **changes) -> Nvfp4Layer:
+    return dataclasses.replace(Nvfp4Layer.of(QKVZ, k, n), **changes)
 
 
-def fp8(
-    k: int = 5120, n: int = 3584, options: tu.TuringQpn8Options | None = None, **changes
-) -> tu.TuringFp8Request:
-    spec = dataclasses.replace(Fp8Layer.of(QKV, k, n), **changes)
-    return tu.TuringFp8Request(spec, options or tu.TuringQpn8Options())
+def fp8(k: int = 5120, n: int = 3584, **changes) -> Fp8Layer:
+    return dataclasses.replace(Fp8Layer.of(QKV, k, n), **changes)
+
+
+def turing_policy(environ: dict[str, str] | None = None, config=None):
+    return PROJECT.resolve(config, environ or {}, Hardware(75), EngineConfig(), emit_warnings=False)
 
 
 def code(kernel, request, ns=FULL) -> str | None:
@@ -63,16 +72,22 @@ def test_qpn2_admits_padding_and_aligned_shapes(n, k):
 
 
 def test_qpn2_policy_reasons_come_first():
-    bad_layer = dict(act_dtype="bfloat16", weight_shape=(1,))
-    off = nvfp4(options=tu.TuringQpn2Options(dense_qpn2=False), **bad_layer)
-    ok, reason = QPN2.can_implement(off, FULL)
+    ok, reason = QPN2.policy_check(tu.TuringQpn2Options(dense_qpn2=False))
     assert (ok, reason.code) == (False, "dense_qpn2_disabled")
     assert reason.message == "dense QPN2 disabled by KernelConfig"
-    override = nvfp4(options=tu.TuringQpn2Options(backend_enabled=False), **bad_layer)
-    ok, reason = QPN2.can_implement(override, FULL)
+    ok, reason = QPN2.policy_check(tu.TuringQpn2Options(backend_enabled=False))
+    assert (ok, reason.code) == (False, "legacy_backend_override")
     assert reason.message == "disabled by the legacy quantization backend override"
-    # Through the selector's evaluation a policy reason also precedes the capability one.
-    assert QPN2.policy_check(off)[1].code == "dense_qpn2_disabled"
+    assert QPN2.policy_check(tu.TuringQpn2Options()) == (True, None)
+    # Through the selector the policy is the gate: its reason precedes the capability's and
+    # the layer's, and the class itself never checks the policy again.
+    bad_layer = nvfp4(act_dtype="bfloat16", weight_shape=(1,))
+    off = turing_policy(config={"sm70_nvfp4": {"dense_qpn2": False}})
+    for capability in (70, 75):
+        selection = select_turing_nvfp4(bad_layer, off, Hardware(capability), FULL)
+        (verdict,) = selection.verdicts
+        assert (verdict.code, verdict.stage) == ("dense_qpn2_disabled", "policy")
+    assert code(QPN2, bad_layer) == "activation_not_fp16"
     assert evaluate_kernel(QPN2, 70, nvfp4(), FULL).reason.code == "requires_sm75"
 
 
@@ -128,7 +143,7 @@ QPN8_CORE = "requires positive N divisible by 32 and K divisible by 128"
             "requires one E4M3 scale per 16 weight values (scales (4120, 160), expected "
             "(4120, 320))",
         ),
-        (QPN8, nvfp4(), "requires a per-tensor FP8 layer request"),
+        (QPN8, nvfp4(), "requires a per-tensor FP8 layer"),
         (
             QPN8,
             fp8(out_dtype="bfloat16"),
@@ -173,9 +188,21 @@ def test_qpn2_missing_operators(op):
     "options", [tu.TuringQpn8Options(enabled=False), tu.TuringQpn8Options(force_marlin=True)]
 )
 def test_qpn8_policy_reason_comes_first(options):
-    ok, reason = QPN8.can_implement(fp8(options=options, act_dtype="bfloat16"), FULL)
+    ok, reason = QPN8.policy_check(options)
     assert (ok, reason.code) == (False, "qpn8_disabled")
     assert reason.message == "QPN8 disabled by KernelConfig or legacy backend override"
+    assert QPN8.policy_check(tu.TuringQpn8Options()) == (True, None)
+
+
+@pytest.mark.parametrize(
+    "environ", [{"VLLM_SM70_FP8_TURBOMIND": "0"}, {"VLLM_SM70_QUANT_BACKEND": "marlin"}]
+)
+def test_qpn8_policy_gate_precedes_the_layer_rules(environ):
+    bad_layer = fp8(act_dtype="bfloat16")
+    selection = select_turing_fp8(bad_layer, turing_policy(environ), Hardware(75), FULL)
+    (verdict,) = selection.verdicts
+    assert (verdict.code, verdict.stage) == ("qpn8_disabled", "policy")
+    assert code(QPN8, bad_layer) == "input_output_not_fp16"
 
 
 def test_qpn8_layer_rules_in_order():
@@ -217,9 +244,44 @@ def test_qpn8_missing_operators(op):
     assert (ok, reason.message) == (False, f"missing native operators: [{op}]")
 
 
-def test_requests_of_the_other_kernel_are_refused():
-    assert code(QPN2, fp8()) == "not_turing_nvfp4_request"
-    assert code(QPN8, nvfp4()) == "not_turing_fp8_request"
+def test_layers_of_the_other_kernel_are_refused():
+    assert code(QPN2, fp8()) == "not_turing_nvfp4_layer"
+    assert code(QPN8, nvfp4()) == "not_turing_fp8_layer"
+
+
+def test_the_turing_classes_plan_through_the_family_loader():
+    # The same lifecycle as the Volta classes: the loader asks the chosen class for its plan
+    # (layout, flags, how to prepare) and builds the Decision from it.
+    nvfp4_plan = QPN2.plan(nvfp4(5120, 4120), None, FULL)
+    assert (nvfp4_plan.layout, dict(nvfp4_plan.flags)) == (
+        tu.LAYOUT_TURING_QPN2,
+        {"padded_n": 4128, "scratch_above_m": tu.TURING_QPN2_DECODE_MAX_M},
+    )
+    assert (nvfp4_plan.refused, nvfp4_plan.fallbacks) == ((), ())
+    fp8_plan = QPN8.plan(fp8(), None, FULL)
+    assert (fp8_plan.layout, dict(fp8_plan.flags)) == (
+        tu.LAYOUT_QPN8,
+        {"scratch_above_m": tu.QPN8_DECODE_MAX_M},
+    )
+    assert NVFP4_LOADER.kernels == (QPN2,) and FP8_LOADER.kernels == (QPN8,)
+    layer = nvfp4(5120, 4120)
+    loaded = load_turing_nvfp4(
+        layer, turing_policy(), Hardware(75), EngineConfig(), FULL, tensors=None
+    )
+    decision = loaded.decision
+    assert (decision.kernel, decision.layout, dict(decision.flags), decision.fallbacks) == (
+        QPN2.name,
+        nvfp4_plan.layout,
+        dict(nvfp4_plan.flags),
+        (),
+    )
+    ns = RecordingNamespace(CATALOGUE)
+    prepared = load_turing_fp8(
+        fp8(), turing_policy(), Hardware(75), EngineConfig(), ns, tensors=fp8().checkpoint_tensors()
+    )
+    assert prepared.decision.layout == tu.LAYOUT_QPN8
+    assert set(prepared.resident) == {"qpn8_weight", "weight_scale"}
+    assert ns.calls[0]["op"] == tu.QPN8_PREPARE_OP
 
 
 # --- dispatch ---------------------------------------------------------------------------
@@ -247,7 +309,7 @@ def test_turing_qpn2_passes_scratch_above_32_rows():
     ]
     assert prepared.resident["qpn2_codes"].numel() == 4128 * 2560
     with pytest.raises(
-        ActivationDtypeError, match="^Turing NVFP4 QPN2 requires float16 activations, got float32$"
+        ActivationError, match="^Turing NVFP4 QPN2 requires float16 activations, got float32$"
     ):
         prepared.apply(torch.empty((1, 5120), dtype=torch.float32, device="meta"))
     # The QPN2 GEMM of a plain (not gated) layer, tuned by (K, N padded to 32, gated call):
@@ -298,7 +360,7 @@ def test_qpn8_scratch_is_a_fresh_k_by_n_fp16_buffer_per_invocation():
     assert len({id(s) for s in with_scratch}) == len(with_scratch)
     assert seen[1]["x"].shape[0] == 8 and seen[1]["scratch"] is None
     with pytest.raises(
-        ActivationDtypeError, match="^Turing FP8 QPN8 requires float16 activations, got bfloat16$"
+        ActivationError, match="^Turing FP8 QPN8 requires float16 activations, got bfloat16$"
     ):
         prepared.apply(torch.empty((9, 5120), dtype=torch.bfloat16, device="meta"))
     assert set(prepared.resident) == {"qpn8_weight", "weight_scale"}

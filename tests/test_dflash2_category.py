@@ -233,9 +233,15 @@ def test_the_older_combined_split_rule_flips_exactly_the_head_split_edge():
     assert len(changed_reason) == 18
 
 
+# The project's snapshot schema: the policy route is the category's own shape, composed in.
+SCHEMA = PROJECT.snapshot_schema
+
+
 def test_policy_rows_are_strict_in_the_snapshot_schema(rows):
     base = {"id": "edge:gdn_k8_v24_tp2", "route": rows["edge:gdn_k8_v24_tp2"]}
-    assert validate_rows("sm70-dflash2-policy", "basis", [base]) is None
+    # routectl's generic schema alone admits no policy route: the shape is the category's.
+    assert validate_rows("sm70-dflash2-policy", "basis", [base]) is not None
+    assert validate_rows("sm70-dflash2-policy", "basis", [base], SCHEMA) is None
     route = base["route"]
     broken = [
         {**route, "extra": 1},
@@ -249,7 +255,7 @@ def test_policy_rows_are_strict_in_the_snapshot_schema(rows):
         {**route, "qualification": {"ok": True}},
     ]
     for bad in broken:
-        assert validate_rows("sm70-dflash2-policy", "basis", [{**base, "route": bad}]), bad
+        assert validate_rows("sm70-dflash2-policy", "basis", [{**base, "route": bad}], SCHEMA), bad
 
 
 # --- the route matrix's cells and reasons (what a reviewer reads) ------------------------------

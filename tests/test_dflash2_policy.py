@@ -13,13 +13,15 @@ import pytest
 from native.kernels.gdn_sm70 import GdnLayout, can_implement_combined_split
 from policies import PROJECT
 from policies.dflash2 import gdn_admissions
-from policies.families import active_sections
 from policies.qualification import dflash2_verifier_qualified
 from policies.variables import FIELDS, RETIRED
 from routectl.errors import InputError
 from routectl.policy.fields import INT_BOOL, Field, Kind
 from routectl.policy.resolve import PolicyDeprecationWarning, resolve_fields
 from routectl.workload import EngineConfig, Hardware, ModelFacts
+
+# The sections the policy hash covers, as the project derives them from its family records.
+active_sections = PROJECT.hashed_sections
 
 # docs/contracts/dflash2.md §1.3, in table order.
 TABLE = (

@@ -13,7 +13,13 @@ from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
 from policies import PROJECT
 from policies.categories.matrix import engine as matrix_engine
-from policies.linear_fp8_sm70 import checkpoint_admission, explicit_enables, load_fp8_sm70
+from policies.linear_fp8_sm70 import (
+    block_qpn8_policy,
+    checkpoint_admission,
+    explicit_enables,
+    load_fp8_sm70,
+    select_fp8_sm70,
+)
 from policies.variables import FIELDS
 from routectl.errors import InputError, SelectionError
 from routectl.policy.fields import Kind
@@ -358,10 +364,21 @@ def test_turbomind_needs_its_prepare_op_and_the_w8a16_layout():
     ],
 )
 def test_block_kernel_can_implement_reasons_in_order(built, options, message):
-    ok, reason = fs.QPN8Fp8BlockScaledMMLinearKernel.can_implement(
-        request(built, **options), namespace()
+    # The selector's order: the policy gate (checked once), then the class's own layer rules.
+    block = fs.QPN8Fp8BlockScaledMMLinearKernel
+    policy = PROJECT.resolve(None, {}, Hardware(70), EngineConfig(), emit_warnings=False)
+    selection = select_fp8_sm70(
+        built, policy, fs.Fp8Sm70Options(**options), Hardware(70), namespace()
     )
-    assert ok is False and reason.message.startswith(message)
+    verdict = next(v for v in selection.verdicts if v.name == block.name)
+    assert verdict.ok is False and verdict.message.startswith(message)
+    policy_refusal = block_qpn8_policy(fs.Fp8Sm70Options(**options))
+    if policy_refusal[0]:
+        # Past the gate the class alone gives the same reason.
+        ok, reason = block.can_implement(request(built, **options), namespace())
+        assert ok is False and reason.message == verdict.message
+    else:
+        assert verdict.stage == "policy" and policy_refusal[1].message == verdict.message
 
 
 def test_block_kernel_names_its_missing_ops():
@@ -473,8 +490,9 @@ def test_non_explicit_qpn8_with_missing_ops_keeps_turbomind_with_a_fallback():
         layer(), options, namespace("fp8_qpn8_gemm_sm70_out"), fs.Fp8Workspaces()
     )
     assert layout.name == "fp8_sm70" and layout.exact_dense is True
+    # The kernel names the option; the loader qualifies it with the section.
     assert [(f.field, f.requested, f.effective) for f in layout.fallbacks] == [
-        ("sm70_fp8.qpn8", True, False)
+        ("qpn8", True, False)
     ]
     assert layout.fallbacks[0].reason.startswith(
         "missing native QPN8 operators: [fp8_qpn8_gemm_sm70_out]"

@@ -104,3 +104,29 @@ def test_the_readme_library_example_runs(capsys):
     assert "routectl.select(" in example
     exec(compile(example, "docs/library.md", "exec"), {})
     assert capsys.readouterr().out.startswith("Qpn2NvFp4LinearKernel ")
+
+
+def test_every_public_name_exists_and_is_documented():
+    # `__all__` is the public API: each name resolves (the lazy ones too) and carries its own
+    # docstring, not the signature a dataclass writes when it has none.
+    assert "NativeNamespace" in routectl.__all__
+    assert sorted(routectl.__all__) == routectl.__all__
+    undocumented = []
+    for name in routectl.__all__:
+        obj = getattr(routectl, name)
+        doc = (obj.__doc__ or "").strip()
+        if not doc or doc.startswith(f"{name}("):
+            undocumented.append(name)
+    assert undocumented == []
+    # Nothing public is left out of `__all__`: every module-level name that is not private,
+    # a module or a typing helper is listed.
+    import types
+
+    public = {
+        n
+        for n, v in vars(routectl).items()
+        if not n.startswith("_")
+        and not isinstance(v, types.ModuleType)
+        and n not in ("Any", "Mapping", "annotations", "sys")
+    }
+    assert public <= set(routectl.__all__)

@@ -21,11 +21,12 @@ from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
 from policies import PROJECT
 from policies.linear_fp8_sm70 import (
+    block_qpn8_policy,
     block_qpn8_turbomind_copy,
     checkpoint_admission,
     route_outcome,
 )
-from routectl.errors import InputError, SelectionError
+from routectl.errors import ActivationError, InputError, SelectionError
 from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.replay.harness import RecordingNamespace
@@ -108,6 +109,8 @@ def flags(**changes: Any) -> dict[str, Any]:
 
 
 def fallbacks(layout: fs.Fp8Layout) -> list[tuple[str, Any, Any, str]]:
+    # The kernel names the option of sm70_fp8 it fell back on; the loader (tested through
+    # load_fp8_sm70 below) qualifies it with the section.
     return [(f.field, f.requested, f.effective, f.reason) for f in layout.fallbacks]
 
 
@@ -177,7 +180,7 @@ def test_generic_qpn8_refuses_a_layer_outside_its_candidate_rule(built):
     # with no fallback record (the layer never was a candidate).
     layout = plan(built, QPN8_ON)
     assert layout.name == "fp8_sm70" and layout.qpn8 is False
-    assert not any(f[0] == "sm70_fp8.qpn8" for f in fallbacks(layout))
+    assert not any(f[0] == "qpn8" for f in fallbacks(layout))
 
 
 def test_generic_qpn8_needs_the_qpn8_option():
@@ -199,7 +202,7 @@ def test_a_k_multiple_of_128_but_not_256_gets_split_k_8():
 
 
 def test_explicit_generic_qpn8_with_missing_ops_names_them_in_contract_order():
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         plan(layer(), QPN8_ON, remove=(QPN8_GATED_PAIR, QPN8_DEQUANTIZE))
     assert info.value.code == "missing_native_ops"
     assert info.value.message == (
@@ -210,7 +213,7 @@ def test_explicit_generic_qpn8_with_missing_ops_names_them_in_contract_order():
 
 @pytest.mark.parametrize("op", [QPN8_PREPARE, QPN8_PREFILL, QPN8_DISPATCH, QPN8_GEMM])
 def test_each_of_the_six_qpn8_ops_is_required(op):
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         plan(layer(), QPN8_ON, remove=(op,))
     assert info.value.message.endswith(f"missing: ['{op}'].")
 
@@ -228,7 +231,7 @@ def test_a_qpn8_enable_from_another_field_is_not_explicit_for_the_generic_route(
         "retaining the TurboMind layout"
     )
     assert layout.name == "fp8_sm70" and layout.exact_dense is True
-    assert fallbacks(layout) == [("sm70_fp8.qpn8", True, False, reason)]
+    assert fallbacks(layout) == [("qpn8", True, False, reason)]
     assert layout.notes == (reason,)
 
 
@@ -242,8 +245,8 @@ def test_qpn8_workspace_fits_exactly_at_the_floor():
         "plain TurboMind GEMM"
     )
     assert fallbacks(short) == [
-        ("sm70_fp8.qpn8", True, False, WORKSPACE_REFUSED),
-        ("sm70_fp8.prefill_exact_dense", True, False, exact_dense_refused),
+        ("qpn8", True, False, WORKSPACE_REFUSED),
+        ("prefill_exact_dense", True, False, exact_dense_refused),
     ]
     assert short.notes == (WORKSPACE_REFUSED, exact_dense_refused)
     assert short.flags() == flags(prefill_prescaled=True)
@@ -304,7 +307,7 @@ def test_pp2_tp4_workspace_fits_exactly():
     assert plan(built, PP2, available=PP2_TP4_ELEMENTS).name == "fp8_qpn8"
     short = plan(built, PP2, available=PP2_TP4_ELEMENTS - 1)
     assert short.name == "fp8_sm70"
-    assert fallbacks(short)[0] == ("sm70_fp8.qpn8_pp2_tp4", True, False, WORKSPACE_REFUSED)
+    assert fallbacks(short)[0] == ("qpn8_pp2_tp4", True, False, WORKSPACE_REFUSED)
 
 
 def test_pp2_tp4_outside_the_runtime_contract_keeps_turbomind_with_a_note():
@@ -321,7 +324,7 @@ def test_pp2_tp4_outside_the_runtime_contract_keeps_turbomind_with_a_note():
 def test_pp2_tp4_is_explicit_through_any_of_its_three_fields(explicit):
     # 5.1: explicit = qpn8, qpn8_pp2_tp4 or qpn8_shared_gate in explicit_enables.
     opts = options(explicit, qpn8_pp2_tp4=True, pp2_tp4_contract=True)
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         plan(layer("wq_b", 1024, 8192, tp=4), opts, remove=(QPN8_PREFILL,))
     assert info.value.message == (
         "The explicitly enabled SM70 PP2 x TP4 QPN8 route requires source-built operators; "
@@ -336,7 +339,7 @@ def test_non_explicit_pp2_tp4_with_missing_ops_records_its_own_field():
         remove=(QPN8_PREFILL,),
     )
     assert layout.name == "fp8_sm70"
-    assert [f[:3] for f in fallbacks(layout)] == [("sm70_fp8.qpn8_pp2_tp4", True, False)]
+    assert [f[:3] for f in fallbacks(layout)] == [("qpn8_pp2_tp4", True, False)]
 
 
 def test_shared_gate_layer_is_qpn8_only_with_its_option_and_never_gated():
@@ -400,7 +403,7 @@ def test_grouped_wo_a_is_qpn8_bmm_with_the_per_group_tuning():
 
 @pytest.mark.parametrize("explicit", ["qpn8", "qpn8_pp2_tp4"])
 def test_grouped_wo_a_is_explicit_through_qpn8_or_qpn8_pp2_tp4(explicit):
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         plan(
             wo_a(),
             options(explicit, qpn8_pp2_tp4=True, pp2_tp4_contract=True),
@@ -416,7 +419,7 @@ def test_grouped_wo_a_is_not_explicit_through_the_shared_gate_field():
         remove=(QPN8_DISPATCH,),
     )
     assert layout.name == "fp8_sm70_bmm"
-    assert [f[:3] for f in fallbacks(layout)] == [("sm70_fp8.qpn8_pp2_tp4", True, False)]
+    assert [f[:3] for f in fallbacks(layout)] == [("qpn8_pp2_tp4", True, False)]
 
 
 @pytest.mark.parametrize(
@@ -472,7 +475,7 @@ def test_grouped_decode_lane_needs_its_shape_option_and_ops():
 def test_grouped_invariants(built, message):
     # 5.8: group count positive and dividing the rows, rows per group a multiple of 128,
     # scale rows = groups x rows / 128.
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         fs.check_grouped(built)
     assert (info.value.code, info.value.message) == ("grouped_invariant", message)
 
@@ -486,14 +489,14 @@ def test_grouped_invariants_hold_at_their_boundaries():
 
 
 def test_preparation_preconditions_in_order():
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         fs.check_preparable(
             layer(orig_dtype="bfloat16"),
             options(turbomind_variable="VLLM_SM70_FP8_TURBOMIND"),
             namespace("fp8_sm70_prepare"),
         )
     assert info.value.code == "original_dtype_not_fp16"
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         fs.check_preparable(
             layer(),
             options(turbomind_variable="VLLM_SM70_FP8_TURBOMIND"),
@@ -541,7 +544,7 @@ def test_exact_dense_needs_a_role_alignment_and_its_op():
         "missing native exact-dense operator: [fp8_gemm_sm70_prefill_dispatch_out]; "
         "plain TurboMind GEMM"
     )
-    assert fallbacks(missing) == [("sm70_fp8.prefill_exact_dense", True, False, refused)]
+    assert fallbacks(missing) == [("prefill_exact_dense", True, False, refused)]
     assert missing.notes == (refused,)
     assert (missing.threshold, missing.workspace, missing.workspace_elements) == (0, None, 0)
     off = plan(layer(), options(prefill_exact_dense=False))
@@ -620,7 +623,7 @@ def test_prescaled_decode_needs_ue8m0_scales_the_contract_and_its_op():
     ],
 )
 def test_explicit_prescaled_decode_outside_its_contract_fails(built, opts, code):
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         plan(built, opts)
     assert (info.value.code, info.value.message) == (
         code,
@@ -630,7 +633,7 @@ def test_explicit_prescaled_decode_outside_its_contract_fails(built, opts, code)
 
 
 def test_explicit_prescaled_decode_without_its_op_fails():
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         plan(
             fused_wqa_wkv(e8m0=True),
             options("prescaled_decode", **M1),
@@ -674,13 +677,13 @@ def test_workspaces_bind_by_prefix_to_one_buffer_per_kind():
     assert ws.bind("c", "pp2_tp4", 50) == 2
     # FP16 bytes of the largest binding of each kind, kinds in sorted order.
     assert list(ws.bytes_json().items()) == [("exact_dense", 600), ("pp2_tp4", 100)]
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         ws.bind("a", "pp2_tp4", 1)
     assert (info.value.code, info.value.message) == (
         "workspace_rebound",
         "a is already bound to another SM70 workspace",
     )
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         ws.bind("", "exact_dense", 1)
     assert (info.value.code, info.value.message) == (
         "workspace_prefix",
@@ -766,10 +769,8 @@ def test_turbomind_can_implement_codes_in_order():
 def test_block_kernel_policy_codes_in_order():
     blk = fs.QPN8Fp8BlockScaledMMLinearKernel
     every = ("gated_silu", "prefill_prescaled", "prescaled_decode")
-    assert code(blk.policy_check(request(layer(), force_marlin=True))) == "block_qpn8_disabled"
-    kept = blk.policy_check(
-        request(layer(), block_qpn8=True, force_marlin=True, explicit_enables=frozenset(every))
-    )
+    assert code(block_qpn8_policy(options(force_marlin=True))) == "block_qpn8_disabled"
+    kept = block_qpn8_policy(options(*every, block_qpn8=True, force_marlin=True))
     assert kept[1].code == "explicit_variant_retained"
     # 2.3: the retained variants are named in the contract's order.
     assert kept[1].message == (
@@ -777,11 +778,11 @@ def test_block_kernel_policy_codes_in_order():
         "sm70_fp8.prefill_prescaled, sm70_fp8.prescaled_decode)"
     )
     for variant in every:
-        one = request(layer(), block_qpn8=True, explicit_enables=frozenset({variant}))
-        assert code(blk.policy_check(one)) == "explicit_variant_retained"
-    other = request(layer(), block_qpn8=True, explicit_enables=frozenset({"qpn8", "enabled"}))
-    assert blk.policy_check(other) == (True, None)
-    assert code(blk.policy_check(request(layer(), block_qpn8=True, force_marlin=True))) == (
+        assert code(block_qpn8_policy(options(variant, block_qpn8=True))) == (
+            "explicit_variant_retained"
+        )
+    assert block_qpn8_policy(options("qpn8", "enabled", block_qpn8=True)) == (True, None)
+    assert code(block_qpn8_policy(options(block_qpn8=True, force_marlin=True))) == (
         "marlin_selected"
     )
     assert code(blk.is_supported(80)) == "requires_volta_or_turing"
@@ -811,8 +812,18 @@ def test_block_kernel_can_implement_codes(built, expected):
 
 
 def test_block_kernel_policy_comes_before_the_layer():
+    from policies.linear_fp8_sm70 import select_fp8_sm70
+
     blk = fs.QPN8Fp8BlockScaledMMLinearKernel
-    assert code(blk.can_implement(request(layer(groups=2)), namespace())) == "block_qpn8_disabled"
+    # The policy is the selector's gate, checked once, before the class judges the layer:
+    # a grouped layer with block_qpn8 off is refused for the policy.
+    policy = PROJECT.resolve(None, {}, Hardware(70), EngineConfig(), emit_warnings=False)
+    grouped = layer(groups=2)
+    selection = select_fp8_sm70(grouped, policy, options(), Hardware(70), namespace())
+    verdict = next(v for v in selection.verdicts if v.name == blk.name)
+    assert (verdict.code, verdict.stage) == ("block_qpn8_disabled", "policy")
+    # The class alone judges the layer only.
+    assert code(blk.can_implement(request(grouped), namespace())) == "grouped_bmm"
     assert code(blk.can_implement(layer(), namespace())) == "not_w8a16_layout"
     missing = blk.can_implement(request(layer(), block_qpn8=True), namespace(QPN8_PREPARE))
     assert missing[0] is False and missing[1].code == "missing_native_ops"
@@ -1139,7 +1150,7 @@ def test_block_qpn8_refuses_a_scale_raster_off_the_weight():
         "weight": torch.empty((3584, 5120), dtype=torch.float8_e4m3fn, device="meta"),
         "weight_scale_inv": torch.empty((27, 40), dtype=torch.float32, device="meta"),
     }
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         fs.prepare_block_qpn8(built, tensors, namespace(), capability=70, turbomind_copy=False)
     assert (info.value.code, info.value.message) == (
         "scale_raster",
@@ -1151,20 +1162,20 @@ def test_qpn8_calls_refuse_non_fp16_activations():
     # 5.10: a QPN8 call with non-FP16 input fails (the plain and the gated wording).
     bf16 = activations(4, 5120, dtype=torch.bfloat16)
     _, qpn8 = prepared_turbomind(layer("gate_up_proj", 5120, 8704), QPN8_ON)
-    with pytest.raises(fs.Fp8ActivationError) as info:
+    with pytest.raises(ActivationError) as info:
         qpn8.apply(bf16)
     assert str(info.value) == "SM70 FP8 QPN8 requires float16 activations, got bfloat16."
-    with pytest.raises(fs.Fp8ActivationError) as info:
+    with pytest.raises(ActivationError) as info:
         qpn8.apply_gated(bf16)
     assert str(info.value) == (
         "SM70 FP8 QPN8 gated-SiLU requires float16 activations, got bfloat16."
     )
     _, block = prepared_block(layer())
-    with pytest.raises(fs.Fp8ActivationError) as info:
+    with pytest.raises(ActivationError) as info:
         block.apply(bf16)
     assert str(info.value) == "SM70 FP8 QPN8 requires float16 activations, got bfloat16."
     _, grouped = prepared_turbomind(wo_a(), PP2)
-    with pytest.raises(fs.Fp8ActivationError) as info:
+    with pytest.raises(ActivationError) as info:
         grouped.apply(activations(4, 2, 4096, dtype=torch.bfloat16))
     assert str(info.value) == "SM70 FP8 QPN8 requires float16 activations, got bfloat16."
 
@@ -1205,7 +1216,7 @@ def test_unreversible_prescaled_scales_fail_only_an_explicit_request(explicit):
     assert planned.flags["prescaled_decode"] is True
     tensors = {"weight": torch.empty((1536, 4096)), "weight_scale_inv": negative}
     if explicit:
-        with pytest.raises(fs.Fp8LoadError) as info:
+        with pytest.raises(SelectionError) as info:
             planned.prepare(tensors)
         assert (info.value.code, info.value.message) == (
             "prescaled_decode_operator",
@@ -1304,7 +1315,7 @@ def test_the_engine_workspace_budget_reaches_the_qpn8_decision():
 def test_planning_without_the_prepare_op_fails_naming_the_variable():
     # 5.7 through the planner itself (4.1: the preconditions come first).
     opts = options(qpn8=True, turbomind_variable="VLLM_SM70_FP8_TURBOMIND")
-    with pytest.raises(fs.Fp8LoadError) as info:
+    with pytest.raises(SelectionError) as info:
         plan(layer(), opts, remove=("fp8_sm70_prepare",))
     assert info.value.message == (
         "VLLM_SM70_FP8_TURBOMIND=1 requires a build with CUDA arch 7.0 and the SM70 "
@@ -1346,10 +1357,8 @@ def test_a_qpn8_layer_dispatches_with_its_bound_workspace():
 
 def test_a_turbomind_call_refuses_non_fp16_activations():
     # 3.1 / 2.2: TurboMind layouts run FP16 activations only.
-    from native.kernels.common import ActivationDtypeError
-
     _, tm = prepared_turbomind(layer())
-    with pytest.raises(ActivationDtypeError) as info:
+    with pytest.raises(ActivationError) as info:
         tm.apply(activations(4, 5120, dtype=torch.bfloat16))
     assert str(info.value) == "SM70 TurboMind FP8 requires float16 activations, got bfloat16"
 

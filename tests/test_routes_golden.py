@@ -134,7 +134,7 @@ def test_every_retained_file_validates_and_has_well_formed_ids():
     names = sorted(p.name for p in SNAPSHOTS.iterdir() if p.is_file())
     assert names == sorted(f"{c.name}.json" for c in PROJECT.categories)
     for path in SNAPSHOTS.glob("*.json"):
-        snap = read_snapshot(path, snapshot_dir=SNAPSHOTS)
+        snap = read_snapshot(path, schema=PROJECT.snapshot_schema)
         assert all(ROW_ID.match(i) for i in snap.ids())
 
 
@@ -142,7 +142,9 @@ def test_retained_snapshots_equal_a_fresh_run():
     # The library's check, which writes nothing: the CLI's failing check would leave
     # `.json.new` files in the repository's folder (the CLI is tested on copies).
     before = sorted(SNAPSHOTS.iterdir())
-    result = run_check(PROJECT, baseline=SnapshotFiles.retained(SNAPSHOTS))
+    result = run_check(
+        PROJECT, baseline=SnapshotFiles.retained(SNAPSHOTS, schema=PROJECT.snapshot_schema)
+    )
     moved = {
         name: sorted({*c.comparison.added, *c.comparison.removed, *c.comparison.changed})[:3]
         for name, c in result.outcome.categories.items()

@@ -21,6 +21,7 @@ from routectl.io.schemas import (
     SCHEMA_NAMES,
     SOURCE_SCHEMA_DIR,
     load_schema,
+    load_schema_file,
     schema,
     schema_path,
     schema_violation,
@@ -54,10 +55,23 @@ def _documents(project: Path) -> dict:
 
 # --- the schemas ---------------------------------------------------------------------------
 
+# routectl's published schemas, and the snapshot schema the shipped project validates with:
+# the generic one with its categories' route shapes composed in (Project.snapshot_schema).
+PROJECT_SNAPSHOT = "project-snapshot"
+CHECKED_SCHEMAS = (*SCHEMA_NAMES, PROJECT_SNAPSHOT)
 
-@pytest.mark.parametrize("name", SCHEMA_NAMES)
+
+def schema_document(name: str) -> dict:
+    if name == PROJECT_SNAPSHOT:
+        from policies import PROJECT
+
+        return PROJECT.snapshot_schema.data
+    return schema(name)
+
+
+@pytest.mark.parametrize("name", CHECKED_SCHEMAS)
 def test_schemas_are_valid_self_contained_2020_12(name):
-    data = schema(name)
+    data = schema_document(name)
     Draft202012Validator.check_schema(data)
     assert data["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     refs = []
@@ -74,10 +88,13 @@ def test_schemas_are_valid_self_contained_2020_12(name):
 
     walk(data)
     assert refs and all(r.startswith("#/$defs/") for r in refs)
-    assert schema_path(name) == REPO / "routectl" / "schemas" / f"{name}.schema.json"
+    # Every reference resolves inside the document.
+    assert {r.removeprefix("#/$defs/") for r in refs} <= set(data["$defs"])
+    if name != PROJECT_SNAPSHOT:
+        assert schema_path(name) == REPO / "routectl" / "schemas" / f"{name}.schema.json"
 
 
-@pytest.mark.parametrize("name", SCHEMA_NAMES)
+@pytest.mark.parametrize("name", CHECKED_SCHEMAS)
 def test_schemas_are_strict_every_key_required(name):
     loose = []
 
@@ -95,7 +112,7 @@ def test_schemas_are_strict_every_key_required(name):
             for i, value in enumerate(node):
                 walk(value, (*where, str(i)))
 
-    walk(schema(name), ("root",))
+    walk(schema_document(name), ("root",))
     assert loose == []
 
 
@@ -127,9 +144,13 @@ def _patterns(node, where=()):
             yield from _patterns(value, (*where, str(i)))
 
 
+# routectl's schemas and the route-shape fragments of the project's categories.
 ALL_PATTERNS = [
     (f"{path.name}:{where}", pattern)
-    for path in sorted(SOURCE_SCHEMA_DIR.glob("*.schema.json"))
+    for path in [
+        *sorted(SOURCE_SCHEMA_DIR.glob("*.schema.json")),
+        *sorted((REPO / "policies" / "categories").glob("*.route.schema.json")),
+    ]
     for where, pattern in _patterns(json.loads(path.read_text()))
 ]
 
@@ -141,6 +162,7 @@ def test_every_schema_has_patterns_to_check():
         "report.schema.json",
         "expected-changes.schema.json",
         "startup-report.schema.json",
+        "dflash2_policy.route.schema.json",
     }
 
 
@@ -188,16 +210,15 @@ def test_a_row_id_with_a_trailing_newline_is_refused(project, text):
 
 
 def test_schema_version_const_is_checked(tmp_path):
-    own = tmp_path / "snapshots" / "schema"
-    own.mkdir(parents=True)
     data = schema("snapshot")
     data["properties"]["schema_version"]["const"] = 2
-    (own / "snapshot.schema.json").write_text(json.dumps(data))
-    # The project's own schema folder wins over the copy beside the code.
-    assert schema_path("snapshot", tmp_path / "snapshots") == own / "snapshot.schema.json"
-    assert schema_path("report", tmp_path / "snapshots") == SOURCE_SCHEMA_DIR / "report.schema.json"
+    other = tmp_path / "snapshot.schema.json"
+    other.write_text(json.dumps(data))
     with pytest.raises(InputError, match="describes schema_version 2"):
-        schema("snapshot", tmp_path / "snapshots")
+        load_schema_file(str(other))
+    # The schemas are routectl's package data alone: a project folder named `schema/` beside
+    # the retained snapshots is no longer looked at.
+    assert schema_path("report") == SOURCE_SCHEMA_DIR / "report.schema.json"
 
 
 # --- reading: negative cases through the CLI -----------------------------------------------

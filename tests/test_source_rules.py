@@ -97,15 +97,22 @@ def test_only_entry_points_read_os_environ():
 def test_native_never_imports_policies_and_routectl_imports_neither():
     for path in _product_files():
         tree = ast.parse(path.read_text())
-        names = set()
+        modules = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                names.update(a.name.split(".")[0] for a in node.names)
+                modules.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module.split(".")[0])
+                modules.add(node.module)
+        names = {m.split(".")[0] for m in modules}
         top = path.relative_to(ROOT).parts[0]
         if top == "native":
             assert "policies" not in names, path
+            # Nor routectl's review or command line (import-linter holds the same).
+            above = {".".join(m.split(".")[:2]) for m in modules} & {
+                "routectl.review",
+                "routectl.cli",
+            }
+            assert not above, path
         if top == "routectl":
             assert not names & {"policies", "native"}, path
 
@@ -178,4 +185,34 @@ def test_no_test_asserts_on_elapsed_time():
                 ):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
                     break
+    assert offenders == []
+
+
+def test_native_never_spells_a_policy_key():
+    """Capability classes judge the options the policy hands them and name an option, never
+    a `section.field` key: the policy qualifies what native reports."""
+    keys = {f.key for f in FIELDS if f.section is not None}
+    sections = {f.section for f in FIELDS if f.section is not None}
+    offenders = []
+    for path in sorted((ROOT / "native").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+                if any(key in text for key in keys) or any(f"{s}." in text for s in sections):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]}")
+    assert offenders == []
+
+
+def test_native_raises_routectl_errors_not_copies():
+    """The kernel classes define no exception class of their own: a layer that fails to
+    load raises routectl's SelectionError, bad activations its ActivationError. (The
+    reference ops' ArgumentError stays: it is the RuntimeError the engine's own op raises.)"""
+    offenders = []
+    for path in sorted((ROOT / "native" / "kernels").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Name) and b.id.endswith(("Error", "Exception"))
+                for b in node.bases
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}")
     assert offenders == []

@@ -16,11 +16,10 @@ from native.kernels.common import (
     Prepared,
     capability_check,
     empty_fp16,
+    fp16_tokens,
     owned_fp16,
-    require_fp16,
     restore_leading,
     silu_and_mul,
-    tokens,
 )
 from native.layers import AWQ_PACK, AwqLayer
 from routectl.namespaces.native_ns import NativeNamespace
@@ -305,9 +304,7 @@ def prepare_awq_turbomind(
         return out
 
     def apply(x: Any) -> Any:
-        require_fp16(x, "SM70 TurboMind AWQ")
-        x2 = tokens(x, k)
-        m = x2.shape[0]
+        x2, m = fp16_tokens(x, k, "SM70 TurboMind AWQ")
         if m == 0:
             return restore_leading(empty_fp16((0, n), x2), x)
         if layout.exact_dense and m == EXACT_DENSE_M:
@@ -318,9 +315,7 @@ def prepare_awq_turbomind(
 
     def apply_gated(x: Any) -> Any:
         """SiLU(gate) * up: fused in the GEMM epilogue at TP 2 and M = 1, else unfused."""
-        require_fp16(x, "SM70 TurboMind AWQ")
-        x2 = tokens(x, k)
-        m = x2.shape[0]
+        x2, m = fp16_tokens(x, k, "SM70 TurboMind AWQ")
         if m == 0:
             return restore_leading(empty_fp16((0, n // 2), x2), x)
         if layout.fused_gated_call and m == FUSED_SILU_M:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from native import meta_tensors
+from routectl.errors import ActivationError
 from routectl.namespaces.native_ns import NativeNamespace, require_ops
 from routectl.policy.loaded import Fallback
 from routectl.reasons import OK, Check, Reason, reject
@@ -54,13 +55,19 @@ def dtype_name(tensor: Any) -> str:
     return str(tensor.dtype).removeprefix("torch.")
 
 
-class ActivationDtypeError(TypeError):
-    """A dispatch received activations the prepared layout cannot consume."""
-
-
-def require_fp16(x: Any, what: str) -> None:
+def require_fp16(x: Any, what: str, *, end: str = "") -> None:
+    """Refuse non-FP16 activations with routectl's ActivationError; `end` closes the
+    message where the contract's wording has a full stop (the FP8 QPN8 calls)."""
     if dtype_name(x) != FP16:
-        raise ActivationDtypeError(f"{what} requires float16 activations, got {dtype_name(x)}")
+        raise ActivationError(f"{what} requires float16 activations, got {dtype_name(x)}{end}")
+
+
+def fp16_tokens(x: Any, k: int, what: str, *, end: str = "") -> tuple[Any, int]:
+    """The apply prologue every linear layout shares: FP16 activations checked (`what`
+    names the layout in the error), flattened to a contiguous (M, K) matrix, and M."""
+    require_fp16(x, what, end=end)
+    x2 = tokens(x, k)
+    return x2, x2.shape[0]
 
 
 def tokens(x: Any, k: int) -> Any:
@@ -132,7 +139,8 @@ class KernelPlan:
     # Requested options the build or the engine refused, as (option, reason): the policy
     # names the field and its requested value in the fallback it records.
     refused: tuple[tuple[str, Reason], ...] = ()
-    # Fallbacks the kernel already records by field name (the FP8 layout's).
+    # Fallbacks the kernel records itself, each by option name (a field of the family's
+    # policy section: the loader qualifies it with the section; native never names a key).
     fallbacks: tuple[Fallback, ...] = ()
     # What the loaded layer keeps beside its tensors (`PreparedLayer.state`).
     state: Mapping[str, Any] = field(default_factory=dict)

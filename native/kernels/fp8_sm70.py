@@ -22,16 +22,16 @@ from native.kernels.common import (
     LinearKernel,
     Prepared,
     capability_check,
-    dtype_name,
     empty_fp16,
+    fp16_tokens,
     owned_fp16,
     require_fp16,
     restore_leading,
     silu_and_mul,
-    tokens,
 )
 from native.kernels.turing import QPN8_DISPATCH_OP, QPN8_PREFILL_OP, QPN8_PREPARE_OP
 from native.layers import FP8_BLOCK, BlockFp8Layer
+from routectl.errors import SelectionError
 from routectl.namespaces.native_ns import NativeNamespace, missing_ops
 from routectl.policy.loaded import Fallback
 from routectl.reasons import OK, Check, Reason, reject
@@ -180,7 +180,8 @@ class Fp8Sm70Options:
     # QPN8Fp8BlockScaledMMLinearKernel keeps a TurboMind copy for M > 8 (2.3, rule 959a2305).
     block_qpn8_turbomind_copy: bool = False
     # The variable of `enabled`, named by the preparation error (5.7).
-    turbomind_variable: str = "sm70_fp8.enabled"
+    # (policies passes the variable; native names no policy key or variable itself)
+    turbomind_variable: str = "enabled"
 
 
 @dataclass(frozen=True)
@@ -190,20 +191,6 @@ class W8A16Request:
 
     layer: BlockFp8Layer
     options: Fp8Sm70Options = Fp8Sm70Options()
-
-
-class Fp8ActivationError(TypeError):
-    """A QPN8 call received non-FP16 activations (5.10)."""
-
-
-class Fp8LoadError(Exception):
-    """The layer fails to load (docs/contracts/fp8.md §5): a stable code and the contract's
-    message."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 # --- capability classes ----------------------------------------------------------------------
@@ -250,7 +237,7 @@ class TurboMindFp8LinearKernel(LinearKernel):
 
     @classmethod
     def plan(cls, layer: BlockFp8Layer, setup: Fp8Setup, ns: NativeNamespace) -> KernelPlan:
-        """Every variant at once (`plan_turbomind`); raises Fp8LoadError (5)."""
+        """Every variant at once (`plan_turbomind`); raises SelectionError (5)."""
         layout = plan_turbomind(layer, setup.options, ns, setup.workspaces)
         explicit_prescaled = "prescaled_decode" in setup.options.explicit_enables
         return KernelPlan(
@@ -281,30 +268,11 @@ class QPN8Fp8BlockScaledMMLinearKernel(TurboMindFp8LinearKernel):
         )
 
     @classmethod
-    def policy_check(cls, request: W8A16Request) -> Check:
-        options = request.options
-        if not options.block_qpn8:
-            return reject("block_qpn8_disabled", "disabled by kernel_config.sm70_fp8.block_qpn8")
-        kept = [v for v in EXPLICIT_VARIANTS if v in options.explicit_enables]
-        if kept:
-            return reject(
-                "explicit_variant_retained",
-                "retains the explicitly configured fused or prescaled variant "
-                f"({', '.join('sm70_fp8.' + v for v in kept)})",
-            )
-        if options.force_marlin:
-            return reject(
-                "marlin_selected", "Marlin selected by legacy backend compatibility policy"
-            )
-        return OK
-
-    @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
+        """The layer's shape, dtypes and the build's ops; the policy (block_qpn8 on, no
+        explicit variant retained, no Marlin force) is the selector's gate before it."""
         if not isinstance(layer, W8A16Request):
             return reject("not_w8a16_layout", "requires the serialized SM70 weight-only FP8 layout")
-        ok, reason = cls.policy_check(layer)
-        if not ok:
-            return (ok, reason)
         spec = layer.layer
         if spec.grouped:
             return reject("grouped_bmm", "grouped BMM retains its existing grouped implementation")
@@ -376,10 +344,10 @@ class Fp8Workspaces:
         """Bind `prefix` to the `kind` workspace; the handle is what the native dispatchers
         receive as the workspace address."""
         if not prefix:
-            raise Fp8LoadError("workspace_prefix", "SM70 workspaces are bound by layer prefix")
+            raise SelectionError("workspace_prefix", "SM70 workspaces are bound by layer prefix")
         bound = self._bound.get(prefix)
         if bound is not None and bound != kind:
-            raise Fp8LoadError(
+            raise SelectionError(
                 "workspace_rebound", f"{prefix} is already bound to another SM70 workspace"
             )
         self._bound[prefix] = kind
@@ -540,8 +508,8 @@ def _prescaled_m1_layer(layer: BlockFp8Layer, options: Fp8Sm70Options) -> tuple[
     return False, False
 
 
-def _missing_qpn8_error(route: str, missing: list[str]) -> Fp8LoadError:
-    return Fp8LoadError(
+def _missing_qpn8_error(route: str, missing: list[str]) -> SelectionError:
+    return SelectionError(
         "missing_native_ops",
         f"The explicitly enabled {route} requires source-built operators; missing: {missing!r}.",
     )
@@ -563,13 +531,13 @@ QPN8_WORKSPACE_MESSAGE = (
 def check_preparable(layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeNamespace) -> None:
     """The preparation preconditions (5.6, 5.7)."""
     if layer.orig_dtype != FP16:
-        raise Fp8LoadError(
+        raise SelectionError(
             "original_dtype_not_fp16",
             "SM70 TurboMind FP8 dense path currently requires fp16 original "
             f"weights, got {layer.orig_dtype}.",
         )
     if not ns.has_op(FP8_PREPARE_OP):
-        raise Fp8LoadError(
+        raise SelectionError(
             "missing_native_ops",
             f"{options.turbomind_variable}=1 requires a build with CUDA arch "
             "7.0 and the SM70 TurboMind extension.",
@@ -581,20 +549,20 @@ def check_grouped(layer: BlockFp8Layer) -> None:
     n = layer.output_size
     groups = layer.groups
     if groups <= 0 or n % groups:
-        raise Fp8LoadError(
+        raise SelectionError(
             "grouped_invariant",
             f"SM70 FP8 grouped layer {layer.prefix}: group count {groups} must "
             f"be positive and divide the {n} rows",
         )
     rows = n // groups
     if rows % BLOCK:
-        raise Fp8LoadError(
+        raise SelectionError(
             "grouped_invariant",
             f"SM70 FP8 grouped layer {layer.prefix}: {rows} rows per group is "
             "not a multiple of 128",
         )
     if layer.scale_shape[0] != groups * (rows // BLOCK):
-        raise Fp8LoadError(
+        raise SelectionError(
             "grouped_invariant",
             f"SM70 FP8 grouped layer {layer.prefix}: {layer.scale_shape[0]} "
             f"scale rows, expected {groups * (rows // BLOCK)}",
@@ -612,13 +580,13 @@ def _qpn8_decision(
     if _grouped_wo_a_candidate(layer, options):
         kind, field_key, explicit = (
             "grouped",
-            "sm70_fp8.qpn8_pp2_tp4",
+            "qpn8_pp2_tp4",
             bool({"qpn8", "qpn8_pp2_tp4"} & ee),
         )
     elif _generic_qpn8_candidate(layer, options):
-        kind, field_key, explicit = "generic", "sm70_fp8.qpn8", "qpn8" in ee
+        kind, field_key, explicit = "generic", "qpn8", "qpn8" in ee
     elif _pp2_tp4_candidate(layer, options):
-        kind, field_key = "pp2_tp4", "sm70_fp8.qpn8_pp2_tp4"
+        kind, field_key = "pp2_tp4", "qpn8_pp2_tp4"
         explicit = bool({"qpn8", "qpn8_pp2_tp4", "qpn8_shared_gate"} & ee)
     else:
         return None, fallbacks, notes
@@ -677,7 +645,7 @@ def plan_turbomind(
     layer: BlockFp8Layer, options: Fp8Sm70Options, ns: NativeNamespace, workspaces: Fp8Workspaces
 ) -> Fp8Layout:
     """Every variant of a TurboMindFp8LinearKernel layer, in the order of 4.1; raises
-    Fp8LoadError where the layer fails to load (5)."""
+    SelectionError where the layer fails to load (5)."""
     check_preparable(layer, options, ns)
     if layer.grouped:
         check_grouped(layer)
@@ -699,10 +667,10 @@ def plan_turbomind(
     if options.prescaled_decode and is_m1_layer:
         if not (layer.is_scale_e8m0 and options.pp2_tp4_contract):
             if explicit:
-                raise Fp8LoadError("prescaled_decode_contract", PRESCALED_CONTRACT_MESSAGE)
+                raise SelectionError("prescaled_decode_contract", PRESCALED_CONTRACT_MESSAGE)
         elif not ns.has_op(FP8_PRESCALED_M1_OP):
             if explicit:
-                raise Fp8LoadError("prescaled_decode_operator", PRESCALED_OP_MESSAGE)
+                raise SelectionError("prescaled_decode_operator", PRESCALED_OP_MESSAGE)
         else:
             prescaled_decode = True
     # Step 3: the gated SiLU layout (3.4); the shared-gate layer is never gated.
@@ -741,7 +709,7 @@ def plan_turbomind(
             exact_dense = True
         else:
             notes.append(refused)
-            fallbacks.append(Fallback("sm70_fp8.prefill_exact_dense", True, False, refused))
+            fallbacks.append(Fallback("prefill_exact_dense", True, False, refused))
     visible = (
         exact_dense
         and options.prefill_visible_dense_mm
@@ -839,7 +807,7 @@ def prepare_turbomind(
     if layout.prescaled_decode:
         prescaled_m1 = prescaled_copy(tm_scales)
         if prescaled_m1 is None and explicit_prescaled:
-            raise Fp8LoadError("prescaled_decode_operator", PRESCALED_OP_MESSAGE)
+            raise SelectionError("prescaled_decode_operator", PRESCALED_OP_MESSAGE)
         if prescaled_m1 is not None:
             resident["prescaled_decode_scales"] = prescaled_m1
     prescaled_prefill = None
@@ -884,9 +852,7 @@ def prepare_turbomind(
         return out
 
     def apply(x: Any) -> Any:
-        require_fp16(x, "SM70 TurboMind FP8")
-        x2 = tokens(x, k)
-        m = x2.shape[0]
+        x2, m = fp16_tokens(x, k, "SM70 TurboMind FP8")
         if m == 0:
             return restore_leading(empty_fp16((0, n), x2), x)
         if prescaled_m1 is not None and m == PRESCALED_DECODE_M:
@@ -916,9 +882,8 @@ def prepare_turbomind(
     def apply_gated(x: Any) -> Any:
         """SiLU(gate) * up: fused on the interleaved layout, else the plain call and the
         engine's SiLU (the fused entry declines)."""
-        require_fp16(x, "SM70 TurboMind FP8")
-        x2 = tokens(x, k)
-        if x2.shape[0] == 0:
+        x2, m = fp16_tokens(x, k, "SM70 TurboMind FP8")
+        if m == 0:
             return restore_leading(empty_fp16((0, n // 2), x2), x)
         if layout.gated:
             return restore_leading(gemm(x2, True), x)
@@ -944,11 +909,8 @@ def _prepare_qpn8(
     resident = {"qpn8_codes": codes, "weight_scale_inv": scales}
 
     def dispatch(x: Any, gated: bool) -> Any:
-        if dtype_name(x) != FP16:
-            what = "SM70 FP8 QPN8 gated-SiLU" if gated else "SM70 FP8 QPN8"
-            raise Fp8ActivationError(f"{what} requires float16 activations, got {dtype_name(x)}.")
-        x2 = tokens(x, k)
-        m = x2.shape[0]
+        what = "SM70 FP8 QPN8 gated-SiLU" if gated else "SM70 FP8 QPN8"
+        x2, m = fp16_tokens(x, k, what, end=".")
         out = empty_fp16((m, n // 2 if gated else n), x2)
         if m > 0:
             split_k, chains, prefetch = (layout.gated_tuning if gated else layout.tuning) or (
@@ -1027,10 +989,8 @@ def _prepare_grouped(
         resident["strided_ptrs"] = ptrs
 
     def apply(x: Any) -> Any:
-        if layout.qpn8 and dtype_name(x) != FP16:
-            raise Fp8ActivationError(
-                f"SM70 FP8 QPN8 requires float16 activations, got {dtype_name(x)}."
-            )
+        if layout.qpn8:
+            require_fp16(x, "SM70 FP8 QPN8", end=".")
         require_fp16(x, "SM70 TurboMind FP8")
         if tuple(x.shape[-2:]) != (groups, k):
             raise ValueError(
@@ -1102,7 +1062,7 @@ def prepare_block_qpn8(
     scales = _scales_fp32(tensors["weight_scale_inv"])
     raster = (n // BLOCK, k // BLOCK)
     if tuple(scales.shape) != raster:
-        raise Fp8LoadError(
+        raise SelectionError(
             "scale_raster",
             f"QPN8: scale raster {tuple(scales.shape)} does not match weights "
             f"{n}x{k} at block [128,128]",
@@ -1122,12 +1082,7 @@ def prepare_block_qpn8(
         resident["turbomind_codes"], resident["turbomind_scales"] = copy[0], copy[1]
 
     def apply(x: Any) -> Any:
-        if dtype_name(x) != FP16:
-            raise Fp8ActivationError(
-                f"SM70 FP8 QPN8 requires float16 activations, got {dtype_name(x)}."
-            )
-        x2 = tokens(x, k)
-        m = x2.shape[0]
+        x2, m = fp16_tokens(x, k, "SM70 FP8 QPN8", end=".")
         out = empty_fp16((m, n), x2)
         if m == 0:
             return restore_leading(out, x)

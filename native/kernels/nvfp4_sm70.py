@@ -15,11 +15,10 @@ from native.kernels.common import (
     Prepared,
     capability_check,
     empty_fp16,
+    fp16_tokens,
     owned_fp16,
     padded,
-    require_fp16,
     restore_leading,
-    tokens,
 )
 from native.layers import Nvfp4Layer
 from routectl.namespaces.native_ns import NativeNamespace, missing_ops
@@ -419,9 +418,7 @@ def prepare_qpn2(
         resident["qpn2_scales"] = scales
 
     def dispatch(x: Any, gated: bool) -> Any:
-        require_fp16(x, "SM70 NVFP4 QPN2")
-        x2 = tokens(x, plan.k)
-        m = x2.shape[0]
+        x2, m = fp16_tokens(x, plan.k, "SM70 NVFP4 QPN2")
         width = plan.padded_n // 2 if gated else plan.padded_n
         out = empty_fp16((m, width), x2)
         logical = plan.n // 2 if gated else plan.n
@@ -518,9 +515,7 @@ def prepare_qpn4(
     }
 
     def dispatch(x: Any, gated: bool) -> Any:
-        require_fp16(x, "SM70 NVFP4 QPN4")
-        x2 = tokens(x, k)
-        m = x2.shape[0]
+        x2, m = fp16_tokens(x, k, "SM70 NVFP4 QPN4")
         out = empty_fp16((m, n // 2 if gated else n), x2)
         if m == 0:
             return restore_leading(out, x)

@@ -1,7 +1,8 @@
 """Turing (SM75) QPN linears (docs/contracts/core.md §2.2): TuringQpn2NvFp4LinearKernel and
-TuringQpn8Fp8LinearKernel. Unlike the Volta classes, these check the policy first, inside
-`can_implement`: the request object carries the policy-derived flags, because native/ never
-reads the policy itself.
+TuringQpn8Fp8LinearKernel, with the lifecycle of every other class: `policy_check` judges the
+options the policy derives (native/ never reads the policy itself; the selector runs it once,
+as the gate before capability), `is_supported` / `can_implement` the hardware and the layer,
+`plan` the layout and how to prepare it (the family's KernelLoader calls it).
 
 Scratch convention (both kernels): the dispatch op takes an optional `scratch` tensor, a
 dense (K, N) FP16 buffer owned by the invocation, passed exactly when M exceeds the native
@@ -15,15 +16,15 @@ from typing import Any
 
 from native.kernels.common import (
     FP16,
+    KernelPlan,
     LinearKernel,
     Prepared,
     capability_check,
     empty_fp16,
+    fp16_tokens,
     owned_fp16,
     padded,
-    require_fp16,
     restore_leading,
-    tokens,
 )
 from native.kernels.nvfp4_sm70 import (
     QPN2_GEMM_OP,
@@ -69,20 +70,6 @@ class TuringQpn8Options:
     force_marlin: bool = False  # sm70_turbomind.quant_backend == marlin
 
 
-@dataclass(frozen=True)
-class TuringNvfp4Request:
-    """What TuringQpn2NvFp4LinearKernel.can_implement judges: the layer and its policy."""
-
-    layer: Nvfp4Layer
-    options: TuringQpn2Options = TuringQpn2Options()
-
-
-@dataclass(frozen=True)
-class TuringFp8Request:
-    layer: Fp8Layer
-    options: TuringQpn8Options = TuringQpn8Options()
-
-
 class TuringQpn2NvFp4LinearKernel(LinearKernel):
     required_ops = TURING_QPN2_REQUIRED_OPS
 
@@ -91,10 +78,11 @@ class TuringQpn2NvFp4LinearKernel(LinearKernel):
         return _turing_supported(capability)
 
     @classmethod
-    def policy_check(cls, request: TuringNvfp4Request) -> Check:
-        if not request.options.dense_qpn2:
+    def policy_check(cls, options: TuringQpn2Options) -> Check:
+        """The policy gate: dense QPN2 on and the backend not overridden."""
+        if not options.dense_qpn2:
             return reject("dense_qpn2_disabled", "dense QPN2 disabled by KernelConfig")
-        if not request.options.backend_enabled:
+        if not options.backend_enabled:
             return reject(
                 "legacy_backend_override", "disabled by the legacy quantization backend override"
             )
@@ -102,12 +90,9 @@ class TuringQpn2NvFp4LinearKernel(LinearKernel):
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
-        if not isinstance(layer, TuringNvfp4Request):
-            return reject("not_turing_nvfp4_request", "requires checkpoint-native NVFP4 metadata")
-        ok, reason = cls.policy_check(layer)
-        if not ok:
-            return (ok, reason)
-        spec = layer.layer
+        if not isinstance(layer, Nvfp4Layer):
+            return reject("not_turing_nvfp4_layer", "requires checkpoint-native NVFP4 metadata")
+        spec = layer
         if spec.act_dtype != FP16:
             return reject(
                 "activation_not_fp16", f"requires FP16 activations (activations {spec.act_dtype})"
@@ -138,6 +123,17 @@ class TuringQpn2NvFp4LinearKernel(LinearKernel):
             )
         return cls.check_ops(ns)
 
+    @classmethod
+    def plan(cls, layer: Nvfp4Layer, setup: Any, ns: NativeNamespace) -> KernelPlan:
+        """Layout nvfp4_qpn2_dense; its scratch is owned by each invocation, so no engine
+        workspace bounds it (`setup` is unused: the options were the policy gate's)."""
+        _, n = packed_dims(layer)
+        return KernelPlan(
+            LAYOUT_TURING_QPN2,
+            {"padded_n": padded(n, QPN2_TILE_N), "scratch_above_m": TURING_QPN2_DECODE_MAX_M},
+            prepare=lambda tensors: prepare_turing_qpn2(layer, tensors, ns),
+        )
+
 
 class TuringQpn8Fp8LinearKernel(LinearKernel):
     required_ops = QPN8_REQUIRED_OPS
@@ -147,8 +143,9 @@ class TuringQpn8Fp8LinearKernel(LinearKernel):
         return _turing_supported(capability)
 
     @classmethod
-    def policy_check(cls, request: TuringFp8Request) -> Check:
-        if not request.options.enabled or request.options.force_marlin:
+    def policy_check(cls, options: TuringQpn8Options) -> Check:
+        """The policy gate: FP8 TurboMind on and Marlin not forced."""
+        if not options.enabled or options.force_marlin:
             return reject(
                 "qpn8_disabled", "QPN8 disabled by KernelConfig or legacy backend override"
             )
@@ -156,12 +153,9 @@ class TuringQpn8Fp8LinearKernel(LinearKernel):
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
-        if not isinstance(layer, TuringFp8Request):
-            return reject("not_turing_fp8_request", "requires a per-tensor FP8 layer request")
-        ok, reason = cls.policy_check(layer)
-        if not ok:
-            return (ok, reason)
-        spec = layer.layer
+        if not isinstance(layer, Fp8Layer):
+            return reject("not_turing_fp8_layer", "requires a per-tensor FP8 layer")
+        spec = layer
         if spec.act_dtype != FP16 or spec.out_dtype != FP16:
             return reject(
                 "input_output_not_fp16",
@@ -188,6 +182,15 @@ class TuringQpn8Fp8LinearKernel(LinearKernel):
             return reject("k_not_multiple_of_128", f"{core}: K % 128 != 0 (K={k})")
         return cls.check_ops(ns)
 
+    @classmethod
+    def plan(cls, layer: Fp8Layer, setup: Any, ns: NativeNamespace) -> KernelPlan:
+        """Layout fp8_qpn8, per-invocation scratch for M > 8."""
+        return KernelPlan(
+            LAYOUT_QPN8,
+            {"scratch_above_m": QPN8_DECODE_MAX_M},
+            prepare=lambda tensors: prepare_turing_qpn8(layer, tensors, ns),
+        )
+
 
 TURING_KERNELS = (TuringQpn2NvFp4LinearKernel, TuringQpn8Fp8LinearKernel)
 
@@ -212,9 +215,7 @@ def prepare_turing_qpn2(
     split_k, nacc = qpn2_tuning(k, n_padded, False)
 
     def apply(x: Any) -> Any:
-        require_fp16(x, "Turing NVFP4 QPN2")
-        x2 = tokens(x, k)
-        m = x2.shape[0]
+        x2, m = fp16_tokens(x, k, "Turing NVFP4 QPN2")
         out = empty_fp16((m, n_padded), x2)
         if m > 0:
             scratch = owned_fp16((k, n_padded), x2) if m > TURING_QPN2_DECODE_MAX_M else None
@@ -244,9 +245,7 @@ def prepare_turing_qpn8(layer: Fp8Layer, tensors: dict[str, Any], ns: NativeName
     resident = {"qpn8_weight": weight, "weight_scale": tensors["weight_scale"]}
 
     def apply(x: Any) -> Any:
-        require_fp16(x, "Turing FP8 QPN8")
-        x2 = tokens(x, k)
-        m = x2.shape[0]
+        x2, m = fp16_tokens(x, k, "Turing FP8 QPN8")
         out = empty_fp16((m, n), x2)
         if m > 0:
             scratch = owned_fp16((k, n), x2) if m > QPN8_DECODE_MAX_M else None

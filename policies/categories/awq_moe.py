@@ -27,8 +27,10 @@ from policies.categories.matrix import (
     row_id,
     with_probes,
 )
-from policies.families import sections_of
+from policies.categories.route_schemas import route_fragment
 from policies.variables import field
+from routectl.category import Category
+from routectl.reasons import refusal_text
 from routectl.replay.harness import ReplayContext, route_from_prepared
 from routectl.rows import Probe, RowSpec
 
@@ -179,14 +181,13 @@ def stage_summary(m: int, choice: Any) -> dict[str, Any]:
     return {"m": m, "chosen": full["chosen"], "rejected": rejected}
 
 
-class AwqMoeCategory:
+class AwqMoeCategory(Category):
     name = NAME
     basis = MOE_BASIS
     description = (
         "AWQ mixture-of-experts layers on SM70: QPN M1, grouped decode, "
         "per-expert dispatch, indexed prefill, compact 3-byte metadata"
     )
-    policy_sections = sections_of(NAME)
 
     def __init__(self) -> None:
         self._rows = tuple(with_probes(matrix_rows(MODELS, CAPABILITY), PROBES))
@@ -218,6 +219,23 @@ class AwqMoeCategory:
 
     def model_totals(self, row: RowSpec, route: Mapping[str, Any]) -> dict[str, int] | None:
         return model_totals(row, route)
+
+    def route_schema(self) -> Mapping[str, Any]:
+        """`moe_route`: the selected-route keys plus `stages` per replayed token count."""
+        return route_fragment(__name__)
+
+    def explain_lines(self, route: dict[str, Any]) -> list[str]:
+        """Per replayed token count: the stages chosen and the stages refused (popped)."""
+        if "stages" not in route:
+            return []
+        lines = ["stages per token count:"]
+        for entry in route.pop("stages"):
+            lines.append(f"  M={entry['m']}: {' > '.join(entry['chosen'])}")
+            lines.extend(
+                f"    refused {refusal_text(v['name'], v['code'], v['message'])}"
+                for v in entry["rejected"]
+            )
+        return lines
 
 
 def model_totals(row: RowSpec, route: Mapping[str, Any]) -> dict[str, int] | None:

@@ -7,7 +7,6 @@ from typing import Any
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
-from policies.families import sections_of
 from policies.variables import field
 from routectl.rows import Probe
 
@@ -76,5 +75,4 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         token_counts=TOKEN_COUNTS,
         gated_call_m=1,
         description="AWQ dense linears on SM70: TurboMind, Triton, fail-closed",
-        policy_sections=sections_of(NAME),
     )

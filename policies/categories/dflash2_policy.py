@@ -15,11 +15,14 @@ from typing import Any
 from native.kernels.gdn_sm70 import GdnLayout
 from policies.categories.basis import DFLASH2_POLICY_BASIS
 from policies.categories.matrix import ModelScope, matrix_rows, row_id, with_probes
+from policies.categories.route_schemas import route_fragment
 from policies.dflash2 import FIELD_NAMES, SECTION, gdn_admissions
 from policies.qualification import dflash2_verifier_qualified
 from policies.variables import FIELDS, RETIRED, field
+from routectl.category import Category
 from routectl.policy.resolve import variable_notices
-from routectl.reasons import Check
+from routectl.policy.text import value_lines
+from routectl.reasons import Check, reason_text
 from routectl.replay.harness import ReplayContext
 from routectl.rows import Probe, RowSpec
 
@@ -103,13 +106,12 @@ def warning_codes(variables: Mapping[str, str]) -> list[dict[str, str]]:
 GUARD_PREFIX = "enable_sm70_dflash2_fused_gdn_"
 
 
-class Dflash2PolicyCategory:
+class Dflash2PolicyCategory(Category):
     name = NAME
     basis = DFLASH2_POLICY_BASIS
     description = (
         "DFlash2 verifier policy on SM70: the 18 switches, the verifier qualification, GDN guards"
     )
-    policy_sections = (SECTION,)
     # A policy row selects no kernel: the matrix shows the verifier policy's own label.
     matrix_subject = "verifier policy"
 
@@ -177,6 +179,42 @@ class Dflash2PolicyCategory:
         ]
         parts += [f"warns {w['variable']} ({w['kind']})" for w in route["warnings"]]
         return "; ".join(parts) or "qualified defaults, every guard admitted"
+
+    def route_schema(self) -> Mapping[str, Any]:
+        """`policy_route`: qualification, the section's values, guards, layout, warnings."""
+        return route_fragment(__name__)
+
+    def explain_lines(self, route: dict[str, Any]) -> list[str]:
+        """The verifier qualification, the section's values with sources, the GDN guards,
+        the GDN layout and the warning codes (each popped from `route`)."""
+        lines: list[str] = []
+        if "qualification" in route:
+            lines.append(f"qualification: {_check_text(route.pop('qualification'), 'yes', 'no')}")
+        if isinstance(route.get("policy"), dict):
+            values = route.pop("policy")
+            lines.append("row policy (value, source):")
+            lines.extend(value_lines(values))
+        if "gdn_admission" in route:
+            guards = route.pop("gdn_admission")
+            lines.append("guards:")
+            width = max((len(g["name"]) for g in guards), default=0)
+            lines.extend(
+                f"  {g['name']:<{width}}  {_check_text(g, 'admitted', 'refused')}" for g in guards
+            )
+        if "gdn_layout" in route:
+            layout = route.pop("gdn_layout")
+            lines.append("GDN layout: " + " ".join(f"{k}={v}" for k, v in layout.items()))
+        if isinstance(route.get("warnings"), list):
+            codes = route.pop("warnings")
+            lines.append(
+                "warnings: "
+                + (", ".join(f"{w['variable']} ({w['kind']})" for w in codes) or "none")
+            )
+        return lines
+
+
+def _check_text(check: Mapping[str, Any], yes: str, no: str) -> str:
+    return yes if check["ok"] else f"{no} {reason_text(check['code'], check['message'])}"
 
 
 DFLASH2_POLICY_CATEGORY = Dflash2PolicyCategory()

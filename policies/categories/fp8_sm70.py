@@ -20,9 +20,10 @@ from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, matrix_rows, row_id
-from policies.families import sections_of
+from policies.categories.route_schemas import route_fragment
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin, load_fp8_sm70
 from policies.variables import field
+from routectl.category import Category
 from routectl.errors import SelectionError
 from routectl.replay.harness import ReplayContext, error_route, route_from_prepared
 from routectl.rows import Probe, RowSpec
@@ -195,14 +196,13 @@ GRID_PROBES = tuple(
 
 
 @dataclass(frozen=True)
-class Fp8LinearCategory:
+class Fp8LinearCategory(Category):
     name: str = NAME
     basis: str = LINEAR_BASIS
     description = (
         "Volta block-FP8 linears (five layers a row): TurboMind FP8, QPN8 "
         "layouts, the fp8-policy grid"
     )
-    policy_sections = sections_of(NAME)
 
     @cached_property
     def _rows(self) -> tuple[RowSpec, ...]:
@@ -215,6 +215,10 @@ class Fp8LinearCategory:
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def route_schema(self) -> Mapping[str, Any]:
+        """`layers_route`: each layer's linear or error route by name, shared workspaces."""
+        return route_fragment(__name__)
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         row = ctx.row

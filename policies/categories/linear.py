@@ -11,6 +11,7 @@ from typing import Any
 from native import meta_tensors
 from native.layers import AwqLayer, Fp8Layer, Nvfp4Layer
 from policies.categories.matrix import ModelScope, matrix_rows, with_probes
+from routectl.category import Category
 from routectl.policy.loaded import PreparedLayer
 from routectl.replay.harness import ReplayContext, replay_calls, route_from_prepared
 from routectl.rows import Probe, RowSpec
@@ -40,7 +41,7 @@ Loader = Callable[..., PreparedLayer]
 
 
 @dataclass(frozen=True)
-class LinearCategory:
+class LinearCategory(Category):
     name: str
     basis: str
     capability: int
@@ -51,8 +52,6 @@ class LinearCategory:
     gated_call_m: int | None = None  # one fused gate/up call at this M for gated layers
     probe_bases: Mapping[str, RowSpec] | None = None
     description: str = ""  # one line, for `routectl list`
-    # The policy sections its family reads: what `routectl explain` shows by default.
-    policy_sections: tuple[str, ...] = ()
 
     @cached_property
     def _rows(self) -> tuple[RowSpec, ...]:

@@ -7,7 +7,6 @@ from typing import Any
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
-from policies.families import sections_of
 from policies.variables import field
 from routectl.rows import Probe
 
@@ -116,5 +115,4 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         loaders=loaders,
         token_counts=TOKEN_COUNTS,
         description="CT NVFP4 weight-only linears on SM70: Qpn4, Qpn2, TurboMind",
-        policy_sections=sections_of(NAME),
     )

@@ -11,7 +11,6 @@ from typing import Any
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
-from policies.families import sections_of
 from policies.variables import field
 from routectl.rows import Probe
 
@@ -113,5 +112,4 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         loaders=loaders,
         token_counts=TOKEN_COUNTS,
         description="Turing QPN2 NVFP4 and QPN8 FP8 linears",
-        policy_sections=sections_of(NAME),
     )

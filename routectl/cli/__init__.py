@@ -36,9 +36,17 @@ class CliState:
     environ: Mapping[str, str]
     project_dir: Path | None
     debug: bool
+    # `--project-name NAME`: the project an installed engine registers (entry point group
+    # `routectl.projects`), found with no pyproject.toml around.
+    project_name: str | None = None
 
     def project(self, override: Path | None = None) -> Project:
-        return load_project(override or self.project_dir)
+        directory = override or self.project_dir
+        if self.project_name is not None and directory is None:
+            return load_project(name=self.project_name)
+        if self.project_name is not None:
+            raise InputError("give --project DIR or --project-name NAME, not both")
+        return load_project(directory)
 
 
 def state(ctx: click.Context) -> CliState:
@@ -92,8 +100,9 @@ def _completion_project(ctx: click.Context) -> Project | None:
     """The project a completion request runs in, or None: completion never fails loudly."""
     root = ctx.find_root()
     directory = ctx.params.get("project_dir") or root.params.get("project_dir")
+    name = root.params.get("project_name")
     try:
-        return load_project(directory)
+        return load_project(name=name) if name and not directory else load_project(directory)
     except Exception:  # noqa: BLE001 - no project, no completions
         return None
 
@@ -105,7 +114,7 @@ def complete_category(
     if project is None:
         return []
     return [
-        CompletionItem(c.name, help=getattr(c, "description", None))
+        CompletionItem(c.name, help=c.description or None)
         for c in project.categories
         if c.name.startswith(incomplete)
     ]
@@ -224,14 +233,25 @@ class LazyGroup(SuggestingGroup):
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
 @project_option
+@click.option(
+    "--project-name",
+    "project_name",
+    default=None,
+    metavar="NAME",
+    help="The project an installed engine registers as NAME (entry point group "
+    "routectl.projects); no pyproject.toml needed.",
+)
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, project_dir: Path | None) -> None:
+def cli(
+    ctx: click.Context, debug: bool, project_dir: Path | None, project_name: str | None
+) -> None:
     """Route snapshots and kernel policy for quantized inference on Volta/Turing GPUs."""
     if ctx.obj is None:
         ctx.obj = CliState(environ={}, project_dir=project_dir, debug=debug)
     else:
         ctx.obj.project_dir = project_dir or ctx.obj.project_dir
         ctx.obj.debug = debug or ctx.obj.debug
+    ctx.obj.project_name = project_name
 
 
 # Longer error lines are cut: whatever a message quotes, stderr gets one readable line.

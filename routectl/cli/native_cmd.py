@@ -99,7 +99,7 @@ def probe_command(
             "ok": ok,
             "kernels": [r.to_json() for r in results],
         }
-        problem = schema_violation("probe", document, project.snapshot_dir)
+        problem = schema_violation("probe", document)
         if problem:
             raise RuntimeError(f"probe output violates its schema: {problem}")
         click.echo(json.dumps(document, indent=2, sort_keys=True))

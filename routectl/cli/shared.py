@@ -71,10 +71,10 @@ def note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def snapshot_dir(project: Project) -> Path:
-    if project.snapshot_dir is None:
+def snapshots_folder(project: Project) -> Path:
+    if project.snapshots is None:
         raise InputError(f"project {project.name} has no snapshot folder")
-    return project.snapshot_dir
+    return project.snapshots
 
 
 @dataclass(frozen=True)
@@ -192,9 +192,7 @@ def verdict_options(function: Any) -> Any:
 def read_expected(project: Project, path: Path | None) -> ExpectedChanges:
     if path is None:
         return ExpectedChanges()
-    return load_expected_changes(
-        path, [c.name for c in project.categories], snapshot_dir=project.snapshot_dir
-    )
+    return load_expected_changes(path, [c.name for c in project.categories])
 
 
 def warn_todo_reasons(
@@ -231,7 +229,7 @@ def next_step(command: str, options: VerdictOptions) -> str:
 
 
 def _write_document(path: Path, document: Any, count: int, project: Project) -> None:
-    problem = schema_violation("expected-changes", document, project.snapshot_dir)
+    problem = schema_violation("expected-changes", document)
     if problem is not None:
         raise InputError(f"refusing to write {path}: {problem}")
     write_json(path, document)
@@ -284,7 +282,7 @@ def write_stated(path: Path, result: CheckResult, project: Project, *, prune: bo
             f"as it was{hint}"
         )
         return
-    problem = schema_violation("expected-changes", merge.document, project.snapshot_dir)
+    problem = schema_violation("expected-changes", merge.document)
     if problem is not None:
         raise InputError(f"refusing to write {path}: {problem}")
     if merge.dropped:
@@ -335,7 +333,7 @@ def emit_verdict(
     name = command.split()[1]
     report = build_report(result.outcome)
     if options.report_file is not None:
-        write_text(options.report_file, render_json(report, project.snapshot_dir))
+        write_text(options.report_file, render_json(report))
         note(f"wrote report {options.report_file}")
     if options.write_expected is not None:
         write_stated(options.write_expected, result, project, prune=options.prune)
@@ -356,7 +354,6 @@ def emit_verdict(
                 quiet=options.quiet,
                 max_rows=options.max_rows,
                 max_fields=options.max_fields,
-                snapshot_dir=project.snapshot_dir,
                 full=options.full,
             ),
         ),
@@ -391,7 +388,7 @@ def _against_ref(
             project, [c for c in project.categories if not names or c.name in names], jobs=jobs
         )
         try:
-            source = build.source(snapshot_dir=project.snapshot_dir)
+            source = build.source(schema=project.snapshot_schema)
         except BaselineFailed as exc:
             if debug:  # prefixed: its `error:` lines are the old program's, not ours
                 for line in exc.output.splitlines():
@@ -406,7 +403,7 @@ def _against_ref(
 def _against_files(
     project: Project, path: Path, names: Sequence[str], *, expected_file: Path | None, jobs: int
 ) -> CheckResult:
-    source = open_baseline(path, snapshot_dir=project.snapshot_dir)
+    source = open_baseline(path, schema=project.snapshot_schema)
     if not path.is_dir():
         # One file is one category: the run judges that category only.
         (category,) = source.names()

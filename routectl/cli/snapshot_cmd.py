@@ -30,7 +30,7 @@ from routectl.cli.shared import (
     is_ci,
     note,
     read_expected,
-    snapshot_dir,
+    snapshots_folder,
     verdict_options,
     warn_todo_reasons,
 )
@@ -136,7 +136,7 @@ def snapshot_command(
         return
     for snap in snapshots.values():
         path = output if output is not None else cast(Path, output_dir) / f"{snap.category}.json"
-        write_snapshot(path, snap, snapshot_dir=project.snapshot_dir)
+        write_snapshot(path, snap, schema=project.snapshot_schema)
         note(f"wrote {path} ({len(snap.rows)} rows)")
 
 
@@ -190,7 +190,7 @@ def check_command(
     checked = check_retained(
         project,
         categories,
-        snapshot_dir(project),
+        snapshots_folder(project),
         expected=expected,
         jobs=job_count(jobs),
         update=update,
@@ -250,4 +250,9 @@ def explain_command(
     """
     project = state(ctx).project(project_dir)
     document = explain(project, row_id, category_name, all_policy=all_policy)
-    click.echo(dump_json(document) if fmt == "json" else explain_text(document), nl=False)
+    click.echo(
+        dump_json(document)
+        if fmt == "json"
+        else explain_text(document, project.category(document["category"])),
+        nl=False,
+    )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from routectl.engine.startup_report import StartupReport, build_report
-from routectl.errors import InputError, SelectionError
+from routectl.errors import SelectionError
 from routectl.namespaces.native_ns import NativeNamespace
 from routectl.policy.loaded import Decision, Fallback, PreparedLayer
 from routectl.policy.resolve import PolicyDeprecationWarning, ResolvedPolicy, variable_notices
@@ -136,11 +136,8 @@ class EngineSession:
         None: meta tensors) through `namespace`. `workspace`: FP16 elements the engine can
         lend the layer (families that take one). Raises SelectionError when nothing can
         serve the layer or an explicit request cannot be served (logged first)."""
-        try:
-            loader = self._project.loaders[family]
-        except KeyError:
-            known = ", ".join(sorted(self._project.loaders)) or "none"
-            raise InputError(f"unknown kernel family {family!r} (known: {known})") from None
+        family = self._project.family_name(family, self._project.loaders)
+        loader = self._project.loaders[family]
         label = name or _layer_name(layer, family, len(self._layers))
         if tensors is None:
             tensors = loader.meta_tensors(layer)
@@ -227,7 +224,7 @@ def start(
     policy = _resolve(project, kernel_config, env, hardware, workload)
     log.info(
         "policy %s resolved for capability %d",
-        policy.compute_hash(project.active_sections(hardware.capability, workload, policy))[:12],
+        policy.compute_hash(project.hashed_sections(hardware.capability, workload, policy))[:12],
         hardware.capability,
     )
     return EngineSession(project, policy, hardware, workload)

@@ -228,7 +228,7 @@ def policy_json(
 ) -> dict[str, Any]:
     data = policy.to_json()
     return {
-        "hash": policy.compute_hash(project.active_sections(hardware.capability, workload, policy)),
+        "hash": policy.compute_hash(project.hashed_sections(hardware.capability, workload, policy)),
         "values": [
             {"key": key, "value": value, "source": data["sources"][key]}
             for key, value in sorted(data["values"].items())
@@ -265,7 +265,7 @@ def validate_report(document: Mapping[str, Any], project: Project | None = None)
     """Raise InputError unless `document` validates against the startup-report schema."""
     from routectl.io.schemas import load_schema
 
-    schema = load_schema(SCHEMA_NAME, project.snapshot_dir if project else None)
+    schema = load_schema(SCHEMA_NAME)
     try:
         if schema.fast.is_valid(document):
             return

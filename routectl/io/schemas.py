@@ -1,7 +1,6 @@
 """The JSON Schemas of routectl's own file formats (snapshot, expected changes, report, probe,
-startup report): where each is found (the project's `<snapshots>/schema/` first, then the
-package data in `routectl/schemas/`), loaded once per file, and the first violation of a
-document phrased for one line."""
+startup report), package data in `routectl/schemas/`, each loaded once, and the first
+violation of a document phrased for one line."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import copy
 import functools
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,29 +25,18 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
 # The schemas of routectl's own file formats, package data beside this code (in a wheel, a
-# checkout or a baseline worktree alike): used when the project's snapshot folder has none.
+# checkout or a baseline worktree alike).
 SOURCE_SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 
 
-def schema_dirs(snapshot_dir: Path | None) -> list[Path]:
-    """Where schemas are looked up, in order: the project's `<snapshots>/schema/`, then the
-    package data of this routectl (`routectl/schemas/`)."""
-    dirs = [snapshot_dir / "schema"] if snapshot_dir is not None else []
-    if SOURCE_SCHEMA_DIR not in dirs:
-        dirs.append(SOURCE_SCHEMA_DIR)
-    return dirs
-
-
-def schema_path(name: str, snapshot_dir: Path | None = None) -> Path:
+def schema_path(name: str) -> Path:
+    """The package-data file of schema `name` (one of SCHEMA_NAMES)."""
     if name not in SCHEMA_NAMES:
         raise ValueError(f"unknown schema {name!r} (known: {', '.join(SCHEMA_NAMES)})")
-    candidates = [d / f"{name}.schema.json" for d in schema_dirs(snapshot_dir)]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise InputError(
-        f"schema {name}.schema.json not found in {' or '.join(str(p.parent) for p in candidates)}"
-    )
+    path = SOURCE_SCHEMA_DIR / f"{name}.schema.json"
+    if not path.is_file():
+        raise InputError(f"schema {name}.schema.json not found in {SOURCE_SCHEMA_DIR}")
+    return path
 
 
 @dataclass(frozen=True)
@@ -68,7 +56,8 @@ class LoadedSchema:
 
 
 @functools.lru_cache(maxsize=16)
-def _load_schema(path: str) -> LoadedSchema:
+def load_schema_file(path: str) -> LoadedSchema:
+    """A schema file, loaded once per path: a JSON Schema for this schema_version."""
     data = read_json_file(Path(path), "schema")
     if not isinstance(data, dict):
         raise InputError(f"{path} is not a valid JSON Schema: not an object")
@@ -78,22 +67,56 @@ def _load_schema(path: str) -> LoadedSchema:
             f"{path} describes schema_version {const}; this routectl reads and "
             f"writes {SCHEMA_VERSION}"
         )
+    return schema_of(data, Path(path))
+
+
+def schema_of(data: dict[str, Any], path: Path) -> LoadedSchema:
+    """`data` as a LoadedSchema (`path` names it in messages); an InputError when it is no
+    valid JSON Schema."""
     try:
         fast = jsonschema_rs.Draft202012Validator(data)
     except (jsonschema_rs.ValidationError, ValueError) as exc:
         first = str(exc).splitlines()[0]
         raise InputError(f"{path} is not a valid JSON Schema: {first}") from None
-    return LoadedSchema(Path(path), data, fast)
+    return LoadedSchema(path, data, fast)
 
 
-def load_schema(name: str, snapshot_dir: Path | None = None) -> LoadedSchema:
+# The slot of the snapshot schema that a project's own route shapes fill.
+CATEGORY_ROUTE = "category_route"
+
+
+def compose_snapshot_schema(fragments: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """routectl's snapshot schema with the route shapes of a project's categories composed
+    in: each fragment (category name -> `{"route": SCHEMA, "$defs": {...}}`) adds its
+    `$defs` and its route to `category_route`. A `$defs` name two fragments define
+    differently, or one the generic schema defines, is a ValueError naming both."""
+    data = copy.deepcopy(load_schema("snapshot").data)
+    defs: dict[str, Any] = data["$defs"]
+    owner = dict.fromkeys(defs, "routectl")
+    routes = []
+    for category, fragment in fragments.items():
+        for name, schema in fragment.get("$defs", {}).items():
+            if name in defs and defs[name] != schema:
+                raise ValueError(
+                    f"route schema of {category}: $defs/{name} is defined differently by "
+                    f"{owner[name]}"
+                )
+            defs[name], owner[name] = copy.deepcopy(schema), owner.get(name, category)
+        routes.append(copy.deepcopy(fragment["route"]))
+    if routes:
+        slot = defs[CATEGORY_ROUTE]
+        defs[CATEGORY_ROUTE] = {"description": slot["description"], "oneOf": routes}
+    return data
+
+
+def load_schema(name: str) -> LoadedSchema:
     """Schema `name` (one of SCHEMA_NAMES), loaded once per file."""
-    return _load_schema(str(schema_path(name, snapshot_dir)))
+    return load_schema_file(str(schema_path(name)))
 
 
-def schema(name: str, snapshot_dir: Path | None = None) -> dict[str, Any]:
+def schema(name: str) -> dict[str, Any]:
     """A copy of the JSON Schema document `name`."""
-    return copy.deepcopy(load_schema(name, snapshot_dir).data)
+    return copy.deepcopy(load_schema(name).data)
 
 
 def _branch_error(error: ValidationError) -> ValidationError:
@@ -129,9 +152,14 @@ def _where(path: Sequence[Any], document: Any) -> str:
     return ": ".join(p for p in (label, rest) if p)
 
 
-def schema_violation(name: str, document: Any, snapshot_dir: Path | None = None) -> str | None:
+def schema_violation(name: str, document: Any) -> str | None:
     """The first violation of schema `name`, phrased for one line; None when valid."""
-    loaded = load_schema(name, snapshot_dir)
+    return violation(load_schema(name), document)
+
+
+def violation(loaded: LoadedSchema, document: Any) -> str | None:
+    """The first violation of `loaded` by `document`, phrased for one line; None when
+    valid."""
     try:
         if loaded.fast.is_valid(document):
             return None

@@ -13,6 +13,9 @@ from routectl.reasons import OK, Check, missing_ops_reason
 
 @runtime_checkable
 class NativeNamespace(Protocol):
+    """The native ops a kernel calls, injected: `torch.ops.<ns>` in the engine
+    (TorchOpsNamespace), a double in tests (InMemoryNamespace), a recorder in replay."""
+
     @property
     def name(self) -> str: ...
 

@@ -30,6 +30,10 @@ class Fallback:
 
 @dataclass(frozen=True)
 class Decision:
+    """Which kernel serves one layer and why: the chosen kernel (None with a status when
+    the family does not serve it), every candidate's verdict, the prepared layout, its
+    flags and the fallbacks taken."""
+
     kernel: str | None
     selection: Selection
     capability: int

@@ -69,6 +69,9 @@ class SectionView:
 
 @dataclass(frozen=True)
 class ResolvedPolicy:
+    """The policy resolved once (explicit config > variable > default): every field's value
+    and source, the warnings and the ignored variables; frozen, hashable by section."""
+
     values: tuple[tuple[str, Any], ...]  # (field key, value), sorted by key
     sources: tuple[tuple[str, str], ...]  # (field key, "explicit" | "alias:<NAME>" | "default")
     warnings: tuple[str, ...] = ()

@@ -9,10 +9,11 @@ import json
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
+from routectl.category import Category
 from routectl.errors import InputError, SelectionError
 from routectl.io.jsonread import shorten
 from routectl.io.jsonwrite import json_floats
@@ -174,15 +175,6 @@ class ReplayContext:
     def token_counts(self, counts: Sequence[int]) -> list[int]:
         """Token counts to replay: never above the row's budget."""
         return [m for m in counts if m <= self.row.engine.max_num_batched_tokens]
-
-
-class Category(Protocol):
-    name: str
-    basis: str
-
-    def rows(self) -> Sequence[RowSpec]: ...
-
-    def route(self, ctx: ReplayContext) -> dict[str, Any]: ...
 
 
 def resolve_row(project: Project, row: RowSpec) -> ResolvedPolicy:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from routectl.errors import InputError
+from routectl.io.schemas import LoadedSchema
 from routectl.review.git import (
     MAX_TAIL_CHARS,
     add_worktree,
@@ -228,13 +229,13 @@ class RefBaseline:
             raise BaselineFailed(_failure_message(self.ref, self.commit, code, output), output)
         return self.output_dir
 
-    def source(self, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
+    def source(self, *, schema: LoadedSchema | None = None) -> SnapshotFiles:
         advice = (
             f"{self.ref}'s routectl writes an old format; compare against a newer "
             f"ref, or build its snapshots with this routectl and pass them with "
             f"--baseline DIR"
         )
-        return SnapshotFiles.baseline_folder(self.wait(), advice=advice, snapshot_dir=snapshot_dir)
+        return SnapshotFiles.baseline_folder(self.wait(), advice=advice, schema=schema)
 
     def _remove_worktree(self) -> None:
         if not self._worktree_added:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from routectl.category import Category
 from routectl.project import Project
 from routectl.replay.harness import RowText, plain_row_text, replay_texts, row_text
 from routectl.review.compare import (
@@ -55,7 +56,6 @@ def snapshot_from_texts(
     category: Any,
     rows: Sequence[RowText],
     *,
-    snapshot_dir: Path | None = None,
     known: Known | None = None,
 ) -> Snapshot:
     """A snapshot of replayed rows, ids checked. A row whose text equals a known (baseline)
@@ -67,9 +67,7 @@ def snapshot_from_texts(
     for row_id, text in rows:
         hit = known.get(row_id)
         plain.append(hit[1] if hit is not None and hit[0] == text else json.loads(text))
-    return build_snapshot(
-        category.name, category.basis, plain, snapshot_dir=snapshot_dir, validate=False, plain=True
-    )
+    return build_snapshot(category.name, category.basis, plain, validate=False, plain=True)
 
 
 def fresh_snapshots(
@@ -77,10 +75,7 @@ def fresh_snapshots(
 ) -> dict[str, Snapshot]:
     """Replay every row of `categories` (no cache; up to `jobs` processes)."""
     texts, _ = replay_texts(project, categories, jobs=jobs)
-    return {
-        c.name: snapshot_from_texts(c, texts[c.name], snapshot_dir=project.snapshot_dir)
-        for c in categories
-    }
+    return {c.name: snapshot_from_texts(c, texts[c.name]) for c in categories}
 
 
 def select_categories(project: Project, names: Sequence[str]) -> list[Any]:
@@ -145,9 +140,7 @@ def run_check(
     snapshots = {
         c.name: ready[c.name]
         if c.name in ready
-        else snapshot_from_texts(
-            c, texts[c.name], snapshot_dir=project.snapshot_dir, known=known.get(c.name)
-        )
+        else snapshot_from_texts(c, texts[c.name], known=known.get(c.name))
         for c in selected
     }
     stale = tuple(sorted(set(baseline.names()) - set(listed))) if complete else ()
@@ -162,9 +155,8 @@ def run_check(
     for name, snap in snapshots.items():
         if not snap.validated:
             moved = set(comparisons[name].added) | set(comparisons[name].changed)
-            problem = validate_rows(
-                name, snap.basis, [r for r in snap.rows if r["id"] in moved], project.snapshot_dir
-            )
+            moved_rows = [r for r in snap.rows if r["id"] in moved]
+            problem = validate_rows(name, snap.basis, moved_rows, project.snapshot_schema)
             if problem is not None:
                 raise SnapshotError(f"category {name} produced an invalid snapshot: {problem}")
 
@@ -241,7 +233,7 @@ def expected_document(result: CheckResult) -> list[dict[str, str]]:
 
 
 @dataclass(frozen=True)
-class RemovedCategory:
+class RemovedCategory(Category):
     """A category only the baseline has: it replays no rows, so each baseline row is
     reported removed (and may be listed as an expected change)."""
 
@@ -266,14 +258,12 @@ def judge_against(
     replayed (others replay here)."""
     listed = {c.name for c in project.categories}
     removed = tuple(RemovedCategory(n) for n in baseline.names() if n not in listed)
-    judged = replace(project, categories=(*project.categories, *removed))
+    judged = project.with_categories(removed)
     # Read once the baseline is known: an expected id may name a removed category's row.
     expected = (
         ()
         if expected_file is None
-        else load_expected_changes(
-            expected_file, [c.name for c in judged.categories], snapshot_dir=project.snapshot_dir
-        )
+        else load_expected_changes(expected_file, [c.name for c in judged.categories])
     )
     return run_check(judged, names, baseline=baseline, expected=expected, ready=fresh, jobs=jobs)
 

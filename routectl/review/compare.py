@@ -423,7 +423,7 @@ def split_id(text: str, categories: Collection[str]) -> tuple[str | None, str]:
 
 
 def parse_expected(
-    data: Any, categories: Collection[str], *, source: str, snapshot_dir: Path | None = None
+    data: Any, categories: Collection[str], *, source: str
 ) -> tuple[ExpectedEntry, ...]:
     """Validate an expected-changes document: schema, well-formed ids, no duplicates."""
     for index, item in enumerate(data if isinstance(data, list) else ()):
@@ -433,7 +433,7 @@ def parse_expected(
                 split_id(listed, categories)
             except InputError as exc:
                 raise InputError(f"{source}: [{index}]: {exc}") from None
-    problem = schema_violation("expected-changes", data, snapshot_dir)
+    problem = schema_violation("expected-changes", data)
     if problem is not None:
         raise InputError(f"{source}: {problem}")
     entries: list[ExpectedEntry] = []
@@ -451,14 +451,11 @@ def parse_expected(
     return tuple(entries)
 
 
-def load_expected(
-    path: Path, categories: Collection[str], *, snapshot_dir: Path | None = None
-) -> tuple[ExpectedEntry, ...]:
+def load_expected(path: Path, categories: Collection[str]) -> tuple[ExpectedEntry, ...]:
     return parse_expected(
         read_json(path, "expected-changes file"),
         categories,
         source=str(path),
-        snapshot_dir=snapshot_dir,
     )
 
 

@@ -171,9 +171,7 @@ def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[st
     )
 
 
-def parse_document(
-    data: Any, categories: Collection[str], *, source: str, snapshot_dir: Path | None = None
-) -> ExpectedChanges:
+def parse_document(data: Any, categories: Collection[str], *, source: str) -> ExpectedChanges:
     """Validate an expected-changes document of either version."""
     if (
         isinstance(data, dict)
@@ -185,7 +183,7 @@ def parse_document(
             f"is newer than this routectl reads ({EXPECTED_VERSION}): upgrade "
             f"routectl"
         )
-    problem = schema_violation("expected-changes", data, snapshot_dir)
+    problem = schema_violation("expected-changes", data)
     items = data.get("changes") if isinstance(data, dict) else data
     version = data.get("schema_version") if isinstance(data, dict) else 1
     if problem is None and isinstance(items, list) and version != EXPECTED_VERSION:
@@ -197,13 +195,10 @@ def parse_document(
                 [i for i in items if not _is_stated(i)],
                 categories,
                 source=source,
-                snapshot_dir=snapshot_dir,
             )
         raise InputError(f"{source}: {problem}")
     id_places = [i for i, item in enumerate(items) if not _is_stated(item)]
-    ids = parse_expected(
-        [items[i] for i in id_places], categories, source=source, snapshot_dir=snapshot_dir
-    )
+    ids = parse_expected([items[i] for i in id_places], categories, source=source)
     by_place = dict(zip(id_places, ids, strict=True))
     entries = []
     for index, item in enumerate(items):
@@ -236,14 +231,11 @@ def _is_stated(item: Any) -> bool:
     return isinstance(item, dict) and "rows" in item
 
 
-def load_expected_changes(
-    path: Path, categories: Collection[str], *, snapshot_dir: Path | None = None
-) -> ExpectedChanges:
+def load_expected_changes(path: Path, categories: Collection[str]) -> ExpectedChanges:
     return parse_document(
         read_json(path, "expected-changes file"),
         categories,
         source=str(path),
-        snapshot_dir=snapshot_dir,
     )
 
 

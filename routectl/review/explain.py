@@ -8,12 +8,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from routectl.category import Category
 from routectl.errors import InputError
 from routectl.io.jsonread import shorten
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.policy.text import policy_document, value_lines
 from routectl.project import Project
-from routectl.reasons import reason_text, refusal_text
+from routectl.reasons import reason_text
 from routectl.replay.harness import find_row, replay_row
 from routectl.review.compare import split_id
 from routectl.review.snapshot import plain_rows
@@ -27,10 +28,13 @@ def explain(
     """The explain document of one row, replayed now."""
     category, spec = resolve_row(project, row_id, category_name)
     row, policy = replay_row(project, category, spec)
-    return explain_document(category, spec, plain_rows([row])[0], policy, all_policy=all_policy)
+    sections = None if all_policy else project.policy_sections(category)
+    return explain_document(category, spec, plain_rows([row])[0], policy, sections)
 
 
-def resolve_row(project: Project, row_id: str, category_name: str | None) -> tuple[Any, RowSpec]:
+def resolve_row(
+    project: Project, row_id: str, category_name: str | None
+) -> tuple[Category, RowSpec]:
     names = [c.name for c in project.categories]
     qualifier, bare = split_id(row_id, names)
     if category_name is not None:
@@ -60,16 +64,14 @@ def resolve_row(project: Project, row_id: str, category_name: str | None) -> tup
 
 
 def explain_document(
-    category: Any,
+    category: Category,
     spec: RowSpec,
     row: dict[str, Any],
     policy: ResolvedPolicy | None,
-    *,
-    all_policy: bool = False,
+    sections: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    # By default the sections the row's family reads (a category may not declare them:
-    # then every section).
-    sections = None if all_policy else getattr(category, "policy_sections", None) or None
+    """The explain document of one replayed row; `sections`: the policy sections shown
+    (None: every section)."""
     return {
         "category": category.name,
         "id": f"{category.name}:{spec.id}",
@@ -84,9 +86,7 @@ def explain_document(
         "route": row["route"],
         # Whole-model figures a category can derive from a row (e.g. MoE bytes over every
         # MoE layer of the model): None where the category has none.
-        "model_totals": (
-            category.model_totals(spec, row["route"]) if hasattr(category, "model_totals") else None
-        ),
+        "model_totals": category.model_totals(spec, row["route"]),
     }
 
 
@@ -144,39 +144,9 @@ def _verdict_lines(verdicts: Sequence[Mapping[str, Any]], kernel: Any) -> list[s
     return lines
 
 
-def _check_text(check: Mapping[str, Any], yes: str, no: str) -> str:
-    return yes if check["ok"] else f"{no} {reason_text(check['code'], check['message'])}"
-
-
-def _policy_route_lines(route: dict[str, Any]) -> list[str]:
-    """A policy row's qualification, section values, guards, layout and warning codes
-    (popped from `route`)."""
-    lines: list[str] = []
-    if "qualification" in route:
-        lines.append(f"qualification: {_check_text(route.pop('qualification'), 'yes', 'no')}")
-    if isinstance(route.get("policy"), dict):
-        values = route.pop("policy")
-        lines.append("row policy (value, source):")
-        lines.extend(value_lines(values))
-    if "gdn_admission" in route:
-        guards = route.pop("gdn_admission")
-        lines.append("guards:")
-        width = max((len(g["name"]) for g in guards), default=0)
-        lines.extend(
-            f"  {g['name']:<{width}}  {_check_text(g, 'admitted', 'refused')}" for g in guards
-        )
-    if "gdn_layout" in route:
-        layout = route.pop("gdn_layout")
-        lines.append("GDN layout: " + " ".join(f"{k}={v}" for k, v in layout.items()))
-    if isinstance(route.get("warnings"), list):
-        codes = route.pop("warnings")
-        lines.append(
-            "warnings: " + (", ".join(f"{w['variable']} ({w['kind']})" for w in codes) or "none")
-        )
-    return lines
-
-
-def explain_text(document: Mapping[str, Any]) -> str:
+def explain_text(document: Mapping[str, Any], category: Category) -> str:
+    """The explain document as text: the generic route shapes here, the keys `category` adds
+    by its own `explain_lines`, any key left over as JSON."""
     inputs = document["inputs"]
     engine = inputs["engine"]
     lines = [
@@ -249,16 +219,8 @@ def explain_text(document: Mapping[str, Any]) -> str:
             lines.append(f"dispatch: none ({no_dispatch})")
         else:
             lines.append("prepare: none")
-    if "stages" in route:
-        lines.append("stages per token count:")
-        for entry in route.pop("stages"):
-            lines.append(f"  M={entry['m']}: {' > '.join(entry['chosen'])}")
-            lines.extend(
-                f"    refused {refusal_text(v['name'], v['code'], v['message'])}"
-                for v in entry["rejected"]
-            )
-    lines.extend(_policy_route_lines(route))
-    # Route keys this renderer does not know (new families) still show.
+    lines.extend(category.explain_lines(route))
+    # Route keys neither this renderer nor the category renders still show.
     lines.extend(f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in route.items())
     totals = document.get("model_totals")
     if totals:

@@ -5,20 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from routectl.category import Category
 from routectl.io.jsonwrite import dumps
 from routectl.io.schemas import SCHEMA_VERSION
 
 PROBE_PREFIX = "edge:"
 
 
-def category_summary(category: Any, *, with_rows: bool) -> dict[str, Any]:
+def category_summary(category: Category, *, with_rows: bool) -> dict[str, Any]:
     """One category for `list --format json`: what it covers and how many rows it has."""
     ids = sorted(spec.id for spec in category.rows())
     probes = [i.removeprefix(PROBE_PREFIX) for i in ids if i.startswith(PROBE_PREFIX)]
     summary: dict[str, Any] = {
         "name": category.name,
-        # A category may leave its description out; the list then shows none.
-        "description": getattr(category, "description", None),
+        # A category may leave its description out (empty); the list then shows none.
+        "description": category.description or None,
         "rows": len(ids),
         "matrix_rows": len(ids) - len(probes),
         "probes": probes,

@@ -9,8 +9,9 @@ disappeared are marked and the label transitions are listed.
 
 This module builds the model only; `matrix_text` and `matrix_html` render it. It knows no
 category: labels come from the shape of a route (kernel, status, error, MoE stages, a
-multi-layer `layers` map), and a category may name its own with `matrix_label(route)` and
-`matrix_reason(route)` methods and say what its cells show with a `matrix_subject` attribute.
+multi-layer `layers` map), and a category may name its own with its `matrix_label(route)` and
+`matrix_reason(route)` methods and say what its cells show with `matrix_subject` (the
+defaults of routectl.category.Category give none).
 """
 
 from __future__ import annotations
@@ -386,14 +387,18 @@ def build_matrix(
     cols_dims: Sequence[str] = DEFAULT_COLS,
     baseline: Sequence[Mapping[str, Any]] | None = None,
     hook: LabelHook | None = None,
-    reason_hook: Callable[[Route], str] | None = None,
+    reason_hook: Callable[[Route], str | None] | None = None,
     subject: str = "kernel",
 ) -> Matrix:
     """Lay `rows` ({"id", "route"}) out as a grid. `order` lists row ids in the category's
     declared order (dimension values appear in that order; numbers sort by value);
     `baseline`, when given, marks the rows that changed, appeared or disappeared; `hook` and
     `reason_hook` are a category's own label and deciding reason of a route, if it has them."""
-    reason = reason_hook or deciding_reason
+
+    def reason(route: Route) -> str:
+        own = reason_hook(route) if reason_hook is not None else None
+        return own if own is not None else deciding_reason(route)
+
     fresh = {r["id"]: r["route"] for r in rows}
     old = {r["id"]: r["route"] for r in baseline} if baseline is not None else {}
     ids = _ordered([*(i for i in order if i in fresh or i in old), *fresh, *old])
@@ -518,9 +523,9 @@ def build_matrices(
                 rows_dims=rows_dims,
                 cols_dims=cols_dims,
                 baseline=old,
-                hook=getattr(category, "matrix_label", None),
-                reason_hook=getattr(category, "matrix_reason", None),
-                subject=getattr(category, "matrix_subject", "kernel"),
+                hook=category.matrix_label,
+                reason_hook=category.matrix_reason,
+                subject=category.matrix_subject,
             )
         )
     return built

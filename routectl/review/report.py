@@ -8,7 +8,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from routectl.io.schemas import SCHEMA_VERSION, schema_violation
@@ -74,8 +73,8 @@ def build_report(outcome: CheckOutcome) -> dict[str, Any]:
     }
 
 
-def render_json(report: Mapping[str, Any], snapshot_dir: Path | None = None) -> str:
-    problem = schema_violation("report", report, snapshot_dir)
+def render_json(report: Mapping[str, Any]) -> str:
+    problem = schema_violation("report", report)
     if problem is not None:
         raise SnapshotError(f"the report violates its schema: {problem}")
     return dump_json(report)
@@ -450,7 +449,6 @@ class RenderOptions:
     quiet: bool = False
     max_rows: int = MAX_ROWS
     max_fields: int = MAX_FIELD_CHANGES
-    snapshot_dir: Path | None = None
     full: bool = False
 
 
@@ -467,7 +465,7 @@ def _text(outcome: CheckOutcome, o: RenderOptions) -> str:
 
 
 def _json(outcome: CheckOutcome, o: RenderOptions) -> str:
-    return render_json(build_report(outcome), o.snapshot_dir)
+    return render_json(build_report(outcome))
 
 
 def _github(outcome: CheckOutcome, o: RenderOptions) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from routectl.io.schemas import LoadedSchema
 from routectl.project import Project
 from routectl.review.check import CheckResult, run_check
 from routectl.review.expected import ExpectedChanges
@@ -43,17 +44,14 @@ def check_retained(
     """Replay, compare with the retained snapshots in `directory` and judge; then rewrite
     them (`update`, when the check passes or `accept_all`), or leave `.json.new` files for
     the categories that differ (a failing check) and remove stale ones."""
-    baseline = SnapshotFiles.retained(directory, snapshot_dir=project.snapshot_dir)
+    schema = project.snapshot_schema
+    baseline = SnapshotFiles.retained(directory, schema=schema)
     result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs)
     if update and (result.ok or accept_all):
-        notes = update_retained(result, directory, snapshot_dir=project.snapshot_dir)
-        notes += settle_new_files(
-            result, directory, snapshot_dir=project.snapshot_dir, failed=False
-        )
+        notes = update_retained(result, directory, schema=schema)
+        notes += settle_new_files(result, directory, failed=False, schema=schema)
         return RetainedCheck(result, tuple(notes), updated=True, update_refused=False)
-    notes = settle_new_files(
-        result, directory, snapshot_dir=project.snapshot_dir, failed=not result.ok
-    )
+    notes = settle_new_files(result, directory, failed=not result.ok, schema=schema)
     return RetainedCheck(result, tuple(notes), updated=False, update_refused=update)
 
 
@@ -62,14 +60,14 @@ def new_path(directory: Path, name: str) -> Path:
 
 
 def update_retained(
-    result: CheckResult, directory: Path, *, snapshot_dir: Path | None = None
+    result: CheckResult, directory: Path, *, schema: LoadedSchema | None = None
 ) -> list[str]:
     """Rewrite the retained files whose rows moved; remove stale ones after a complete run."""
     lines: list[str] = []
     written = 0
     for name, snap in result.fresh.items():
         if not result.comparison(name).identical:
-            write_snapshot(directory / f"{name}.json", snap, snapshot_dir=snapshot_dir)
+            write_snapshot(directory / f"{name}.json", snap, schema=schema)
             lines.append(f"updated {directory / f'{name}.json'} ({len(snap.rows)} rows)")
             written += 1
     if result.outcome.complete:
@@ -83,7 +81,7 @@ def update_retained(
 
 
 def settle_new_files(
-    result: CheckResult, directory: Path, *, snapshot_dir: Path | None = None, failed: bool
+    result: CheckResult, directory: Path, *, failed: bool, schema: LoadedSchema | None = None
 ) -> list[str]:
     """A failing check leaves `<category>.json.new` for each category whose rows differ; any
     other `.json.new` of a judged category (of every category, in a complete run) goes."""
@@ -93,7 +91,7 @@ def settle_new_files(
         for name, snap in result.fresh.items():
             if not result.comparison(name).identical:
                 path = new_path(directory, name)
-                write_snapshot(path, snap, snapshot_dir=snapshot_dir)
+                write_snapshot(path, snap, schema=schema)
                 lines.append(f"wrote {path}")
                 keep.add(name)
     scope = None if result.outcome.complete else list(result.fresh)

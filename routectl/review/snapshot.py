@@ -22,7 +22,7 @@ import orjson
 from routectl.errors import InputError, RoutectlError
 from routectl.io import jsonwrite
 from routectl.io.jsonread import read_json_file, shorten
-from routectl.io.schemas import SCHEMA_VERSION, schema_violation
+from routectl.io.schemas import SCHEMA_VERSION, LoadedSchema, load_schema, violation
 from routectl.rows import ROW_ID
 from routectl.runtime import checkpoints
 
@@ -204,15 +204,25 @@ def _check_version(data: Any, source: str) -> None:
         )
 
 
+def snapshot_schema(schema: LoadedSchema | None) -> LoadedSchema:
+    """`schema` (a project's composed snapshot schema, `Project.snapshot_schema`), or
+    routectl's generic one, which admits the generic route shapes only."""
+    return schema if schema is not None else load_schema("snapshot")
+
+
 def parse_snapshot(
-    data: Any, *, source: str, snapshot_dir: Path | None = None, category: str | None = None
+    data: Any,
+    *,
+    source: str,
+    category: str | None = None,
+    schema: LoadedSchema | None = None,
 ) -> Snapshot:
-    """Validate a parsed snapshot document; `category`, when given, is the name the file
-    must declare (its file name)."""
+    """Validate a parsed snapshot document against `schema` (see `snapshot_schema`);
+    `category`, when given, is the name the file must declare (its file name)."""
     _check_version(data, source)
     problem = _id_problem(data.get("rows") if isinstance(data, dict) else None)
     if problem is None:
-        problem = schema_violation("snapshot", data, snapshot_dir)
+        problem = violation(snapshot_schema(schema), data)
     if problem is not None:
         raise InputError(f"{source}: {problem}")
     if category is not None and data["category"] != category:
@@ -225,10 +235,10 @@ def parse_snapshot(
 
 
 def read_snapshot(
-    path: Path, *, snapshot_dir: Path | None = None, category: str | None = None
+    path: Path, *, category: str | None = None, schema: LoadedSchema | None = None
 ) -> Snapshot:
     return parse_snapshot(
-        read_json(path, "snapshot"), source=str(path), snapshot_dir=snapshot_dir, category=category
+        read_json(path, "snapshot"), source=str(path), category=category, schema=schema
     )
 
 
@@ -271,9 +281,9 @@ def build_snapshot(
     basis: str,
     rows: Sequence[Row],
     *,
-    snapshot_dir: Path | None = None,
     validate: bool = True,
     plain: bool = False,
+    schema: LoadedSchema | None = None,
 ) -> Snapshot:
     """A snapshot of freshly produced rows: normalised (unless `plain`: already parsed from
     canonical JSON text), sorted by id, ids checked and (with `validate`) schema-validated.
@@ -283,14 +293,14 @@ def build_snapshot(
     plain_list.sort(key=lambda r: str(r.get("id")))
     problem = _id_problem(plain_list)
     if problem is None and validate:
-        problem = validate_rows(category, basis, plain_list, snapshot_dir)
+        problem = validate_rows(category, basis, plain_list, schema)
     if problem is not None:
         raise SnapshotError(f"category {category} produced an invalid snapshot: {problem}")
     return Snapshot(category, basis, tuple(plain_list), validated=validate)
 
 
 def validate_rows(
-    category: str, basis: str, rows: Sequence[Row], snapshot_dir: Path | None = None
+    category: str, basis: str, rows: Sequence[Row], schema: LoadedSchema | None = None
 ) -> str | None:
     """The first schema violation of `rows` as a snapshot of `category`; None when valid."""
     document = {
@@ -299,22 +309,23 @@ def validate_rows(
         "basis": basis,
         "rows": list(rows),
     }
-    return schema_violation("snapshot", document, snapshot_dir)
+    return violation(snapshot_schema(schema), document)
 
 
 def write_snapshot(
     path: Path,
     snapshot: Snapshot,
     *,
-    snapshot_dir: Path | None = None,
     before_replace: BeforeReplace | None = None,
+    schema: LoadedSchema | None = None,
 ) -> None:
-    """Validate (unless built or parsed here, which validated), then write atomically."""
+    """Validate against `schema` (unless built or parsed here, which validated), then write
+    atomically."""
     document = snapshot.to_json()
     problem = (
         None
         if snapshot.validated
-        else (_id_problem(document["rows"]) or schema_violation("snapshot", document, snapshot_dir))
+        else (_id_problem(document["rows"]) or violation(snapshot_schema(schema), document))
     )
     if problem is not None:
         raise SnapshotError(f"refusing to write an invalid snapshot to {path}: {problem}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from routectl.errors import InputError, RoutectlError
-from routectl.io.schemas import SCHEMA_VERSION
+from routectl.io.schemas import SCHEMA_VERSION, LoadedSchema
 from routectl.review.snapshot import (
     CATEGORY_NAME,
     Snapshot,
@@ -77,41 +77,43 @@ def read_baseline_snapshot(
     path: Path,
     *,
     advice: str,
-    snapshot_dir: Path | None = None,
     category: str | None = None,
     migrations: Mapping[int, Migration] = MIGRATIONS,
+    schema: LoadedSchema | None = None,
 ) -> Snapshot:
-    """A baseline snapshot file, migrated to the current schema and validated."""
+    """A baseline snapshot file, migrated to the current schema and validated (against
+    `schema`: the project's snapshot schema)."""
     data = read_json(path, "baseline snapshot")
     data = migrate_document(data, source=str(path), advice=advice, migrations=migrations)
-    return parse_snapshot(data, source=str(path), snapshot_dir=snapshot_dir, category=category)
+    return parse_snapshot(data, source=str(path), category=category, schema=schema)
 
 
 class SnapshotFiles:
     """A SnapshotSource over snapshot files by category. `advice` is None for the retained
-    files (read as they are) and says what to do with a baseline file too old to migrate."""
+    files (read as they are) and says what to do with a baseline file too old to migrate;
+    `schema` is the project's snapshot schema the files are validated with."""
 
     def __init__(
         self,
         files: Mapping[str, Path],
         *,
         advice: str | None = None,
-        snapshot_dir: Path | None = None,
         loaded: Mapping[str, Snapshot] | None = None,
+        schema: LoadedSchema | None = None,
     ) -> None:
         self.files = dict(files)
         self._advice = advice
-        self._schemas = snapshot_dir  # whose schema/ validates the files
         self._loaded = dict(loaded or {})
+        self._schema = schema
 
     @classmethod
-    def retained(cls, directory: Path, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
+    def retained(cls, directory: Path, *, schema: LoadedSchema | None = None) -> SnapshotFiles:
         """The retained `<category>.json` files of a project's snapshot folder."""
-        return cls(retained_files(directory), snapshot_dir=snapshot_dir)
+        return cls(retained_files(directory), schema=schema)
 
     @classmethod
     def baseline_folder(
-        cls, directory: Path, *, advice: str, snapshot_dir: Path | None = None
+        cls, directory: Path, *, advice: str, schema: LoadedSchema | None = None
     ) -> SnapshotFiles:
         """A folder of `<category>.json` baseline files, each named by its category."""
         files = retained_files(directory)
@@ -121,19 +123,19 @@ class SnapshotFiles:
                     f"baseline {path} is not a <category>.json snapshot "
                     f"(category names match {CATEGORY_NAME.pattern})"
                 )
-        return cls(files, advice=advice, snapshot_dir=snapshot_dir)
+        return cls(files, advice=advice, schema=schema)
 
     @classmethod
     def baseline_file(
-        cls, path: Path, *, advice: str, snapshot_dir: Path | None = None
+        cls, path: Path, *, advice: str, schema: LoadedSchema | None = None
     ) -> SnapshotFiles:
         """One baseline snapshot file of any name, read now: its content names its category."""
-        snapshot = read_baseline_snapshot(path, advice=advice, snapshot_dir=snapshot_dir)
+        snapshot = read_baseline_snapshot(path, advice=advice, schema=schema)
         return cls(
             {snapshot.category: path},
             advice=advice,
-            snapshot_dir=snapshot_dir,
             loaded={snapshot.category: snapshot},
+            schema=schema,
         )
 
     def names(self) -> Sequence[str]:
@@ -146,10 +148,8 @@ class SnapshotFiles:
         if path is None:
             return None
         if self._advice is None:
-            return read_snapshot(path, snapshot_dir=self._schemas, category=name)
-        return read_baseline_snapshot(
-            path, advice=self._advice, snapshot_dir=self._schemas, category=name
-        )
+            return read_snapshot(path, category=name, schema=self._schema)
+        return read_baseline_snapshot(path, advice=self._advice, category=name, schema=self._schema)
 
 
 CACHED_ADVICE = (
@@ -158,12 +158,10 @@ CACHED_ADVICE = (
 )
 
 
-def open_baseline(path: Path, *, snapshot_dir: Path | None = None) -> SnapshotFiles:
+def open_baseline(path: Path, *, schema: LoadedSchema | None = None) -> SnapshotFiles:
     """A pre-built baseline: one snapshot file, or a folder of `<category>.json` files."""
     if path.is_dir():
-        source = SnapshotFiles.baseline_folder(
-            path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir
-        )
+        source = SnapshotFiles.baseline_folder(path, advice=CACHED_ADVICE, schema=schema)
         if not source.names():
             raise InputError(
                 f"baseline folder {path} holds no <category>.json snapshot "
@@ -172,4 +170,4 @@ def open_baseline(path: Path, *, snapshot_dir: Path | None = None) -> SnapshotFi
         return source
     if not path.exists():
         raise InputError(f"baseline {path} does not exist")
-    return SnapshotFiles.baseline_file(path, advice=CACHED_ADVICE, snapshot_dir=snapshot_dir)
+    return SnapshotFiles.baseline_file(path, advice=CACHED_ADVICE, schema=schema)
