@@ -91,22 +91,19 @@ CONFIGS = {
     "previous": PREVIOUS,
     "previous-w13-pdl": dataclasses.replace(PREVIOUS, w13_pdl=True),
     # Issue 36: W13 asks L2 for its words and metadata in bulk once it knows its expert
-    # (`prefetch`), and for its route's W2 banks too (`prefetch-w2`); with other blocks.
+    # (`prefetch`), and for its route's W2 banks too (`prefetch-w2`); 200 programs of 4 warps;
+    # without waiting for its activations.
     "prefetch": triton_qpn.QpnConfig(w13_prefetch=True),
     "prefetch-w2": triton_qpn.QpnConfig(w13_prefetch=True, w2_prefetch=True),
     "prefetch-p8w4": triton_qpn.QpnConfig(w13_prefetch=True, w13_pairs=8, w13_warps=4),
     "prefetch-no-x-first": triton_qpn.QpnConfig(w13_prefetch=True, w13_x_first=False),
     # W13's words loaded before its first multiply too (like its activations; 155 registers).
     "words-first": triton_qpn.QpnConfig(w13_words_first=True),
+    # Other blocks with the prefetch: W13 400 programs of 2 warps, 800 of 1, 50 of 16; W2 80
+    # programs of 8 warps, 320 of 2; W13's words first too; the second session's kernels.
     "prefetch-p4w2": triton_qpn.QpnConfig(w13_prefetch=True, w13_pairs=4, w13_warps=2),
     "prefetch-p2w1": triton_qpn.QpnConfig(w13_prefetch=True, w13_pairs=2, w13_warps=1),
     "prefetch-p32w16": triton_qpn.QpnConfig(w13_prefetch=True, w13_pairs=32, w13_warps=16),
-    "prefetch-p4w2-words-first": triton_qpn.QpnConfig(
-        w13_prefetch=True, w13_pairs=4, w13_warps=2, w13_words_first=True
-    ),
-    "prefetch-p8w4-words-first": triton_qpn.QpnConfig(
-        w13_prefetch=True, w13_pairs=8, w13_warps=4, w13_words_first=True
-    ),
     "prefetch-c32w8": triton_qpn.QpnConfig(w13_prefetch=True, w2_columns=32, w2_warps=8),
     "prefetch-c8w2": triton_qpn.QpnConfig(w13_prefetch=True, w2_columns=8, w2_warps=2),
     "prefetch-words-first": triton_qpn.QpnConfig(w13_prefetch=True, w13_words_first=True),
