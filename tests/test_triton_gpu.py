@@ -262,8 +262,8 @@ def test_back_to_back_steps_share_the_intermediate(gpu_banks: Banks) -> None:
 
 # The other code paths of the launch configs the benchmark times: the second session's
 # one-chain-per-thread kernels (W13 not waiting for its predecessor), smaller blocks of the
-# default's kernels, the default's W13 with one-chain-per-thread W2, and no programmatic
-# dependent launch at all.
+# default's kernels, the default's W13 with one-chain-per-thread W2, no programmatic
+# dependent launch at all, and the L2 prefetches with W13's words loaded first.
 OTHER_CONFIGS = {
     "previous": triton_qpn.QpnConfig(
         w13_pairs=4,
@@ -276,6 +276,10 @@ OTHER_CONFIGS = {
     "p4w2-c8w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=8, w2_warps=2),
     "no-pdl": triton_qpn.QpnConfig(pdl=False),
     "w2-unpaired": triton_qpn.QpnConfig(w2_columns=8, w2_paired=False),
+    # W13 asking L2 for its own and its route's W2 banks in bulk, its words loaded first.
+    "prefetch-words-first": triton_qpn.QpnConfig(
+        w13_prefetch=True, w2_prefetch=True, w13_words_first=True
+    ),
 }
 
 

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc
+from triton.language.extra.cuda import gdc, num_warps
 from triton.runtime.interpreter import InterpretedFunction
 
 from native.awq_layout import PREPARED_K_NIBBLES, TILE_K, TILE_N
@@ -113,8 +113,12 @@ class QpnConfig:
     (w13_pdl, with pdl), whether W13's chains wait for all their activations before the first
     multiply (w13_x_first), whether W2 decodes its weights before its grid-dependency wait
     (w2_predecode), whether a W13 thread holds a pair's gate and up chains (w13_gate_up; else
-    one column's) and a W2 thread two adjacent columns' chains (w2_paired; else one). The
-    default: 100 W13 programs of 8 warps (16 pairs), 160 W2 programs of 4 warps (16 columns)."""
+    one column's) and a W2 thread two adjacent columns' chains (w2_paired; else one), whether
+    W13's chains wait for their words too (w13_words_first), and whether W13's programs ask L2
+    for their words and metadata in bulk once they know their expert (w13_prefetch) and for
+    their route's W2 words and metadata too (w2_prefetch; both compiled for capability 9.0
+    and later only; benchmarks/RESULTS.md says what each gave). The default: 100 W13
+    programs of 8 warps (16 pairs), 160 W2 programs of 4 warps (16 columns)."""
 
     w13_pairs: int = 16
     w13_warps: int = 8
@@ -126,6 +130,9 @@ class QpnConfig:
     w13_pdl: bool = True
     w13_gate_up: bool = True
     w2_paired: bool = True
+    w13_prefetch: bool = False
+    w2_prefetch: bool = False
+    w13_words_first: bool = False
 
     def __post_init__(self) -> None:
         for blocks in (self.w13_pairs, self.w2_columns // 2, self.w13_warps, self.w2_warps):
@@ -456,12 +463,53 @@ def _zero_after(xs, PAIRS: tl.constexpr, e):
 
 
 @triton.jit
+def _prefetch_l2(start, STRIDE: tl.constexpr, SIZE: tl.constexpr, COUNT: tl.constexpr, go):
+    """Asks L2 for COUNT pieces of SIZE bytes, piece i at the int64 address start + i *
+    STRIDE (16-byte aligned, SIZE a multiple of 16), if `go`: cp.async.bulk.prefetch.L2
+    (compute capability 9.0), served by the copy engine with no register waiting for the
+    data, so the later loads of those bytes wait for L2, not DRAM (ptxas issues most of a
+    chain's word loads shortly before their use, to save registers: each one DRAM round trip
+    on the chain's path). Piece i is asked for by lane i % LANES of warp i // LANES (the
+    warp read from %tid.x: the instruction takes a warp-uniform address, so a per-lane one
+    would cost a loop over the warp's lanes). Compiled for an older GPU it asks for nothing."""
+    WARPS: tl.constexpr = num_warps()
+    LANES: tl.constexpr = (COUNT + WARPS - 1) // WARPS
+    tl.static_assert(LANES <= 32 and SIZE % 16 == 0 and STRIDE % 16 == 0)
+    if tl.target_info.cuda_capability_geq(9, 0):
+        tl.inline_asm_elementwise(
+            """{
+.reg .u32 t, w, i;
+.reg .u64 a;
+.reg .pred p, q;
+mov.u32 t, %tid.x;
+shr.u32 w, t, 5;
+and.b32 t, t, 31;
+mad.lo.u32 i, w, $3, t;
+setp.lt.u32 p, t, $3;
+setp.lt.and.u32 p, i, $4, p;
+setp.ne.and.b32 p, $5, 0, p;
+cvt.u64.u32 a, i;
+mad.lo.u64 a, a, $2, $1;
+@p cp.async.bulk.prefetch.L2.global [a], $6;
+mov.b32 $0, 0;
+}""",
+            "=r,l,l,r,r,r,r",
+            [start, start * 0 + STRIDE, LANES, COUNT, go.to(tl.int32), SIZE],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
+        )
+
+
+@triton.jit
 def _w13_kernel(
     x_ptr,
     w_ptr,
     meta_ptr,
     ids_ptr,
     inter_ptr,
+    w2_ptr,
+    s2_ptr,
     EXPERTS: tl.constexpr,
     K: tl.constexpr,
     N: tl.constexpr,
@@ -474,6 +522,11 @@ def _w13_kernel(
     X_FIRST: tl.constexpr,
     WAIT: tl.constexpr,
     GATE_UP: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    PREFETCH_W2: tl.constexpr,
+    WORDS_FIRST: tl.constexpr,
+    W2_K: tl.constexpr,
+    W2_N: tl.constexpr,
 ):
     """W13, one (column, slice) chain per element (GATE_UP: elements (pair, slice, gate or
     up), a thread holding a pair's gate and up chains, which share its slice's activations);
@@ -499,6 +552,37 @@ def _w13_kernel(
     valid = (expert >= 0) & (expert < EXPERTS)
     e = tl.where(valid, expert, 0)
     SLICE_K: tl.constexpr = K // SLICES
+    # Bytes of one metadata record, and the element size of meta_ptr / s2_ptr's pointers.
+    RECORD: tl.constexpr = 3 if COMPACT else 4
+    UNIT: tl.constexpr = 3 if COMPACT else 1
+    BLOCKS: tl.constexpr = N // (2 * PAIRS)
+    if PREFETCH:
+        # The route's blocks split the expert's words and its metadata into BLOCKS equal
+        # contiguous ranges each (a block's share: its own columns or its neighbours', which
+        # the route's other blocks, running meanwhile, ask for in turn).
+        WORDS_SHARE: tl.constexpr = K * N // 2 // BLOCKS
+        words_from = w_ptr + e * (K * N // 8) + block * (WORDS_SHARE // 4)
+        _prefetch_l2(words_from.to(tl.int64), WORDS_SHARE // 16, WORDS_SHARE // 16, 16, valid)
+        META_SHARE: tl.constexpr = K // GROUP * N // BLOCKS * RECORD  # bytes
+        # 8 pieces, or fewer where they would not be multiples of 16 bytes.
+        META_PIECES: tl.constexpr = 8 if META_SHARE % 128 == 0 else 4 if META_SHARE % 64 == 0 else 1
+        meta_from = meta_ptr + (e * (K // GROUP) * N + block * (META_SHARE // RECORD)) * UNIT
+        _prefetch_l2(
+            meta_from.to(tl.int64),
+            META_SHARE // META_PIECES,
+            META_SHARE // META_PIECES,
+            META_PIECES,
+            valid,
+        )
+    if PREFETCH_W2:
+        # The route's W2 words and metadata (contiguous per expert), a BLOCKS-th each: W2's
+        # programs that are not resident yet (no room beside W13's) find them in L2.
+        W2_SHARE: tl.constexpr = W2_K * W2_N // 2 // BLOCKS
+        w2_from = w2_ptr + e * (W2_K * W2_N // 8) + block * (W2_SHARE // 4)
+        _prefetch_l2(w2_from.to(tl.int64), W2_SHARE // 16, W2_SHARE // 16, 16, valid)
+        S2_SHARE: tl.constexpr = W2_K // GROUP * W2_N // BLOCKS
+        s2_from = s2_ptr + (e * (W2_K // GROUP) * W2_N + block * S2_SHARE) * UNIT
+        _prefetch_l2(s2_from.to(tl.int64), S2_SHARE * RECORD, S2_SHARE * RECORD, 1, valid)
     if GATE_UP:
         pair = tl.arange(0, PAIRS)[:, None, None]
         slice_ = tl.arange(0, SLICES)[None, :, None]
@@ -526,6 +610,8 @@ def _w13_kernel(
     acc = tl.zeros(words_at.shape, dtype=tl.float32)
     if X_FIRST:
         acc = acc + _zero_after(xs, SLICE_K // 2, e)
+    if WORDS_FIRST:
+        acc = acc + _zero_after(words, SLICE_K // 8, e)
     acc = _chains(acc, words, meta, xs, SLICE_K // 8, GROUP, HW_FMA, not COMPACT)
     if GATE_UP:
         # Rows 2p (gate) and 2p + 1 (up) of pair p.
@@ -682,10 +768,14 @@ def launch_w13(
     compact: bool,
     geometry: QpnGeometry = CONTRACT,
     config: QpnConfig = DEFAULT_CONFIG,
+    w2_banks: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
-    """The first launch: W13, SiLU times up, into `intermediate`."""
+    """The first launch: W13, SiLU times up, into `intermediate`. `w2_banks` (w2, s2): the
+    banks config.w2_prefetch asks L2 for (only read by the prefetch, never loaded)."""
     if geometry.w2_k % config.w13_pairs:
         raise ValueError(f"launch config {config} does not tile {geometry}")
+    prefetch_w2 = config.w2_prefetch and w2_banks is not None and _HW_FMA
+    w2, s2 = w2_banks if w2_banks is not None else (w13, s13)
     # The activations are read as int32 pairs of FP16 (a view: no copy, no allocation).
     _w13_kernel[(geometry.top_k, geometry.w2_k // config.w13_pairs)](
         input.view(torch.int32),
@@ -693,6 +783,8 @@ def launch_w13(
         s13,
         ids,
         intermediate,
+        w2,
+        s2,
         EXPERTS=geometry.experts,
         K=geometry.w13_k,
         N=geometry.w13_n,
@@ -705,6 +797,11 @@ def launch_w13(
         X_FIRST=config.w13_x_first,
         WAIT=_w13_pdl(config),
         GATE_UP=config.w13_gate_up,
+        PREFETCH=config.w13_prefetch and _HW_FMA,
+        PREFETCH_W2=prefetch_w2,
+        WORDS_FIRST=config.w13_words_first,
+        W2_K=geometry.w2_k,
+        W2_N=geometry.w2_n,
         num_warps=config.w13_warps,
         launch_pdl=_w13_pdl(config),
     )
@@ -773,7 +870,15 @@ def launch_qpn_m1(
     """Enqueue the two kernels on the current stream. Arguments must already be validated
     (contiguous, of `geometry`'s shapes); nothing is synchronised or allocated."""
     launch_w13(
-        intermediate, input, w13, s13, ids, compact=compact, geometry=geometry, config=config
+        intermediate,
+        input,
+        w13,
+        s13,
+        ids,
+        compact=compact,
+        geometry=geometry,
+        config=config,
+        w2_banks=(w2, s2),
     )
     launch_w2(
         out, intermediate, w2, s2, ids, topk, compact=compact, geometry=geometry, config=config
