@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from routectl.project import Project
+from routectl.review.cache import ReplayCache
 from routectl.review.check import CheckResult, run_check
 from routectl.review.expected import ExpectedChanges
 from routectl.review.snapshot import NEW_SUFFIX, stale_new_files, write_snapshot
@@ -39,12 +40,14 @@ def check_retained(
     jobs: int,
     update: bool = False,
     accept_all: bool = False,
+    cache: ReplayCache | None = None,
 ) -> RetainedCheck:
     """Replay, compare with the retained snapshots in `directory` and judge; then rewrite
     them (`update`, when the check passes or `accept_all`), or leave `.json.new` files for
-    the categories that differ (a failing check) and remove stale ones."""
+    the categories that differ (a failing check) and remove stale ones. `cache` holds rows
+    replayed before (`routectl.review.cache`)."""
     baseline = SnapshotFiles.retained(directory, snapshot_dir=project.snapshot_dir)
-    result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs)
+    result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs, cache=cache)
     if update and (result.ok or accept_all):
         notes = update_retained(result, directory, snapshot_dir=project.snapshot_dir)
         notes += settle_new_files(
