@@ -157,20 +157,27 @@ class KeyInputs:
     """What a run computes once for all its keys: file digests, versions, the source walk."""
 
     digests: SourceDigests = field(default_factory=SourceDigests)
-    # The versions (None: the installed ones) and the routectl package keyed; tests give
+    # The versions and the routectl package keyed (None: the installed versions); tests give
     # others to see each input change the key.
-    _versions: tuple[tuple[str, str], ...] | None = None
+    given_versions: tuple[tuple[str, str], ...] | None = None
     package: Path = PACKAGE
+    # Memos of this run: source walks by project root, file-list digests, category keys.
     _sources: dict[Path, list[Path]] = field(default_factory=dict)
+    _files: dict[tuple[Path, tuple[Path, ...]], str] = field(default_factory=dict)
+    _keys: dict[tuple[int, str], str] = field(default_factory=dict)
 
     @property
     def versions(self) -> tuple[tuple[str, str], ...]:
-        if self._versions is None:
-            self._versions = dependency_versions()
-        return self._versions
+        if self.given_versions is None:
+            self.given_versions = dependency_versions()
+        return self.given_versions
 
-    _files: dict[tuple[Path, tuple[Path, ...]], str] = field(default_factory=dict)
-    _keys: dict[tuple[int, str], str] = field(default_factory=dict)
+    def key_of(self, project: Project, category: Any) -> str | None:
+        return self._keys.get((id(project), category.name))
+
+    def remember_key(self, project: Project, category: Any, key: str) -> str:
+        self._keys[(id(project), category.name)] = key
+        return key
 
     def project_sources(self, project: Project) -> list[Path]:
         assert project.root is not None
@@ -196,8 +203,7 @@ def category_key(project: Project, category: Any, inputs: KeyInputs) -> str:
     """The one key of a category's replayed rows: the bytes of every file in
     `category_sources`, the versions of routectl, Python and DEPENDENCIES, the category's
     name and basis and its row set (every field of every RowSpec)."""
-    memo = (id(project), category.name)
-    found = inputs._keys.get(memo)
+    found = inputs.key_of(project, category)
     if found is not None:  # asked again to store what was replayed
         return found
     assert project.root is not None
@@ -211,8 +217,7 @@ def category_key(project: Project, category: Any, inputs: KeyInputs) -> str:
     # repr takes). Equal rows built alike pickle alike; rows that pickle otherwise (a set
     # in another order) cost a replay, never a wrong hit.
     h.update(pickle.dumps(list(category.rows()), protocol=PICKLE_PROTOCOL))
-    found = inputs._keys[memo] = h.hexdigest()
-    return found
+    return inputs.remember_key(project, category, h.hexdigest())
 
 
 # --- the store -----------------------------------------------------------------------------
