@@ -236,6 +236,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="where the checkpoint, banks and step run (default: cpu)",
     )
     args = parser.parse_args(argv)
+    # One intra-op thread: the CPU reference ops work expert by expert on tensors of about
+    # 10^5 elements, where a second thread saves less than it costs to synchronise, and on
+    # a shared 2-core machine made the run 4-7x slower (benchmarks/RESULTS.md). The
+    # printed results are the same either way (integer bit work, elementwise roundings).
+    torch.set_num_threads(1)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda needs a CUDA GPU", file=sys.stderr)

@@ -193,8 +193,13 @@ def assert_clean(repo: Path, temp: Path) -> None:
 
 
 def files(directory: Path) -> dict[str, bytes]:
-    """Every file but Python's bytecode cache (importing the candidate may write it)."""
-    return {k: v for k, v in tree_bytes(directory).items() if "__pycache__" not in k}
+    """Every file but Python's bytecode cache (importing the candidate may write it) and the
+    replay cache (docs/cache.md: no output of a command, tests/test_replay_cache.py)."""
+    return {
+        k: v
+        for k, v in tree_bytes(directory).items()
+        if "__pycache__" not in k and not k.startswith(".routectl_cache/")
+    }
 
 
 def report_of(path: Path) -> dict:

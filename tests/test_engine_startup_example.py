@@ -18,7 +18,7 @@ from routectl.io.schemas import schema
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "engine_startup.py"
-# Only a hang guard: about 20 s on two idle cores, minutes on a loaded shared runner.
+# Only a hang guard: 10-18 s on two shared cores, minutes on a loaded shared runner.
 HANG_S = 1800
 MARGINS = re.compile(r"^margins (4-byte|3-byte): max=(\S+) l2=(\S+)$", re.MULTILINE)
 

@@ -53,6 +53,9 @@ def environ(stops: Path, **extra: str) -> dict[str, str]:
         "PATH": os.environ.get("PATH", os.defpath),
         "PYTHONPATH": str(ROOT),
         "ROUTECTL_TEST_CHECKPOINTS": str(stops),
+        # Every run here stops inside a replay (or a baseline's): none may come from the
+        # replay cache (tests/test_replay_cache.py).
+        "ROUTECTL_NO_CACHE": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_CONFIG_NOSYSTEM": "1",
         "LC_ALL": "C",

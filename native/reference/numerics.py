@@ -91,24 +91,43 @@ def _shifts(nibbles: tuple[int, ...], device: torch.device) -> torch.Tensor:
     return torch.tensor([CODE_BITS * p for p in nibbles], dtype=torch.int32, device=device)
 
 
+# Column 8j + c of a checkpoint word j's codes sits in nibble _NIBBLE_OF_COLUMN[c].
+_NIBBLE_OF_COLUMN = tuple(CHECKPOINT_NIBBLE_COLUMNS.index(c) for c in range(CODES_PER_WORD))
+
+
 def unpack_checkpoint_words(packed: torch.Tensor) -> torch.Tensor:
     """AutoAWQ (R, N/8) int32 -> (R, N) codes 0..15 (int32)."""
     rows, words = packed.shape
-    by_nibble = (
-        packed.unsqueeze(-1) >> _shifts(tuple(range(CODES_PER_WORD)), packed.device)
-    ) & CODE_MASK
-    codes = torch.empty((rows, words, CODES_PER_WORD), dtype=torch.int32, device=packed.device)
-    codes[..., list(CHECKPOINT_NIBBLE_COLUMNS)] = by_nibble
+    # Each output column shifts its own nibble down: the codes come out in column order,
+    # with no scatter of nibble-ordered codes into place.
+    codes = (packed.unsqueeze(-1) >> _shifts(_NIBBLE_OF_COLUMN, packed.device)) & CODE_MASK
     return codes.reshape(rows, words * CODES_PER_WORD)
 
 
+# The k offset whose code lands in a word's top nibble (bits 28..31, the sign bit's nibble).
+_TOP_K_OFFSET = PREPARED_K_NIBBLES.index(CODES_PER_WORD - 1)
+
+
 def pack_prepared_words(codes: torch.Tensor) -> torch.Tensor:
-    """Codes (K, N) -> prepared words (K, N/8) int32: N32 tiles of K/8 rows of 32 words."""
+    """Codes (K, N) -> prepared words (K, N/8) int32: N32 tiles of K/8 rows of 32 words.
+
+    Built in int32 directly: the nibbles are disjoint bit fields ORed together; the top one
+    is its code read as a signed 4-bit value times 2^28, which is exactly that nibble's
+    contribution to the word's two's complement pattern (no shift into the sign bit)."""
     k, n = codes.shape
-    tiled = codes.to(torch.int64).reshape(k // TILE_K, TILE_K, n // TILE_N, TILE_N)
-    tiled = tiled.permute(2, 0, 3, 1)  # (tile, k8, c, i)
-    words = (tiled << _shifts(PREPARED_K_NIBBLES, codes.device).to(torch.int64)).sum(dim=-1)
-    return _wrap_int32(words.reshape(k, n // CODES_PER_WORD))
+    # (i, tile, k8, c): one contiguous plane per k offset i (one copy; strided planes make
+    # each of the per-plane operations below several times slower).
+    planes = codes.to(torch.int32).reshape(k // TILE_K, TILE_K, n // TILE_N, TILE_N)
+    planes = planes.permute(1, 2, 0, 3).contiguous()
+    words = torch.zeros(planes.shape[1:], dtype=torch.int32, device=codes.device)
+    for i in range(TILE_K):
+        plane = planes[i]
+        if i == _TOP_K_OFFSET:
+            signed = plane - ((plane >> (CODE_BITS - 1)) << CODE_BITS)
+            words.bitwise_or_(signed * (1 << (CODE_BITS * (CODES_PER_WORD - 1))))
+        else:
+            words.bitwise_or_(plane << (CODE_BITS * PREPARED_K_NIBBLES[i]))
+    return words.reshape(k, n // CODES_PER_WORD)
 
 
 def unpack_prepared_words(words: torch.Tensor, k: int, n: int) -> torch.Tensor:

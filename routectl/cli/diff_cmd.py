@@ -19,8 +19,11 @@ from routectl.cli.shared import (
     CATEGORY_HELP,
     VerdictOptions,
     against_baseline,
+    cache_options,
     emit_verdict,
     finish,
+    note_replayed,
+    replay_cache,
     verdict_options,
     warn_todo_reasons,
 )
@@ -46,6 +49,7 @@ from routectl.review.snapshot import read_json
 )
 @click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
 @verdict_options
+@cache_options
 @jobs_option
 @project_option
 @click.pass_context
@@ -55,6 +59,8 @@ def diff_command(
     baseline_path: Path | None,
     categories: tuple[str, ...],
     verdict: VerdictOptions,
+    no_cache: bool,
+    verbose: bool,
     jobs: int,
     project_dir: Path | None,
 ) -> None:
@@ -78,6 +84,8 @@ def diff_command(
             expected_changes,
             cli_state.environ,
         )
+    # The candidate's rows, and with --baseline-ref the baseline keyed by REF's tree.
+    cache = replay_cache(cli_state, project, no_cache)
     result = against_baseline(
         cli_state,
         project,
@@ -86,7 +94,9 @@ def diff_command(
         categories,
         expected_file=expected_changes,
         jobs=job_count(jobs),
+        cache=cache,
     )
+    note_replayed(cache, verbose)
     command = (
         f"routectl diff --baseline-ref {ref}"
         if ref is not None

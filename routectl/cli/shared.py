@@ -19,7 +19,8 @@ from routectl.errors import InputError
 from routectl.io.schemas import schema_violation
 from routectl.io.terminal import COLOR_CHOICES, use_color
 from routectl.project import Project
-from routectl.review.baseline import BaselineFailed, baseline_at_ref
+from routectl.review.baseline import BaselineFailed, baseline_at_ref, ref_advice
+from routectl.review.cache import ReplayCache, cache_disabled, ref_baseline_key
 from routectl.review.check import (
     CheckResult,
     baseline_only,
@@ -47,7 +48,7 @@ from routectl.review.report import (
     render_json,
 )
 from routectl.review.snapshot import read_json, write_json, write_text
-from routectl.review.sources import open_baseline
+from routectl.review.sources import SnapshotFiles, open_baseline
 
 CATEGORY_HELP = "Category name (repeatable; default: every category)."
 
@@ -75,6 +76,45 @@ def snapshots_folder(project: Project) -> Path:
     if project.snapshots is None:
         raise InputError(f"project {project.name} has no snapshot folder")
     return project.snapshots
+
+
+def cache_options(function: Any) -> Any:
+    """`--no-cache` and `-v/--verbose` (name the replayed categories); the command receives
+    `no_cache` and `verbose`."""
+    function = click.option(
+        "-v",
+        "--verbose",
+        is_flag=True,
+        help="Name the categories replayed (the others' rows came from the replay cache).",
+    )(function)
+    return click.option(
+        "--no-cache",
+        is_flag=True,
+        help="Replay every row; neither read nor write .routectl_cache/ "
+        "(also ROUTECTL_NO_CACHE=1).",
+    )(function)
+
+
+def replay_cache(cli_state: CliState, project: Project, no_cache: bool) -> ReplayCache | None:
+    """The project's replay cache, None when it is off (--no-cache, ROUTECTL_NO_CACHE)."""
+    if no_cache or cache_disabled(cli_state.environ):
+        return None
+    return ReplayCache.for_project(project, warn)
+
+
+def note_replayed(cache: ReplayCache | None, verbose: bool) -> None:
+    """-v: one line naming the replayed categories (all of them with the cache off)."""
+    if not verbose:
+        return
+    if cache is None:
+        note("replayed every category (replay cache off)")
+        return
+    replayed = ", ".join(cache.replayed) or "none"
+    baseline = {None: "", True: "; baseline from the replay cache", False: "; baseline computed"}
+    note(
+        f"replayed: {replayed}; from the replay cache: {len(cache.hits)} categories"
+        f"{baseline[cache.baseline_hit]}"
+    )
 
 
 @dataclass(frozen=True)
@@ -376,17 +416,31 @@ def _against_ref(
     expected_file: Path | None,
     debug: bool,
     jobs: int,
+    cache: ReplayCache | None,
 ) -> CheckResult:
     if project.root is None:
         raise InputError(f"project {project.name} has no root folder")
+    selected = [c for c in project.categories if not names or c.name in names]
+    key = None
+    if cache is not None:
+        # Keyed by REF's tree: a cached baseline is what that tree's code wrote before.
+        commit, key = ref_baseline_key(project, ref, environ=environ, inputs=cache.inputs)
+        folder = cache.baseline_folder(key)
+        if folder is not None:
+            fresh = fresh_snapshots(project, selected, jobs=jobs, cache=cache)
+            source = SnapshotFiles.baseline_folder(
+                folder, advice=ref_advice(ref), schema=project.snapshot_schema
+            )
+            result = judge_against(project, names, source, expected_file=expected_file, fresh=fresh)
+            note_baseline_only(project, result)
+            note(f"baseline: {ref} = {commit[:12]}, computed by that commit's own code")
+            return result
     prefixes = (project.variable_prefix,) if project.variable_prefix else ()
     with baseline_at_ref(
         project.root, ref, environ=environ, strip_prefixes=prefixes, debug=debug
     ) as build:
         # The candidate replays here while the baseline runs in its own process.
-        fresh = fresh_snapshots(
-            project, [c for c in project.categories if not names or c.name in names], jobs=jobs
-        )
+        fresh = fresh_snapshots(project, selected, jobs=jobs, cache=cache)
         try:
             source = build.source(schema=project.snapshot_schema)
         except BaselineFailed as exc:
@@ -395,13 +449,21 @@ def _against_ref(
                     click.echo(f"baseline> {line}", err=True)
             raise
         result = judge_against(project, names, source, expected_file=expected_file, fresh=fresh)
+        if cache is not None and key is not None:
+            cache.store_baseline(key, build.output_dir)
     note_baseline_only(project, result)
     note(f"baseline: {ref} = {build.commit[:12]}, computed by that commit's own code")
     return result
 
 
 def _against_files(
-    project: Project, path: Path, names: Sequence[str], *, expected_file: Path | None, jobs: int
+    project: Project,
+    path: Path,
+    names: Sequence[str],
+    *,
+    expected_file: Path | None,
+    jobs: int,
+    cache: ReplayCache | None,
 ) -> CheckResult:
     source = open_baseline(path, schema=project.snapshot_schema)
     if not path.is_dir():
@@ -414,7 +476,9 @@ def _against_files(
                 f"-c also names {', '.join(others)}"
             )
         names = (category,)
-    result = judge_against(project, names, source, expected_file=expected_file, jobs=jobs)
+    result = judge_against(
+        project, names, source, expected_file=expected_file, jobs=jobs, cache=cache
+    )
     note_baseline_only(project, result)
     return result
 
@@ -428,9 +492,11 @@ def against_baseline(
     *,
     expected_file: Path | None,
     jobs: int,
+    cache: ReplayCache | None = None,
 ) -> CheckResult:
     """The working tree's rows judged against REF's own rows or pre-built snapshots (the
-    caller gives exactly one); `diff` and the route matrix views share it."""
+    caller gives exactly one); `diff` and the route matrix views share it. `cache` holds
+    rows (and REF's baselines) computed before."""
     if ref is not None:
         return _against_ref(
             project,
@@ -440,10 +506,11 @@ def against_baseline(
             expected_file=expected_file,
             debug=cli_state.debug,
             jobs=jobs,
+            cache=cache,
         )
     assert baseline_path is not None
     return _against_files(
-        project, baseline_path, categories, expected_file=expected_file, jobs=jobs
+        project, baseline_path, categories, expected_file=expected_file, jobs=jobs, cache=cache
     )
 
 

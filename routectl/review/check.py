@@ -6,10 +6,10 @@ built at another git ref is just another source of snapshot files (`routectl.rev
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from routectl.category import Category
 from routectl.project import Project
@@ -42,7 +42,11 @@ from routectl.review.snapshot import (
 from routectl.review.sources import SnapshotSource
 from routectl.rows import RowSpec
 
+if TYPE_CHECKING:
+    from routectl.review.cache import ReplayCache
+
 Known = Mapping[str, tuple[str, Row]]  # row id -> (canonical text, the row)
+M = TypeVar("M")
 
 
 def known_rows(snapshot: Snapshot) -> dict[str, tuple[str, Row]]:
@@ -70,11 +74,41 @@ def snapshot_from_texts(
     return build_snapshot(category.name, category.basis, plain, validate=False, plain=True)
 
 
+def _nothing() -> Any:
+    return None
+
+
+def cached_replay(
+    project: Project,
+    categories: Sequence[Any],
+    *,
+    jobs: int = 1,
+    meanwhile: Callable[[], M] = _nothing,
+    cache: ReplayCache | None = None,
+) -> tuple[dict[str, list[RowText]], M]:
+    """`replay_texts` of `categories`, the rows of those `cache` holds read from it instead
+    (the replayed ones stored in it): the same rows either way, so nothing downstream can
+    tell them apart. A run whose every category hits replays nothing and imports no torch."""
+    if cache is None:
+        return replay_texts(project, categories, jobs=jobs, meanwhile=meanwhile)
+    found, missing = cache.rows(project, categories)
+    texts, extra = replay_texts(project, missing, jobs=jobs, meanwhile=meanwhile)
+    for category in missing:
+        cache.store_rows(project, category, texts[category.name])
+    found.update(texts)
+    return {c.name: found[c.name] for c in categories}, extra
+
+
 def fresh_snapshots(
-    project: Project, categories: Sequence[Any], *, jobs: int = 1
+    project: Project,
+    categories: Sequence[Any],
+    *,
+    jobs: int = 1,
+    cache: ReplayCache | None = None,
 ) -> dict[str, Snapshot]:
-    """Replay every row of `categories` (no cache; up to `jobs` processes)."""
-    texts, _ = replay_texts(project, categories, jobs=jobs)
+    """Replay every row of `categories` (up to `jobs` processes; those `cache` holds are
+    read from it)."""
+    texts, _ = cached_replay(project, categories, jobs=jobs, cache=cache)
     return {c.name: snapshot_from_texts(c, texts[c.name]) for c in categories}
 
 
@@ -111,11 +145,13 @@ def run_check(
     ready: Mapping[str, Snapshot] | None = None,
     differ: Differ = field_changes,
     jobs: int = 1,
+    cache: ReplayCache | None = None,
 ) -> CheckResult:
     """Compare fresh snapshots of the named categories (all when empty: a complete run)
     with `baseline`, group the changes and judge them against `expected` (id entries, or an
     `ExpectedChanges` with stated entries too). Up to `jobs` processes replay; the
-    categories in `ready` are fresh snapshots replayed before (not replayed again).
+    categories in `ready` are fresh snapshots replayed before (not replayed again), and
+    those `cache` holds are read from it (`cached_replay`).
 
     The baseline is read while workers replay (with one process, before any replay); an
     input error stops them. Stale baseline categories are judged only in complete runs; a
@@ -134,8 +170,12 @@ def run_check(
             if snap is not None and name not in ready
         }
 
-    texts, (loaded, known) = replay_texts(
-        project, [c for c in selected if c.name not in ready], jobs=jobs, meanwhile=read_baseline
+    texts, (loaded, known) = cached_replay(
+        project,
+        [c for c in selected if c.name not in ready],
+        jobs=jobs,
+        meanwhile=read_baseline,
+        cache=cache,
     )
     snapshots = {
         c.name: ready[c.name]
@@ -252,6 +292,7 @@ def judge_against(
     expected_file: Path | None = None,
     fresh: Mapping[str, Snapshot] | None = None,
     jobs: int = 1,
+    cache: ReplayCache | None = None,
 ) -> CheckResult:
     """run_check against `baseline`, its categories the project lists no more judged as
     removed ones (`baseline_only` names them). `fresh` holds candidate snapshots already
@@ -265,7 +306,9 @@ def judge_against(
         if expected_file is None
         else load_expected_changes(expected_file, [c.name for c in judged.categories])
     )
-    return run_check(judged, names, baseline=baseline, expected=expected, ready=fresh, jobs=jobs)
+    return run_check(
+        judged, names, baseline=baseline, expected=expected, ready=fresh, jobs=jobs, cache=cache
+    )
 
 
 def baseline_only(project: Project, result: CheckResult) -> list[str]:

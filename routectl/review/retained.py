@@ -12,6 +12,7 @@ from pathlib import Path
 
 from routectl.io.schemas import LoadedSchema
 from routectl.project import Project
+from routectl.review.cache import ReplayCache
 from routectl.review.check import CheckResult, run_check
 from routectl.review.expected import ExpectedChanges
 from routectl.review.snapshot import NEW_SUFFIX, stale_new_files, write_snapshot
@@ -40,13 +41,15 @@ def check_retained(
     jobs: int,
     update: bool = False,
     accept_all: bool = False,
+    cache: ReplayCache | None = None,
 ) -> RetainedCheck:
     """Replay, compare with the retained snapshots in `directory` and judge; then rewrite
     them (`update`, when the check passes or `accept_all`), or leave `.json.new` files for
-    the categories that differ (a failing check) and remove stale ones."""
+    the categories that differ (a failing check) and remove stale ones. `cache` holds rows
+    replayed before (`routectl.review.cache`)."""
     schema = project.snapshot_schema
     baseline = SnapshotFiles.retained(directory, schema=schema)
-    result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs)
+    result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs, cache=cache)
     if update and (result.ok or accept_all):
         notes = update_retained(result, directory, schema=schema)
         notes += settle_new_files(result, directory, failed=False, schema=schema)

@@ -1,0 +1,479 @@
+"""The replay cache: each category's replayed rows (id and canonical text, as
+`routectl.replay.harness.replay_texts` returns them), and each `diff --baseline-ref` baseline
+folder, kept in `.routectl_cache/` beside the project's snapshot folder (docs/cache.md).
+
+An entry is found by a key over every input that can change what it holds (`category_key`,
+`baseline_key`), so a hit holds exactly what a replay would produce; the caller still compares
+the rows with the baseline as it always does. The cache only ever saves the replay: an entry
+that cannot be read (a wrong format, a digest that does not match, a file system error) is
+ignored with a one-line warning and rebuilt, and a failed write costs the next run a replay,
+nothing else. Entries are written atomically (temp file or folder, then a rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from routectl.project import Project
+from routectl.replay.harness import RowText
+from routectl.review.snapshot import remove_stale_temp_files, temp_path
+
+CACHE_DIR_NAME = ".routectl_cache"
+# Bumped whenever an entry's layout or the key's recipe changes: older entries then miss.
+CACHE_FORMAT = 1
+# `ROUTECTL_NO_CACHE` set to anything but empty or "0" turns the cache off, as --no-cache does.
+NO_CACHE_VARIABLE = "ROUTECTL_NO_CACHE"
+# Entries kept per category (and baselines kept): enough for a few branches or a bisect.
+KEEP_ENTRIES = 4
+# The dependencies whose versions shape the rows' bytes: torch (meta tensors' shapes and
+# dtypes), orjson (the canonical texts), pydantic with its core (typed configs).
+DEPENDENCIES = ("torch", "orjson", "pydantic", "pydantic-core")
+# The files whose bytes count as project sources (code and the data or settings it reads).
+SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".toml", ".json", ".cfg"})
+GITIGNORE = "# Created by routectl automatically (docs/cache.md).\n*\n"
+ROWS_MAGIC = b"routectl-row-cache"
+# Beside a cached baseline's snapshot files, each file's digest; not `*.json`, which names
+# a snapshot in a baseline folder.
+MANIFEST = "manifest"
+PICKLE_PROTOCOL = 5  # fixed: the default may change with Python (whose version is keyed)
+
+Warn = Callable[[str], None]
+
+
+def cache_disabled(environ: Mapping[str, str]) -> bool:
+    return environ.get(NO_CACHE_VARIABLE, "") not in ("", "0")
+
+
+def cache_directory(project: Project) -> Path | None:
+    """`.routectl_cache/` beside the snapshot folder; None for a project without one."""
+    if project.snapshots is None:
+        return None
+    return project.snapshots.parent / CACHE_DIR_NAME
+
+
+# --- the key -------------------------------------------------------------------------------
+
+
+def _skipped_dir(path: Path) -> bool:
+    # Hidden folders (.git, .venv, the cache itself), bytecode and virtual environments hold
+    # no source the project imports from its own tree.
+    return (
+        path.name.startswith(".")
+        or path.name == "__pycache__"
+        or path.name == "node_modules"
+        or (path / "pyvenv.cfg").is_file()
+    )
+
+
+def source_files(root: Path, *, exclude: Sequence[Path] = ()) -> list[Path]:
+    """Every source file under `root` (SOURCE_SUFFIXES), sorted, outside `exclude` (the
+    snapshot folder: retained rows are compared with, never read by, a replay)."""
+    excluded = {p.resolve() for p in exclude}
+    found: list[Path] = []
+    for directory, dirs, files in os.walk(root):
+        here = Path(directory)
+        dirs[:] = sorted(
+            d for d in dirs if not _skipped_dir(here / d) and (here / d).resolve() not in excluded
+        )
+        found.extend(here / f for f in files if Path(f).suffix in SOURCE_SUFFIXES)
+    return sorted(found)
+
+
+def dependency_versions() -> tuple[tuple[str, str], ...]:
+    """Python's and every DEPENDENCY's version (from installed metadata: torch not imported)."""
+    from importlib import metadata
+
+    # The package above every layer is imported already (this module is inside it); its
+    # sources are in the key as well.
+    version = getattr(sys.modules["routectl"], "__version__", "unknown")
+    versions = [
+        ("routectl", str(version)),
+        ("python", f"{sys.version} {sys.implementation.cache_tag} {sys.platform}"),
+    ]
+    for name in DEPENDENCIES:
+        try:
+            versions.append((name, metadata.version(name)))
+        except metadata.PackageNotFoundError:
+            versions.append((name, "absent"))
+    return tuple(versions)
+
+
+@dataclass
+class SourceDigests:
+    """The digest of each file read for a key, each file read once per run."""
+
+    _digests: dict[Path, str] = field(default_factory=dict)
+
+    def digest(self, path: Path) -> str:
+        found = self._digests.get(path)
+        if found is None:
+            try:
+                found = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+            except OSError as exc:  # a file gone between the walk and the read: its own key
+                found = f"unreadable: {exc.strerror or exc}"
+            self._digests[path] = found
+        return found
+
+
+# The routectl package this code runs from (its own sources are in every key).
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def routectl_sources(package: Path = PACKAGE) -> list[Path]:
+    """routectl's own files (code and its JSON schemas), wherever it is installed."""
+    return source_files(package)
+
+
+def project_sources(project: Project, package: Path = PACKAGE) -> list[Path]:
+    """Every project source (outside the snapshot folder) and every routectl source."""
+    assert project.root is not None
+    exclude = [project.snapshots] if project.snapshots is not None else []
+    files = {p.resolve() for p in source_files(project.root, exclude=exclude)}
+    files |= {p.resolve() for p in routectl_sources(package)}
+    return sorted(files)
+
+
+def category_sources(project: Project, category: Any, inputs: KeyInputs) -> list[Path]:
+    """The files whose bytes can change `category`'s rows: today every project source and
+    every routectl source (`project_sources`). A family record naming a category's modules
+    narrows this to them, and a change to one policy module then replays only the
+    categories that import it; nothing else in the cache changes."""
+    del category  # not narrowed yet: every category depends on every source
+    return inputs.project_sources(project)
+
+
+@dataclass
+class KeyInputs:
+    """What a run computes once for all its keys: file digests, versions, the source walk."""
+
+    digests: SourceDigests = field(default_factory=SourceDigests)
+    # The versions and the routectl package keyed (None: the installed versions); tests give
+    # others to see each input change the key.
+    given_versions: tuple[tuple[str, str], ...] | None = None
+    package: Path = PACKAGE
+    # Memos of this run: source walks by project root, file-list digests, category keys.
+    _sources: dict[Path, list[Path]] = field(default_factory=dict)
+    _files: dict[tuple[Path, tuple[Path, ...]], str] = field(default_factory=dict)
+    _keys: dict[tuple[int, str], str] = field(default_factory=dict)
+
+    @property
+    def versions(self) -> tuple[tuple[str, str], ...]:
+        if self.given_versions is None:
+            self.given_versions = dependency_versions()
+        return self.given_versions
+
+    def key_of(self, project: Project, category: Any) -> str | None:
+        return self._keys.get((id(project), category.name))
+
+    def remember_key(self, project: Project, category: Any, key: str) -> str:
+        self._keys[(id(project), category.name)] = key
+        return key
+
+    def project_sources(self, project: Project) -> list[Path]:
+        assert project.root is not None
+        if project.root not in self._sources:
+            self._sources[project.root] = project_sources(project, self.package)
+        return self._sources[project.root]
+
+    def files_digest(self, root: Path, paths: Sequence[Path]) -> str:
+        """One digest over the names (relative to `root` where inside it) and the bytes of
+        `paths`: categories that share a source list share its digest."""
+        memo = (root, tuple(paths))
+        found = self._files.get(memo)
+        if found is None:
+            h = hashlib.blake2b(digest_size=20)
+            for path in paths:
+                name = path.relative_to(root).as_posix() if path.is_relative_to(root) else path
+                h.update(f"file {name} {self.digests.digest(path)}\n".encode())
+            found = self._files[memo] = h.hexdigest()
+        return found
+
+
+def category_key(project: Project, category: Any, inputs: KeyInputs) -> str:
+    """The one key of a category's replayed rows: the bytes of every file in
+    `category_sources`, the versions of routectl, Python and DEPENDENCIES, the category's
+    name and basis and its row set (every field of every RowSpec)."""
+    found = inputs.key_of(project, category)
+    if found is not None:  # asked again to store what was replayed
+        return found
+    assert project.root is not None
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"routectl row cache {CACHE_FORMAT}\n".encode())
+    h.update(orjson.dumps([list(v) for v in inputs.versions]))
+    sources = category_sources(project, category, inputs)
+    h.update(f"\nfiles {inputs.files_digest(project.root.resolve(), sources)}".encode())
+    h.update(f"\ncategory {category.name}\n{category.basis}\n".encode())
+    # The row set as pickle writes it: every field of every RowSpec (a fifth of the time
+    # repr takes). Equal rows built alike pickle alike; rows that pickle otherwise (a set
+    # in another order) cost a replay, never a wrong hit.
+    h.update(pickle.dumps(list(category.rows()), protocol=PICKLE_PROTOCOL))
+    return inputs.remember_key(project, category, h.hexdigest())
+
+
+# --- the store -----------------------------------------------------------------------------
+
+
+def _prune(entries: Iterator[Path], keep: int) -> None:
+    """Remove all but the `keep` most recently written entries (files or folders)."""
+    dated = []
+    for entry in entries:
+        try:
+            dated.append((entry.stat().st_mtime_ns, entry.name, entry))
+        except OSError:
+            continue
+    for _, _, entry in sorted(dated, reverse=True)[keep:]:
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+class ReplayCache:
+    """The cache folder of one project for one run. `replayed` and `hits` name the
+    categories whose rows came from a replay and from the cache (`check -v` shows them);
+    `warn` receives the one line each unreadable entry or failed write is worth."""
+
+    def __init__(self, directory: Path, warn: Warn) -> None:
+        self.directory = directory
+        self._warn = warn
+        self.inputs = KeyInputs()
+        self.replayed: list[str] = []
+        self.hits: list[str] = []
+        # Whether `diff --baseline-ref`'s baseline came from the cache (None: no such diff).
+        self.baseline_hit: bool | None = None
+        self._write_failed = False
+
+    @classmethod
+    def for_project(cls, project: Project, warn: Warn) -> ReplayCache | None:
+        directory = cache_directory(project)
+        if directory is None or project.root is None:
+            return None
+        return cls(directory, warn)
+
+    def _rows_path(self, category: str, key: str) -> Path:
+        return self.directory / "rows" / category / f"{key}.rows"
+
+    def _prepare(self) -> None:
+        """The folder with its `.gitignore` (as pytest and ruff make theirs)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ignore = self.directory / ".gitignore"
+        if not ignore.is_file():
+            _write_atomic(ignore, GITIGNORE.encode())
+
+    def _failed_write(self, what: Path, exc: OSError) -> None:
+        if not self._write_failed:  # one line per run: the cause is the same every time
+            self._warn(f"cannot write the replay cache {what}: {exc.strerror or exc}")
+            self._write_failed = True
+
+    def load_rows(self, project: Project, category: Any) -> list[RowText] | None:
+        """The cached rows of `category`, or None (a miss, or an unreadable entry)."""
+        path = self._rows_path(category.name, category_key(project, category, self.inputs))
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._warn(f"ignoring the unreadable replay cache {path} ({exc.strerror or exc})")
+            return None
+        rows = _parse_rows(data)
+        if rows is None:
+            self._warn(f"ignoring the unreadable replay cache {path}: replaying {category.name}")
+            return None
+        return rows
+
+    def store_rows(self, project: Project, category: Any, rows: Sequence[RowText]) -> None:
+        path = self._rows_path(category.name, category_key(project, category, self.inputs))
+        try:
+            self._prepare()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, _format_rows(rows))
+            _prune(path.parent.glob("*.rows"), KEEP_ENTRIES)
+        except OSError as exc:
+            self._failed_write(path, exc)
+
+    def rows(
+        self, project: Project, categories: Sequence[Any]
+    ) -> tuple[dict[str, list[RowText]], list[Any]]:
+        """The cached rows of `categories` by name, and the categories to replay."""
+        found: dict[str, list[RowText]] = {}
+        missing: list[Any] = []
+        for category in categories:
+            rows = self.load_rows(project, category)
+            if rows is None:
+                missing.append(category)
+            else:
+                found[category.name] = rows
+        self.hits.extend(found)
+        self.replayed.extend(c.name for c in missing)
+        return found, missing
+
+    # --- baselines computed at a git ref ---------------------------------------------------
+
+    def baseline_folder(self, key: str) -> Path | None:
+        """The cached baseline folder of `key` when every file in it is intact, else None."""
+        folder = self.directory / "baselines" / key
+        self.baseline_hit = False
+        try:
+            manifest = orjson.loads((folder / MANIFEST).read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, orjson.JSONDecodeError) as exc:
+            self._warn(f"ignoring the unreadable cached baseline {folder} ({exc}); rebuilding it")
+            return None
+        if _baseline_intact(folder, manifest):
+            self.baseline_hit = True
+            return folder
+        self._warn(f"ignoring the unreadable cached baseline {folder}; rebuilding it")
+        return None
+
+    def store_baseline(self, key: str, source: Path) -> None:
+        """Copy the snapshot files of `source` (a baseline's output folder) into the cache."""
+        parent = self.directory / "baselines"
+        target = parent / key
+        temp = parent / f".{key}.routectl-{os.getpid()}-{os.urandom(6).hex()}.tmp"
+        try:
+            self._prepare()
+            parent.mkdir(parents=True, exist_ok=True)
+            temp.mkdir()
+            files: dict[str, str] = {}
+            for path in sorted(source.glob("*.json")):
+                data = path.read_bytes()
+                (temp / path.name).write_bytes(data)
+                files[path.name] = hashlib.blake2b(data, digest_size=20).hexdigest()
+            manifest = {"format": CACHE_FORMAT, "files": files}
+            (temp / MANIFEST).write_bytes(orjson.dumps(manifest))
+            shutil.rmtree(target, ignore_errors=True)  # an unreadable one being replaced
+            os.rename(temp, target)
+            _prune((p for p in parent.iterdir() if not p.name.startswith(".")), KEEP_ENTRIES)
+        except OSError as exc:
+            self._failed_write(target, exc)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def _baseline_intact(folder: Path, manifest: Any) -> bool:
+    if not isinstance(manifest, dict) or manifest.get("format") != CACHE_FORMAT:
+        return False
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return False
+    try:
+        present = {p.name for p in folder.glob("*.json")}
+        if present != set(files):
+            return False
+        for name, digest in files.items():
+            data = (folder / name).read_bytes()
+            if hashlib.blake2b(data, digest_size=20).hexdigest() != digest:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def baseline_key(
+    tree: str, project_path: Path, engine_digest: str | None, inputs: KeyInputs
+) -> str:
+    """The key of a baseline computed at a git ref: the commit's tree (every file the old
+    program runs from, its routectl included when the tree holds one), the project's path
+    in it, the digest of the engine it falls back to otherwise, and the versions."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"routectl baseline cache {CACHE_FORMAT}\n".encode())
+    h.update(orjson.dumps([list(v) for v in inputs.versions]))
+    h.update(f"\ntree {tree}\nproject {project_path.as_posix()}\n".encode())
+    h.update(f"engine {engine_digest or 'the tree own'}\n".encode())
+    return h.hexdigest()
+
+
+def engine_digest(inputs: KeyInputs) -> str:
+    """The digest of routectl's own sources (the engine a tree without routectl runs)."""
+    return inputs.files_digest(inputs.package, routectl_sources(inputs.package))
+
+
+def ref_baseline_key(
+    project: Project, ref: str, *, environ: Mapping[str, str], inputs: KeyInputs
+) -> tuple[str, str]:
+    """The commit `ref` names and the cache key of the baseline its code computes
+    (`baseline_key`); git failures are the InputErrors `routectl diff` gives anyway."""
+    from routectl.errors import InputError
+    from routectl.review.git import file_at, git_error, repository_root, resolve_commit, run_git
+
+    assert project.root is not None
+    root = project.root.resolve()
+    repository = repository_root(root, environ)
+    try:
+        project_path = root.relative_to(repository)
+    except ValueError:
+        raise InputError(f"the project {root} is not inside its repository {repository}") from None
+    commit = resolve_commit(repository, ref, environ)
+    done = run_git(repository, ["rev-parse", "--verify", f"{commit}^{{tree}}"], environ)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise git_error(f"cannot read the tree of {ref} ({commit[:12]})", done)
+    # The baseline runs the tree's own routectl when it holds one (RefBaseline.start).
+    own = file_at(repository, commit, "routectl/__init__.py", environ) is not None
+    engine = None if own else engine_digest(inputs)
+    # The caller's PYTHONPATH follows the worktree on the baseline's path (baseline_environ).
+    engine = f"{engine} path {environ.get('PYTHONPATH', '')}"
+    return commit, baseline_key(done.stdout.strip(), project_path, engine, inputs)
+
+
+# --- entry files ---------------------------------------------------------------------------
+
+
+def _format_rows(rows: Sequence[RowText]) -> bytes:
+    """A header line (magic, format, count, the body's digest), then one line per row: its
+    id as a JSON string, a tab, its canonical text (JSON texts hold no raw newline or tab)."""
+    body = b"".join(
+        orjson.dumps(row_id) + b"\t" + text.encode("utf-8") + b"\n" for row_id, text in rows
+    )
+    digest = hashlib.blake2b(body, digest_size=20).hexdigest()
+    header = b"%s %d %d %s\n" % (ROWS_MAGIC, CACHE_FORMAT, len(rows), digest.encode())
+    return header + body
+
+
+def _parse_rows(data: bytes) -> list[RowText] | None:
+    header, newline, body = data.partition(b"\n")
+    parts = header.split(b" ")
+    if not newline or len(parts) != 4 or parts[0] != ROWS_MAGIC:
+        return None
+    if parts[1] != str(CACHE_FORMAT).encode() or not parts[2].isdigit():
+        return None
+    if hashlib.blake2b(body, digest_size=20).hexdigest().encode() != parts[3]:
+        return None
+    lines = body.split(b"\n")
+    if lines.pop() != b"" or len(lines) != int(parts[2]):
+        return None
+    rows: list[RowText] = []
+    try:
+        for line in lines:
+            row_id, tab, text = line.partition(b"\t")
+            name = orjson.loads(row_id)
+            if not tab or not isinstance(name, str):
+                return None
+            rows.append((name, text.decode("utf-8")))
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return rows
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """A temp file beside `path`, renamed over it. Not fsynced: a cache entry lost to a
+    crash is a replay, and an entry cut short fails its digest."""
+    remove_stale_temp_files(path.parent)
+    temp = temp_path(path)
+    try:
+        with open(temp, "xb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise

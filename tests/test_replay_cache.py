@@ -1,0 +1,352 @@
+"""The replay cache (`routectl.review.cache`, docs/cache.md): every command's output is the
+same with and without it, each kind of input changes the key, an unreadable entry is
+ignored with one warning and rebuilt, and a run whose every category hits imports no torch."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from routectl.project import load_project
+from routectl.review.cache import (
+    CACHE_DIR_NAME,
+    NO_CACHE_VARIABLE,
+    KeyInputs,
+    category_key,
+    dependency_versions,
+)
+from tests.fixtures.toy import Result, invoke, make_project, ok, tree_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULE = Path("toyproj") / "__init__.py"
+NO_CACHE = {NO_CACHE_VARIABLE: "1"}
+
+
+def git_environ() -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LC_ALL": "C",
+    }
+
+
+def git(repo: Path, *args: str) -> None:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env=git_environ(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def commit_all(repo: Path, tag: str) -> None:
+    git(repo, "add", "-A")
+    ident = ["-c", "user.email=tests@routectl.invalid", "-c", "user.name=routectl tests"]
+    git(repo, *ident, "commit", "-q", "-m", tag)
+    git(repo, "tag", tag)
+
+
+def cache_of(project: Path) -> Path:
+    return project / CACHE_DIR_NAME
+
+
+def row_entries(project: Path) -> list[Path]:
+    return sorted(cache_of(project).glob("rows/*/*.rows"))
+
+
+def run(project: Path, args: list[object], environ: dict[str, str] | None = None) -> Result:
+    return ok(invoke(args, cwd=project, environ={**git_environ(), **(environ or {})}))
+
+
+def outcome(result: Result, out: Path | None = None) -> tuple[object, ...]:
+    """What a user sees of a run: exit code, stdout, stderr and the files it wrote."""
+    files = tree_bytes(out) if out is not None and out.exists() else {}
+    return result.code, result.stdout, result.stderr, files
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """The toy project in a git repository: `base` as made, `changed` with the fast toy
+    kernel off for fp8 KV below SM75 (a failing check with changes to show)."""
+    project = make_project(tmp_path)
+    git(project, "init", "-q", "-b", "main")
+    (project / ".gitignore").write_text("__pycache__/\n")
+    commit_all(project, "base")
+    module = project / MODULE
+    fast = 'fast = bool(ctx.policy.value("toy.fast"))'
+    slow_fp8 = ' and not (ctx.hardware.capability < 75 and ctx.row.engine.kv_dtype == "fp8_e4m3")'
+    module.write_text(module.read_text().replace(fast, fast + slow_fp8))
+    commit_all(project, "changed")
+    return project
+
+
+def commands(project: Path, out: Path) -> dict[str, list[object]]:
+    """Every command that replays, as a user runs it (the check fails: rows moved)."""
+    return {
+        "check": ["check"],
+        "check json": ["check", "--format", "json", "-c", "toy-a"],
+        "check expected": ["check", "--write-expected", out / "expected.json"],
+        "snapshot": ["snapshot", "--all", "--output-dir", out / "snapshots"],
+        "snapshot stdout": ["snapshot", "-c", "toy-b", "-o", "-"],
+        "diff ref": ["diff", "--baseline-ref", "base"],
+        "diff ref json": ["diff", "--baseline-ref", "base", "--format", "json"],
+        "diff files": ["diff", "--baseline", project / "snapshots"],
+    }
+
+
+def test_every_command_says_the_same_with_and_without_the_cache(repo: Path, tmp_path: Path):
+    """Without the cache, with a cold one and with a warm one (every category and the
+    baseline served from it): the same exit code, stdout, stderr and files, byte for byte."""
+    results: dict[str, list[tuple[object, ...]]] = {}
+    out = tmp_path / "out"
+    shutil.rmtree(cache_of(repo))
+    for mode, environ in (("off", NO_CACHE), ("cold", {}), ("warm", {})):
+        for name, args in commands(repo, out).items():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            results.setdefault(name, []).append(outcome(run(repo, args, environ), out))
+            assert cache_of(repo).exists() == (mode != "off")
+    for name, (off, cold, warm) in results.items():
+        assert off[0] in (0, 1), (name, off)
+        assert cold == off, name
+        assert warm == off, name
+    assert results["check"][0][0] == 1  # a failing check: its changes were shown each time
+
+
+def test_check_update_writes_the_same_files_with_and_without_the_cache(repo: Path):
+    retained = {}
+    for environ in (NO_CACHE, {}, {}):
+        git(repo, "checkout", "-q", "--", "snapshots")
+        result = run(repo, ["check", "--update", "--accept-all"], environ)
+        assert result.code == 0, result.stderr
+        retained[len(retained)] = (result.stdout, result.stderr, tree_bytes(repo / "snapshots"))
+    assert retained[0] == retained[1] == retained[2]
+    # The updated snapshots are not an input: the next check is served from the cache.
+    again = run(repo, ["check", "-v"])
+    assert again.code == 0
+    assert "replayed: none; from the replay cache: 2 categories" in again.stderr
+
+
+def test_a_warm_cache_replays_nothing_and_the_baseline_is_not_rebuilt(repo: Path):
+    first = run(repo, ["diff", "--baseline-ref", "base", "-v"])
+    assert "replayed: toy-a, toy-b;" in first.stderr
+    assert "baseline computed" in first.stderr
+    second = run(repo, ["diff", "--baseline-ref", "base", "-v"])
+    assert "replayed: none; from the replay cache: 2 categories" in second.stderr
+    assert "baseline from the replay cache" in second.stderr
+    assert second.stdout == first.stdout and second.code == first.code == 1
+
+
+def test_off_by_flag_or_variable(repo: Path):
+    for args, environ in ((["check", "--no-cache", "-v"], {}), (["check", "-v"], NO_CACHE)):
+        shutil.rmtree(cache_of(repo), ignore_errors=True)
+        result = run(repo, args, environ)
+        assert "replayed every category (replay cache off)" in result.stderr
+        assert not cache_of(repo).exists()
+    # "0" and empty leave it on.
+    for value in ("0", ""):
+        result = run(repo, ["check", "-v"], {NO_CACHE_VARIABLE: value})
+        assert "from the replay cache" in result.stderr
+
+
+def test_the_folder_ignores_itself(repo: Path):
+    run(repo, ["check"])
+    assert (cache_of(repo) / ".gitignore").read_text().splitlines()[-1] == "*"
+    done = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--ignored", "--", CACHE_DIR_NAME],
+        env=git_environ(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines() == [f"!! {CACHE_DIR_NAME}/"]
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "header", "empty"])
+def test_an_unreadable_entry_is_ignored_with_one_warning_and_rebuilt(repo: Path, damage: str):
+    shutil.rmtree(cache_of(repo))  # the fixture's run at `base` left entries of its own
+    clean = run(repo, ["check"])
+    entry = row_entries(repo)[0]
+    assert len(row_entries(repo)) == 2  # one per category, each read by the next run
+    data = bytearray(entry.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x01
+    elif damage == "truncate":
+        del data[len(data) - 10 :]
+    elif damage == "header":
+        data[:5] = b"xxxxx"
+    else:
+        data = bytearray()
+    entry.write_bytes(bytes(data))
+    damaged = run(repo, ["check"])
+    warnings = [line for line in damaged.lines if "replay cache" in line]
+    assert len(warnings) == 1 and str(entry) in warnings[0], damaged.stderr
+    assert [line for line in damaged.lines if line not in warnings] == clean.lines
+    assert damaged.stdout == clean.stdout and damaged.code == clean.code
+    rebuilt = run(repo, ["check", "-v"])
+    assert "replayed: none" in rebuilt.stderr and "warning" not in rebuilt.stderr
+
+
+def test_a_damaged_cached_baseline_is_rebuilt(repo: Path):
+    clean = run(repo, ["diff", "--baseline-ref", "base"])
+    (cached,) = [p for p in (cache_of(repo) / "baselines").iterdir()]
+    target = cached / "toy-a.json"
+    target.write_text(target.read_text().replace('"tp": 1', '"tp": 7', 1))
+    damaged = run(repo, ["diff", "--baseline-ref", "base", "-v"])
+    assert any("unreadable cached baseline" in line for line in damaged.lines)
+    assert "baseline computed" in damaged.stderr
+    assert damaged.stdout == clean.stdout
+    again = run(repo, ["diff", "--baseline-ref", "base", "-v"])
+    assert "baseline from the replay cache" in again.stderr
+
+
+def test_an_unwritable_cache_warns_once_and_changes_nothing(repo: Path):
+    clean = run(repo, ["check"], NO_CACHE)
+    shutil.rmtree(cache_of(repo))
+    cache_of(repo).write_text("a file where the folder would be\n")
+    result = run(repo, ["check"])
+    warnings = [line for line in result.lines if "cannot write the replay cache" in line]
+    assert len(warnings) == 1
+    assert result.stdout == clean.stdout and result.code == clean.code
+
+
+# --- what the key covers --------------------------------------------------------------------
+
+
+def replayed(project: Path) -> str:
+    line = next(x for x in run(project, ["check", "-v"]).lines if x.startswith("replayed"))
+    return line.split(";")[0]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [MODULE, Path("toyproj") / "helper.py", Path("pyproject.toml"), Path("tests") / "data.json"],
+)
+def test_one_byte_of_a_project_source_replays(repo: Path, path: Path):
+    """Every project source is keyed (until a family record names a category's modules):
+    one byte added to any, and every category is replayed."""
+    target = repo / path
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("# x\n" if path.suffix == ".py" else '{"x": 1}\n')
+    run(repo, ["check"])
+    assert replayed(repo) == "replayed: none"
+    target.write_bytes(target.read_bytes() + b"\n")  # one byte more, still valid
+    assert replayed(repo) == "replayed: toy-a, toy-b"
+    assert replayed(repo) == "replayed: none"
+
+
+def test_the_snapshots_and_untracked_bytecode_are_not_inputs(repo: Path):
+    run(repo, ["check"])
+    retained = repo / "snapshots" / "toy-a.json"
+    retained.write_text(retained.read_text().replace('"tp": 1', '"tp": 5', 1))
+    (repo / "toyproj" / "__pycache__").mkdir(exist_ok=True)
+    (repo / "toyproj" / "__pycache__" / "x.py").write_text("# bytecode folder\n")
+    assert replayed(repo) == "replayed: none"
+
+
+def test_each_kind_of_input_changes_the_key(tmp_path: Path):
+    """The routectl sources, each version (routectl, Python, torch, orjson, pydantic), the
+    category's rows and its basis: one byte of any changes its key."""
+    project_dir = make_project(tmp_path, snapshot=False)
+    package = tmp_path / "routectl"
+    shutil.copytree(ROOT / "routectl", package, ignore=shutil.ignore_patterns("__pycache__"))
+    project = load_project(project_dir)
+    category = project.categories[0]
+    versions = dependency_versions()
+    assert [name for name, _ in versions] == [
+        "routectl",
+        "python",
+        "torch",
+        "orjson",
+        "pydantic",
+        "pydantic-core",
+    ]
+
+    def key(**changes: object) -> str:
+        inputs = KeyInputs(given_versions=changes.get("versions", versions), package=package)
+        return category_key(project, changes.get("category", category), inputs)
+
+    base = key()
+    assert key() == base  # deterministic
+    for i, (name, value) in enumerate(versions):
+        changed = list(versions)
+        changed[i] = (name, value + "x")
+        assert key(versions=tuple(changed)) != base, name
+    harness = package / "replay" / "harness.py"
+    harness.write_bytes(harness.read_bytes() + b" ")
+    assert key() != base
+    harness.write_bytes(harness.read_bytes()[:-1])
+    assert key() == base
+    schema = package / "schemas" / "snapshot.schema.json"
+    schema.write_bytes(schema.read_bytes() + b" ")
+    assert key() != base
+    schema.write_bytes(schema.read_bytes()[:-1])
+
+    rows = list(category.rows())
+
+    @dataclasses.dataclass(frozen=True)
+    class Edited:
+        name: str
+        basis: str
+        edited: list
+
+        def rows(self) -> list:
+            return self.edited
+
+    assert key(category=Edited(category.name, category.basis, rows)) == base
+    one = dataclasses.replace(rows[0], capability=rows[0].capability + 1)
+    assert key(category=Edited(category.name, category.basis, [one, *rows[1:]])) != base
+    assert key(category=Edited(category.name, category.basis + ".", rows)) != base
+    assert key(category=Edited(category.name + "x", category.basis, rows)) != base
+    other = project.categories[1]
+    assert key(category=other) != base
+
+
+# --- no torch on a hit ----------------------------------------------------------------------
+
+PROBE = """
+import os, sys
+from routectl.cli import run
+code = run(sys.argv[1:], os.environ)
+print("torch" in sys.modules, code, file=sys.stderr)
+"""
+
+
+def torch_imported(project: Path, args: list[str]) -> tuple[bool, int, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=project,
+        env={**git_environ(), "PYTHONPATH": os.pathsep.join([str(project), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    imported, code = done.stderr.splitlines()[-1].split()
+    return imported == "True", int(code), done.stderr
+
+
+def test_a_check_of_the_real_project_served_from_the_cache_never_imports_torch(tmp_path: Path):
+    """The shipped categories: the first check replays (and imports torch); the second
+    finds every category in the cache, reads and compares the retained rows as always, and
+    torch is absent from sys.modules when it exits."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    for name in ("policies", "native", "snapshots"):
+        shutil.copytree(ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
+    first = torch_imported(project, ["check", "-v"])
+    assert first[:2] == (True, 0), first[2]
+    second = torch_imported(project, ["check", "-v"])
+    assert second[:2] == (False, 0), second[2]
+    assert "replayed: none; from the replay cache: 6 categories" in second[2]
+    # A changed retained row is still found: the cached rows are compared as replayed ones.
+    retained = project / "snapshots" / "sm75-linear.json"
+    retained.write_text(retained.read_text().replace('"capability": 75', '"capability": 76', 1))
+    third = torch_imported(project, ["check", "-c", "sm75-linear", "-q"])
+    assert third[:2] == (False, 1), third[2]
