@@ -13,6 +13,7 @@ from pathlib import Path
 
 from routectl.errors import InputError
 from routectl.io.jsonread import shorten
+from routectl.runtime import interrupt
 
 # Set inside git hooks (GIT_INDEX_FILE during a commit, GIT_DIR in some hooks): they would
 # point our git calls at another index or repository. Every call names its repository (-C).
@@ -47,6 +48,8 @@ def run_git(
             "git is not on PATH: routectl diff --baseline-ref needs git "
             "(--baseline PATH takes pre-built snapshots instead)"
         )
+    # Git installs handlers of its own for SIGINT, SIGTERM and SIGHUP even where it inherited
+    # them ignored: while this process ignores one, git runs in a process group of its own.
     return subprocess.run(
         [executable, "-C", str(repo), *args],
         env=git_environ(environ),
@@ -54,6 +57,7 @@ def run_git(
         capture_output=True,
         text=True,
         check=False,
+        process_group=interrupt.child_process_group(),
     )
 
 
