@@ -502,6 +502,14 @@ CASES: dict[str, Case] = {
         plain(["diff", "--baseline-ref", "HEAD"]), 2, "not inside a git repository"
     ),
     "unknown-command": Case(plain(["chek"]), 2, "no such command 'chek'; did you mean check?"),
+    "size-limit-superscript-digit": Case(
+        plain(["check"], {"ROUTECTL_MAX_INPUT_BYTES": "\u00b2"}),
+        2,
+        "ROUTECTL_MAX_INPUT_BYTES must be a positive number of bytes, got '\u00b2'",
+    ),
+    "size-limit-arabic-indic-digits": Case(
+        plain(["list"], {"ROUTECTL_MAX_INPUT_BYTES": "\u0661\u0662"}), 2, "must be a positive"
+    ),
     "debug-after-command": Case(
         write(retained, deep(1000), lambda p: ["check", "--debug"]), 2, "nested deeper than 64"
     ),
@@ -642,3 +650,13 @@ def test_bounded_memory(project: Path, setup, args, message) -> None:
     assert len(errors) == 1 and message in errors[0], done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert (project / "snapshots" / "toy-b.json").read_bytes() == other
+
+
+@pytest.mark.parametrize("columns", ["\u00b2", "\u0661\u0662\u0660", "9" * 5_000, "1" * 7])
+def test_columns_of_odd_digits_is_no_width(project: Path, columns: str) -> None:
+    """COLUMNS that `str.isdigit` accepts but is no terminal's width (a superscript, other
+    scripts' digits, thousands of digits) is ignored, as text is: the default width."""
+    odd = invoke(["matrix", "-c", "toy-a"], cwd=project, environ={"COLUMNS": columns})
+    plain_run = invoke(["matrix", "-c", "toy-a"], cwd=project, environ={})
+    assert odd.code == 0, odd.stderr
+    assert odd.stdout == plain_run.stdout and odd.stderr == ""
