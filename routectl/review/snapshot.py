@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from routectl.errors import InputError, RoutectlError
-from routectl.io import jsonwrite
+from routectl.io import jsonwrite, output
 from routectl.io.jsonread import read_json_file, shorten
 from routectl.io.schemas import SCHEMA_VERSION, schema_violation
 from routectl.rows import ROW_ID
@@ -102,8 +102,14 @@ def write_text_atomic(
     """Write `text` (str, written as UTF-8, or its bytes) to a temp file beside `path`, then
     rename it over `path`: readers see the old file or the new one, never a part. The temp
     file is removed on any failure; stale ones left in the folder by a killed process go
-    first."""
+    first. Only a regular file (or nothing) is replaced: a device or FIFO is written in place
+    and a socket refused (`routectl.io.output`); a symbolic link's file is replaced."""
     data = text.encode("utf-8") if isinstance(text, str) else text
+    kind = output.special_kind(path)
+    if kind is not None:
+        output.write_in_place(path, data, kind)
+        return
+    path = output.atomic_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(path.parent)
     temp = temp_path(path)
