@@ -660,3 +660,28 @@ def test_columns_of_odd_digits_is_no_width(project: Path, columns: str) -> None:
     plain_run = invoke(["matrix", "-c", "toy-a"], cwd=project, environ={})
     assert odd.code == 0, odd.stderr
     assert odd.stdout == plain_run.stdout and odd.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "laid"),
+    [
+        ("kv,model", None, (("kv", "model", "tp", "spec"), ("c", "q"))),
+        ("q", None, (("q", "model", "tp", "spec"), ("kv", "c"))),
+        (None, "model", (("tp", "spec", "kv", "c", "q"), ("model",))),
+        ("tp", "kv", (("tp", "model", "spec", "c", "q"), ("kv",))),
+    ],
+)
+def test_the_side_not_given_leaves_out_the_dimensions_the_other_names(rows, cols, laid) -> None:
+    from routectl.review.matrix import layout
+
+    assert layout(rows, cols) == laid
+
+
+def test_matrix_rows_named_from_the_default_columns(project: Path) -> None:
+    result = invoke(["matrix", "-c", "toy-a", "--rows", "kv,model"], cwd=project)
+    assert result.code == 0, result.stderr
+    assert result.stdout.splitlines()[2].split()[:2] == ["kv", "model"]
+    both = invoke(["matrix", "--rows", "kv,model", "--cols", "kv"], cwd=project)
+    assert_one_error_line(both, 2, "matrix dimension 'kv' is named for both rows and columns")
+    every = invoke(["matrix", "--rows", "model,kv,tp,spec,c,q"], cwd=project)
+    assert_one_error_line(every, 2, "leave one for --cols")
