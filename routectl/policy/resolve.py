@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any, NamedTuple, cast
 
 from routectl.errors import InputError
-from routectl.policy.fields import Computed, Field, Kind, RetiredVariable
+from routectl.policy.fields import Computed, Decided, Field, Kind, RetiredVariable
 
 POLICY_FORMAT = 1
 
@@ -278,6 +278,8 @@ def merge_sources(
             env_source = "default"
         if f.effective is not None:
             env_value = f.effective(env_value, ctx)
+            if isinstance(env_value, Decided):
+                env_value, env_source = env_value.value, env_value.source
         if f.key in typed_values:
             value = _explicit_value(f, typed_values[f.key], env_value, var_present, environ)
             if var_present and not f.merge:
