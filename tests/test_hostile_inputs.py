@@ -510,6 +510,22 @@ CASES: dict[str, Case] = {
     "size-limit-arabic-indic-digits": Case(
         plain(["list"], {"ROUTECTL_MAX_INPUT_BYTES": "\u0661\u0662"}), 2, "must be a positive"
     ),
+    "glob-of-1.2-MB": Case(
+        write(
+            expected_file,
+            json.dumps(
+                {"schema_version": 2, "changes": [{"rows": "*" * 1_200_000, "reason": "x"}]}
+            ),
+            check_expected,
+        ),
+        2,
+        "row pattern too large: 1,200,000 characters (the limit is 10,000)",
+    ),
+    "id-of-1.2-MB": Case(
+        write(expected_file, json.dumps([{"id": "a" * 1_200_000, "reason": "x"}]), check_expected),
+        2,
+        "row pattern too large: 1,200,000 characters (the limit is 10,000)",
+    ),
     "debug-after-command": Case(
         write(retained, deep(1000), lambda p: ["check", "--debug"]), 2, "nested deeper than 64"
     ),
@@ -685,3 +701,41 @@ def test_matrix_rows_named_from_the_default_columns(project: Path) -> None:
     assert_one_error_line(both, 2, "matrix dimension 'kv' is named for both rows and columns")
     every = invoke(["matrix", "--rows", "model,kv,tp,spec,c,q"], cwd=project)
     assert_one_error_line(every, 2, "leave one for --cols")
+
+
+# What an error or warning quotes of a user's value: 80 characters a value, 20 names a list.
+QUOTED_BOUND = 400
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        "*" * 10_000,  # bare: matches rows of both categories
+        "{" + ",".join(["a"] * 3_000) + "}",  # wcmatch refuses its expansions
+        "nosuch" + "x" * 5_000 + ":*",
+    ],
+)
+def test_an_error_quoting_a_long_pattern_stays_short(project: Path, rows: str) -> None:
+    expected_file(project).write_text(
+        json.dumps({"schema_version": 2, "changes": [{"rows": rows, "reason": "x"}]})
+    )
+    result = invoke(check_expected(project), cwd=project)
+    assert result.code == 2, result.stderr
+    (line,) = result.lines
+    assert line.startswith("error: ") and len(line) < QUOTED_BOUND, line
+
+
+def test_unknown_variables_are_listed_twenty_then_counted() -> None:
+    environ = {f"VLLM_SM70_TYPO_{n:04}": "1" for n in range(5_000)}
+    environ["VLLM_SM70_A" + "X" * 100_000] = "1"
+    result = invoke(["config"], cwd=ROOT, environ=environ)  # this project's VLLM_SM70_*
+    assert result.code == 0, result.stderr[:2000]
+    (warning,) = [line for line in result.lines if "unknown VLLM_SM70_*" in line]
+    names = warning.split("(typos?): ", 1)[1]
+    shown, more = names.rsplit(" and ", 1)
+    assert more == "4,981 more"
+    listed = shown.split(", ")
+    assert len(listed) == 20
+    assert listed[0] == "VLLM_SM70_A" + "X" * 69 + "... (100,011 characters)"
+    assert listed[1:] == [f"VLLM_SM70_TYPO_{n:04}" for n in range(19)]
+    assert len(result.stderr) < 2_000

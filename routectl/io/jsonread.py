@@ -21,7 +21,7 @@ import contextlib
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +96,22 @@ def shorten(value: Any, limit: int = QUOTE_CHARS) -> str:
     if len(text) > limit:
         return f"{text[:limit]}... ({len(text):,} characters)"
     return text
+
+
+# A list of names in a message (unknown variables, say) shows this many, then "and N more".
+MAX_NAMES = 20
+
+
+def name_list(names: Sequence[str], limit: int = MAX_NAMES) -> str:
+    """`names` comma-separated for a message: at most `limit` of them, then "and N more";
+    each cut to QUOTE_CHARS characters (5,000 typos, or one name of 100,000 characters, must
+    not become a 100 KB line)."""
+    shown = [
+        name if len(name) <= QUOTE_CHARS else f"{name[:QUOTE_CHARS]}... ({len(name):,} characters)"
+        for name in names[:limit]
+    ]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more:,} more" if more > 0 else "")
 
 
 def _size_error(what: str, size_text: str, limits: Limits) -> InputError:

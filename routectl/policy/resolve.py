@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any, NamedTuple, cast
 
 from routectl.errors import InputError
+from routectl.io.jsonread import name_list
 from routectl.policy.fields import Computed, Decided, Field, Kind, RetiredVariable
 
 POLICY_FORMAT = 1
@@ -319,7 +320,7 @@ def report_notices(
         known = {f.variable for f in fields if f.variable} | {r.variable for r in retired}
         unknown = sorted(n for n in environ if n.startswith(unknown_prefix) and n not in known)
         if unknown:
-            messages.append(f"unknown {unknown_prefix}* variables (typos?): {', '.join(unknown)}")
+            messages.append(f"unknown {unknown_prefix}* variables (typos?): {name_list(unknown)}")
     return messages
 
 

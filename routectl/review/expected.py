@@ -16,6 +16,7 @@ changes in them. The rules (a row is judged with every entry that matches it):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import defaultdict
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from routectl.errors import InputError
+from routectl.io.jsonread import QUOTE_CHARS, shorten
 from routectl.io.schemas import schema_violation
 from routectl.review.compare import (
     CategoryVerdict,
@@ -36,7 +38,7 @@ from routectl.review.compare import (
     split_id,
 )
 from routectl.review.groups import ChangeGroup, canonical
-from routectl.review.patterns import compile_glob, is_glob
+from routectl.review.patterns import check_pattern_size, compile_glob, is_glob
 from routectl.review.snapshot import qualified, read_json
 
 EXPECTED_VERSION = 2
@@ -57,12 +59,18 @@ class StatedField:
     old: Any
     new: Any
 
-    @property
+    # Computed once per stated field, not on every `covers` call (50,000 entries call it
+    # for every change of their rows). A frozen dataclass still holds a cached_property.
+    @functools.cached_property
     def regex(self) -> re.Pattern[str]:
         return path_regex(self.path)
 
-    def values(self) -> tuple[str, str]:
+    @functools.cached_property
+    def _values(self) -> tuple[str, str]:
         return canonical(self.old), canonical(self.new)
+
+    def values(self) -> tuple[str, str]:
+        return self._values
 
     def covers(self, change: FieldChange) -> bool:
         return (
@@ -125,7 +133,9 @@ def _split_pattern(text: str, categories: Collection[str]) -> tuple[str | None, 
         category, pattern = prefix, rest
     elif colon and prefix != "edge" and not is_glob(prefix):
         known = ", ".join(sorted(categories)) or "none"
-        raise InputError(f"unknown category {prefix!r} in row pattern {text!r} (known: {known})")
+        raise InputError(
+            f"unknown category {shorten(prefix)} in row pattern {shorten(text)} (known: {known})"
+        )
     else:
         category, pattern = None, text
     if not is_glob(pattern):
@@ -143,7 +153,8 @@ def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[st
         for path, pair in item["fields"].items():
             if len(pair) != 2:
                 raise InputError(
-                    f"field {path!r} states {json.dumps(pair)}: state [OLD, NEW] "
+                    f"field {shorten(path)} states {json.dumps(pair)[:QUOTE_CHARS]}: state "
+                    f"[OLD, NEW] "
                     f"(null for the absent side of an added or removed field)"
                 )
         fields = tuple(
@@ -153,6 +164,17 @@ def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[st
     return StatedEntry(
         index, listed, tuple(_split_pattern(r, categories) for r in rows), fields, item["reason"]
     )
+
+
+def _check_pattern_sizes(items: Any, source: str) -> None:
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        texts = item.get("rows", item.get("id")) if isinstance(item, dict) else item
+        for text in texts if isinstance(texts, list) else [texts]:
+            if isinstance(text, str):
+                try:
+                    check_pattern_size(text)
+                except InputError as exc:
+                    raise InputError(f"{source}: [{index}]: {exc}") from None
 
 
 def parse_document(
@@ -169,8 +191,9 @@ def parse_document(
             f"is newer than this routectl reads ({EXPECTED_VERSION}): upgrade "
             f"routectl"
         )
-    problem = schema_violation("expected-changes", data, snapshot_dir)
     items = data.get("changes") if isinstance(data, dict) else data
+    _check_pattern_sizes(items, source)  # before the schema: its regex engine overflows
+    problem = schema_violation("expected-changes", data, snapshot_dir)
     if problem is not None or not isinstance(items, list):
         if isinstance(items, list):
             # The id entries' own messages read better than the schema's.
@@ -226,6 +249,27 @@ class StatedResolution:
     missing: tuple[MissingItem, ...]  # patterns that match no row
 
 
+class _RowsMatching:
+    """The ids of a category a pattern matches, each (category, pattern) computed once per
+    run: a glob compiled once and run over the category's ids once, a plain id looked up."""
+
+    def __init__(self, known_ids: Callable[[str], Collection[str]]) -> None:
+        self._known_ids = known_ids
+        self._found: dict[tuple[str, str], frozenset[str]] = {}
+
+    def __call__(self, category: str, pattern: str) -> frozenset[str]:
+        key = (category, pattern)
+        found = self._found.get(key)
+        if found is None:
+            ids = self._known_ids(category)
+            if is_glob(pattern) or "\\" in pattern:  # a backslash escapes in a glob
+                found = frozenset(filter(compile_glob(pattern), ids))
+            else:
+                found = frozenset((pattern,)) if pattern in ids else frozenset()
+            self._found[key] = found
+        return found
+
+
 def resolve_stated(
     entries: Sequence[StatedEntry],
     judged: Sequence[str],
@@ -238,20 +282,21 @@ def resolve_stated(
     rows: dict[str, dict[int, set[str]]] = {name: {} for name in judged}
     judged_entries: list[StatedEntry] = []
     missing: list[MissingItem] = []
+    matching = _RowsMatching(known_ids)
     for entry in entries:
         in_scope = False
         for category, pattern in entry.rows:
-            match = compile_glob(pattern)
             if category is not None:
                 targets = [category]
             else:
-                targets = [c for c in categories if any(map(match, known_ids(c)))]
+                targets = [c for c in categories if matching(c, pattern)]
                 if len(targets) > 1:
+                    shown = pattern if len(pattern) <= QUOTE_CHARS else "PATTERN"
                     raise InputError(
-                        f"row pattern {pattern!r} of expected entry "
+                        f"row pattern {shorten(pattern)} of expected entry "
                         f"[{entry.index}] matches rows of several categories "
                         f"({', '.join(targets)}): qualify it as "
-                        f"CATEGORY:{pattern}"
+                        f"CATEGORY:{shown}"
                     )
                 if not targets and len(judged) == 1:
                     targets = [judged[0]]
@@ -262,7 +307,7 @@ def resolve_stated(
             if targets[0] not in rows:
                 continue  # a filtered run does not judge other categories
             in_scope = True
-            found = {i for i in known_ids(targets[0]) if match(i)}
+            found = matching(targets[0], pattern)
             if not found:
                 missing.append(
                     MissingItem(entry.index, qualified(targets[0], pattern), None, "matches no row")
