@@ -739,3 +739,25 @@ def test_unknown_variables_are_listed_twenty_then_counted() -> None:
     assert listed[0] == "VLLM_SM70_A" + "X" * 69 + "... (100,011 characters)"
     assert listed[1:] == [f"VLLM_SM70_TYPO_{n:04}" for n in range(19)]
     assert len(result.stderr) < 2_000
+
+
+MARKUP_CATEGORY = """
+import dataclasses
+from toyproj import PROJECT as TOY, ToyCategory
+
+PROJECT = dataclasses.replace(
+    TOY, categories=(*TOY.categories, ToyCategory("<b>bold</b>", "toy_model", 70))
+)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["check"], ["matrix"], ["list"], ["report", "--html", "-"], ["snapshot", "--all", "-o", "-"]],
+)
+def test_a_category_name_holding_markup_is_a_bad_project(project: Path, args: list[str]) -> None:
+    name = f"markup_category_{len(args)}_{args[0]}"
+    with_module(name, MARKUP_CATEGORY)(project)
+    result = invoke(args, cwd=project)
+    assert_one_error_line(result, 2, "the project's category name '<b>bold</b>' must match")
+    assert result.stdout == ""

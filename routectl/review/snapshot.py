@@ -340,13 +340,19 @@ def qualified(category: str, row_id: str) -> str:
     return f"{category}:{row_id}"
 
 
-def check_category_names(names: Sequence[str]) -> None:
+def check_category_names(names: Sequence[Any]) -> None:
+    """The project's category names: each a name a snapshot file and a row id can carry,
+    none twice. They are the project's input, so a bad one is an InputError (exit 2) naming
+    it, markup and all (quoted, cut to 80 characters)."""
     for name in names:
-        if not CATEGORY_NAME.match(name):
-            raise SnapshotError(f"category name {name!r} must match {CATEGORY_NAME.pattern}")
+        if not isinstance(name, str) or not CATEGORY_NAME.match(name):
+            raise InputError(
+                f"the project's category name {shorten(name)} must match "
+                f"{CATEGORY_NAME.pattern} (lower-case letters, digits, _ and -)"
+            )
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise SnapshotError(f"the project lists category names twice: {', '.join(dupes)}")
+        raise InputError(f"the project lists category names twice: {', '.join(dupes)}")
 
 
 def stale_new_files(directory: Path, names: Iterable[str] | None = None) -> list[Path]:
