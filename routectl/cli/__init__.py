@@ -255,8 +255,12 @@ def error(message: str) -> None:
 
 
 def signalled(signum: int) -> int:
-    """The line and exit code of a run ended by `signum` (`routectl.runtime.interrupt`)."""
-    error(interrupt.message(signum))
+    """The line and exit code of a run ended by `signum` (`routectl.runtime.interrupt`). The
+    code stands even where the line cannot be written (SIGHUP: the terminal may be gone)."""
+    try:
+        error(interrupt.message(signum))
+    except (OSError, ValueError):
+        pass
     return interrupt.exit_code(signum)
 
 
