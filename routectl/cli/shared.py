@@ -18,7 +18,7 @@ import click
 
 from routectl.cli import CheckFailed, CliState, OutputPath, warn
 from routectl.errors import InputError
-from routectl.io import jsonwrite
+from routectl.io import jsonwrite, output
 from routectl.io.schemas import schema_violation
 from routectl.io.terminal import COLOR_CHOICES, use_color
 from routectl.project import Project
@@ -248,7 +248,8 @@ def append_text(path: Path, text: str) -> None:
     """Append, as `$GITHUB_STEP_SUMMARY` expects (each step adds its part), all or nothing:
     a write that fails part way (a full disk, a file-size limit) is cut back to the file's
     old length, so no half table is left for the next step to append to."""
-    if is_stdout(path):
+    kind = None if is_stdout(path) else output.special_kind(path)
+    if is_stdout(path) or kind is not None:  # a device or FIFO: written in place, as ever
         write_output(path, text)
         return
     data = memoryview(text.encode("utf-8"))
@@ -263,7 +264,7 @@ def append_text(path: Path, text: str) -> None:
             while data:
                 data = data[os.write(fd, data) :]
         except BaseException:
-            if regular:  # a device or FIFO cannot be cut back; a regular file can
+            if regular:  # (made something else since it was looked at: left as it is)
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, status.st_size)
             raise
