@@ -13,6 +13,8 @@ from typing import Any
 
 from native import meta_tensors
 from native.awq_layout import CODES_PER_WORD, checkpoint_shapes, metadata_dtype, prepared_shapes
+from routectl.errors import InputError
+from routectl.io.jsonread import shorten
 from routectl.reasons import OK, Check, reject
 
 W13 = "w13"
@@ -42,22 +44,35 @@ class AwqMoeLayer:
 
     @classmethod
     def for_rank(cls, spec: Mapping[str, Any], tp: int) -> AwqMoeLayer:
-        """The layer a row's model-level description gives at tensor-parallel size `tp`."""
-        group = int(spec["group"])
+        """The layer a row's model-level description gives at tensor-parallel size `tp`.
+        A caller's spec is checked here, the library's entry for it: not a mapping, a
+        required key missing or a value of the wrong type is an InputError naming the key."""
+        if not isinstance(spec, Mapping):
+            raise InputError(
+                f"an AWQ MoE layer spec must be a mapping with {', '.join(REQUIRED_KEYS)}, "
+                f"got {type(spec).__name__}"
+            )
+        missing = [key for key in REQUIRED_KEYS if key not in spec]
+        if missing:
+            raise InputError(
+                f"the AWQ MoE layer spec lacks {', '.join(map(repr, missing))} (it needs "
+                f"{', '.join(REQUIRED_KEYS)})"
+            )
+        group = _spec_value(spec, "group", int)
         return cls(
-            prefix=str(spec.get("prefix", "model.layers.0.mlp.experts")),
-            layer_id=int(spec.get("layer_id", 0)),
-            num_experts=int(spec["experts"]),
-            top_k=int(spec["top_k"]),
-            hidden=int(spec["hidden"]),
-            intermediate_total=int(spec["intermediate"]),
-            tp=int(tp),
+            prefix=_spec_value(spec, "prefix", str, "model.layers.0.mlp.experts"),
+            layer_id=_spec_value(spec, "layer_id", int, 0),
+            num_experts=_spec_value(spec, "experts", int),
+            top_k=_spec_value(spec, "top_k", int),
+            hidden=_spec_value(spec, "hidden", int),
+            intermediate_total=_spec_value(spec, "intermediate", int),
+            tp=_spec_value({"tp": tp}, "tp", int),
             checkpoint_group=group,
-            prepared_group=int(spec.get("prepared_group", group)),
-            bits=int(spec.get("bits", AWQ_BITS)),
-            zero_points=bool(spec.get("zero_points", True)),
-            bias=bool(spec.get("bias", False)),
-            act_dtype=str(spec.get("act_dtype", "float16")),
+            prepared_group=_spec_value(spec, "prepared_group", int, group),
+            bits=_spec_value(spec, "bits", int, AWQ_BITS),
+            zero_points=_spec_value(spec, "zero_points", bool, True),
+            bias=_spec_value(spec, "bias", bool, False),
+            act_dtype=_spec_value(spec, "act_dtype", str, "float16"),
         )
 
     @property
@@ -134,6 +149,29 @@ class AwqMoeLayer:
             metadata = _numel(meta) * meta_item
             out[bank] = {"weights": weights, "metadata": metadata, "total": weights + metadata}
         return out
+
+
+# The keys an AWQ MoE layer spec must hold; the others have defaults.
+REQUIRED_KEYS = ("experts", "top_k", "hidden", "intermediate", "group")
+_NO_DEFAULT = object()
+
+
+def _spec_value(spec: Mapping[str, Any], key: str, kind: type, default: Any = _NO_DEFAULT) -> Any:
+    """`spec[key]` when it is a `kind` (an int never a bool, a bool never an int: a string
+    or float for a number is refused, not converted), else `default` when the key is absent."""
+    if key not in spec and default is not _NO_DEFAULT:
+        return default
+    value = spec[key]
+    exact = type(value) is bool if kind is bool else isinstance(value, kind)
+    if not exact or (kind is int and isinstance(value, bool)):
+        raise InputError(
+            f"the AWQ MoE layer spec's {key!r} must be {KIND_WORDS[kind]}, got "
+            f"{shorten(value)} ({type(value).__name__})"
+        )
+    return value
+
+
+KIND_WORDS = {int: "an integer", bool: "true or false", str: "a string"}
 
 
 def _numel(shape: Sequence[int]) -> int:

@@ -18,6 +18,7 @@ from routectl.policy.fields import (
     POSITIVE_INT,
     STRICT_01,
     Computed,
+    Decided,
     Field,
     Kind,
     RetiredVariable,
@@ -110,17 +111,19 @@ def _kernel_names(value: tuple[str, ...], where: str) -> tuple[str, ...]:
     return value
 
 
-def _inherit_qpn8(value: Any, ctx: Mapping[str, Any]) -> bool:
-    """`sm70_fp8.qpn8_pp2_tp4` left unset (docs/contracts/fp8.md §1.2): a present generic variable
-    that resolved qpn8 to false wins (a rollback beats a specific enable); otherwise a
-    present generic variable or a typed qpn8 is copied unless the specific variable is
-    present; else the specific variable or the default."""
+def _inherit_qpn8(value: Any, ctx: Mapping[str, Any]) -> bool | Decided:
+    """`sm70_fp8.qpn8_pp2_tp4` left unset (docs/contracts/fp8.md §1.2): a present generic
+    variable that resolved qpn8 to false wins (a rollback beats a specific enable, and then the
+    source is qpn8's, which decided it); otherwise a present generic variable or a typed
+    qpn8 is copied unless the specific variable is present; else the specific variable or
+    the default."""
     environ = ctx["environ"]
     qpn8 = bool(ctx["values"]["sm70_fp8.qpn8"])
     generic_present = FP8_QPN8 in environ
     specific_present = _FP8_QPN8_PP2_TP4 in environ
     if generic_present and not qpn8:
-        return False
+        # Only over a present specific variable: an unset one keeps source default.
+        return Decided(False, ctx["sources"]["sm70_fp8.qpn8"]) if specific_present else False
     typed_qpn8 = ctx["sources"]["sm70_fp8.qpn8"] == "explicit"
     if (generic_present or typed_qpn8) and not specific_present:
         return qpn8

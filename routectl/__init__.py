@@ -34,6 +34,7 @@ from typing import Any
 from routectl.category import Category
 from routectl.errors import InputError, SelectionError
 from routectl.family import Family, FamilyNameWarning
+from routectl.io.environ import checked_environ
 from routectl.policy.loaded import Decision
 from routectl.namespaces.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
 from routectl.policy.resolve import ResolvedPolicy
@@ -60,8 +61,9 @@ def resolve(
     hardware: Hardware,
     workload: EngineConfig,
 ) -> ResolvedPolicy:
-    """Resolve the policy once. `config` is a KernelConfig, a mapping, JSON text or `@file`."""
-    return project.resolve(config, environ, hardware, workload)
+    """Resolve the policy once. `config` is a KernelConfig, a mapping, JSON text or `@file`;
+    `environ` a mapping of str to str (anything else is an InputError naming the key)."""
+    return project.resolve(config, checked_environ(environ), hardware, workload)
 
 
 def select(

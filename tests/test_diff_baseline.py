@@ -440,6 +440,9 @@ def cli_process(project: Path, temp: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C's default action, whatever the test run inherited (a suite started as a
+        # background job ignores SIGINT).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

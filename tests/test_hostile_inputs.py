@@ -502,6 +502,30 @@ CASES: dict[str, Case] = {
         plain(["diff", "--baseline-ref", "HEAD"]), 2, "not inside a git repository"
     ),
     "unknown-command": Case(plain(["chek"]), 2, "no such command 'chek'; did you mean check?"),
+    "size-limit-superscript-digit": Case(
+        plain(["check"], {"ROUTECTL_MAX_INPUT_BYTES": "\u00b2"}),
+        2,
+        "ROUTECTL_MAX_INPUT_BYTES must be a positive number of bytes, got '\u00b2'",
+    ),
+    "size-limit-arabic-indic-digits": Case(
+        plain(["list"], {"ROUTECTL_MAX_INPUT_BYTES": "\u0661\u0662"}), 2, "must be a positive"
+    ),
+    "glob-of-1.2-MB": Case(
+        write(
+            expected_file,
+            json.dumps(
+                {"schema_version": 2, "changes": [{"rows": "*" * 1_200_000, "reason": "x"}]}
+            ),
+            check_expected,
+        ),
+        2,
+        "row pattern too large: 1,200,000 characters (the limit is 10,000)",
+    ),
+    "id-of-1.2-MB": Case(
+        write(expected_file, json.dumps([{"id": "a" * 1_200_000, "reason": "x"}]), check_expected),
+        2,
+        "row pattern too large: 1,200,000 characters (the limit is 10,000)",
+    ),
     "debug-after-command": Case(
         write(retained, deep(1000), lambda p: ["check", "--debug"]), 2, "nested deeper than 64"
     ),
@@ -642,3 +666,98 @@ def test_bounded_memory(project: Path, setup, args, message) -> None:
     assert len(errors) == 1 and message in errors[0], done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert (project / "snapshots" / "toy-b.json").read_bytes() == other
+
+
+@pytest.mark.parametrize("columns", ["\u00b2", "\u0661\u0662\u0660", "9" * 5_000, "1" * 7])
+def test_columns_of_odd_digits_is_no_width(project: Path, columns: str) -> None:
+    """COLUMNS that `str.isdigit` accepts but is no terminal's width (a superscript, other
+    scripts' digits, thousands of digits) is ignored, as text is: the default width."""
+    odd = invoke(["matrix", "-c", "toy-a"], cwd=project, environ={"COLUMNS": columns})
+    plain_run = invoke(["matrix", "-c", "toy-a"], cwd=project, environ={})
+    assert odd.code == 0, odd.stderr
+    assert odd.stdout == plain_run.stdout and odd.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "laid"),
+    [
+        ("kv,model", None, (("kv", "model", "tp", "spec"), ("c", "q"))),
+        ("q", None, (("q", "model", "tp", "spec"), ("kv", "c"))),
+        (None, "model", (("tp", "spec", "kv", "c", "q"), ("model",))),
+        ("tp", "kv", (("tp", "model", "spec", "c", "q"), ("kv",))),
+    ],
+)
+def test_the_side_not_given_leaves_out_the_dimensions_the_other_names(rows, cols, laid) -> None:
+    from routectl.review.matrix import layout
+
+    assert layout(rows, cols) == laid
+
+
+def test_matrix_rows_named_from_the_default_columns(project: Path) -> None:
+    result = invoke(["matrix", "-c", "toy-a", "--rows", "kv,model"], cwd=project)
+    assert result.code == 0, result.stderr
+    assert result.stdout.splitlines()[2].split()[:2] == ["kv", "model"]
+    both = invoke(["matrix", "--rows", "kv,model", "--cols", "kv"], cwd=project)
+    assert_one_error_line(both, 2, "matrix dimension 'kv' is named for both rows and columns")
+    every = invoke(["matrix", "--rows", "model,kv,tp,spec,c,q"], cwd=project)
+    assert_one_error_line(every, 2, "leave one for --cols")
+
+
+# What an error or warning quotes of a user's value: 80 characters a value, 20 names a list.
+QUOTED_BOUND = 400
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        "*" * 10_000,  # bare: matches rows of both categories
+        "{" + ",".join(["a"] * 3_000) + "}",  # wcmatch refuses its expansions
+        "nosuch" + "x" * 5_000 + ":*",
+    ],
+)
+def test_an_error_quoting_a_long_pattern_stays_short(project: Path, rows: str) -> None:
+    expected_file(project).write_text(
+        json.dumps({"schema_version": 2, "changes": [{"rows": rows, "reason": "x"}]})
+    )
+    result = invoke(check_expected(project), cwd=project)
+    assert result.code == 2, result.stderr
+    (line,) = result.lines
+    assert line.startswith("error: ") and len(line) < QUOTED_BOUND, line
+
+
+def test_unknown_variables_are_listed_twenty_then_counted() -> None:
+    environ = {f"VLLM_SM70_TYPO_{n:04}": "1" for n in range(5_000)}
+    environ["VLLM_SM70_A" + "X" * 100_000] = "1"
+    result = invoke(["config"], cwd=ROOT, environ=environ)  # this project's VLLM_SM70_*
+    assert result.code == 0, result.stderr[:2000]
+    (warning,) = [line for line in result.lines if "unknown VLLM_SM70_*" in line]
+    names = warning.split("(typos?): ", 1)[1]
+    shown, more = names.rsplit(" and ", 1)
+    assert more == "4,981 more"
+    listed = shown.split(", ")
+    assert len(listed) == 20
+    assert listed[0] == "VLLM_SM70_A" + "X" * 69 + "... (100,011 characters)"
+    assert listed[1:] == [f"VLLM_SM70_TYPO_{n:04}" for n in range(19)]
+    assert len(result.stderr) < 2_000
+
+
+MARKUP_CATEGORY = """
+import dataclasses
+from toyproj import PROJECT as TOY, ToyCategory
+
+PROJECT = dataclasses.replace(
+    TOY, categories=(*TOY.categories, ToyCategory("<b>bold</b>", "toy_model", 70))
+)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["check"], ["matrix"], ["list"], ["report", "--html", "-"], ["snapshot", "--all", "-o", "-"]],
+)
+def test_a_category_name_holding_markup_is_a_bad_project(project: Path, args: list[str]) -> None:
+    name = f"markup_category_{len(args)}_{args[0]}"
+    with_module(name, MARKUP_CATEGORY)(project)
+    result = invoke(args, cwd=project)
+    assert_one_error_line(result, 2, "the project's category name '<b>bold</b>' must match")
+    assert result.stdout == ""

@@ -28,6 +28,7 @@ ROW = "toy_model/float16/tp1/none/c1/q64"
 # a bound on a wait for the file, never a delay.
 REACH_S = 240.0
 TEMP_GLOB = ".*.routectl-*-*.tmp"
+POLICY_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,12 @@ def start(
     stops.mkdir(exist_ok=True)
 
     def prepare() -> None:
-        if ignore_sigint:  # as a shell starts a background job: inherited across exec
+        # Set, not inherited from whatever started the tests (a suite run as a background
+        # job ignores SIGINT): ignored as a shell starts a background job, inherited across
+        # exec, or the default action.
+        for signum in POLICY_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+        if ignore_sigint:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     return subprocess.Popen(
@@ -84,6 +90,13 @@ def start(
     )
 
 
+def default_signals() -> None:
+    """A child's preexec: the policy's signals at their default action, whatever the test
+    run inherited."""
+    for signum in POLICY_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def reached(process: subprocess.Popen[str], stops: Path, point: str) -> Path:
     """Wait until the run stops at `point`; the checkpoint's file."""
     flag = stops / point
@@ -96,6 +109,18 @@ def reached(process: subprocess.Popen[str], stops: Path, point: str) -> Path:
             raise AssertionError(f"{point} not reached")
         time.sleep(0.01)
     return flag
+
+
+def reached_one(process: subprocess.Popen[str], stops: Path, points: tuple[str, ...]) -> Path:
+    """Wait until the run stops at one of `points`; that checkpoint's file."""
+    deadline = time.monotonic() + REACH_S
+    while not (found := [stops / p for p in points if (stops / p).exists()]):
+        if process.poll() is not None:
+            raise AssertionError(f"ended ({process.returncode}) before {points}")
+        if time.monotonic() > deadline:  # a hang guard, not a speed assertion
+            raise AssertionError(f"none of {points} reached")
+        time.sleep(0.01)
+    return found[0]
 
 
 def ctrl_c(process: subprocess.Popen[str]) -> None:
@@ -287,6 +312,202 @@ def test_git_ignores_the_temp_file_pattern(tmp_path: Path) -> None:
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == "A  .gitignore\n"
 
 
+# --- SIGTERM and SIGHUP: the same cleanup as Ctrl-C, exit 128 + N -------------------------
+
+
+def session_left(process: subprocess.Popen[str]) -> list[str]:
+    """Live processes (zombies are dead) of the run's session once it has ended: a worker,
+    the baseline or its workers, git. The run was started in a session of its own."""
+    listed = subprocess.run(
+        ["ps", "-e", "-o", "sid=", "-o", "stat=", "-o", "pid=", "-o", "args="],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    left = []
+    for line in listed.splitlines():
+        sid, stat, rest = line.split(None, 2)
+        if int(sid) == process.pid and not stat.startswith("Z"):
+            left.append(rest)
+    return left
+
+
+def committed_repo(tmp_path: Path) -> Path:
+    """A git repository holding the toy project (no retained snapshots), one commit."""
+    repo = tmp_path / "repo"
+    shutil.copytree(TEMPLATE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    git(repo, "init", "-q", "-b", "main")
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    git(repo, "add", "-A")
+    git(
+        repo,
+        "-c",
+        "user.email=t@routectl.invalid",
+        "-c",
+        "user.name=t",
+        "commit",
+        "-q",
+        "-m",
+        "toy",
+    )
+    return repo
+
+
+def worktrees(repo: Path) -> list[str]:
+    listed = git(repo, "worktree", "list", "--porcelain")
+    return [line for line in listed.splitlines() if line.startswith("worktree ")]
+
+
+def assert_terminated(code: int, err: str, signum: int) -> None:
+    assert code == 128 + signum, err
+    assert err == f"error: terminated by {signal.Signals(signum).name}\n", err
+
+
+def signalled_at(
+    process: subprocess.Popen[str], stops: Path, point: str, signum: int, *, group: bool
+) -> tuple[int, str, str]:
+    """At `point`, send `signum` (to the run alone, as `kill PID` does, or to its whole group,
+    as a CI runner may), let every other waiting process on and the run end."""
+    flag = reached(process, stops, point)
+    if group:
+        os.killpg(process.pid, signum)
+    else:
+        os.kill(process.pid, signum)
+    flag.unlink(missing_ok=True)
+    if point not in ("startup", "shutdown"):  # those two end the process at once
+        for other in ("worker", "replay"):  # a forked worker may still wait at its point
+            (stops / other).unlink(missing_ok=True)
+        reached(process, stops, "shutdown").unlink()
+    return finish(process)
+
+
+@pytest.mark.parametrize(
+    ("point", "signum", "group"),
+    [
+        ("startup", signal.SIGTERM, False),
+        ("worker", signal.SIGTERM, False),
+        ("replay", signal.SIGTERM, False),
+        ("replay", signal.SIGHUP, True),
+        ("write", signal.SIGTERM, False),
+        ("write", signal.SIGHUP, False),
+        ("shutdown", signal.SIGTERM, False),
+    ],
+)
+def test_sigterm_and_sighup_at_each_checkpoint_leave_nothing_behind(
+    project: Path, tmp_path: Path, point: str, signum: int, group: bool
+) -> None:
+    stops = tmp_path / "stops"
+    path = project / "snapshots" / "toy-a.json"
+    data = json.loads(path.read_text())
+    moved(data)  # so that --update writes
+    path.write_text(json.dumps(data))
+    before = tree_bytes(project / "snapshots")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    # Workers for the points before the write; one process from there on (the points it
+    # passes on the way are let go in order).
+    forked = point in ("worker", "replay")
+    passed = {"startup": [], "write": ["startup", "replay"], "shutdown": ["startup", "replay"]}
+    process = start(
+        project,
+        stops,
+        ["check", "--update", "--accept-all", "-j", "2" if forked else "1"],
+        TMPDIR=str(temp),
+    )
+    for earlier in passed.get(point, ["startup"]):
+        reached(process, stops, earlier).unlink()
+    if point == "shutdown":
+        reached(process, stops, "write").unlink()
+    code, out, err = signalled_at(process, stops, point, signum, group=group)
+    if point == "shutdown":  # the command had finished: the update is written and said
+        assert err.startswith("updated ")
+        err = err.split("\n", 1)[1]
+        assert json.loads(path.read_text()) != data
+    assert_terminated(code, err, signum)
+    if point != "shutdown":
+        assert tree_bytes(project / "snapshots") == before
+    assert not list((project / "snapshots").glob(TEMP_GLOB))
+    assert list(temp.iterdir()) == []
+    assert session_left(process) == []
+
+
+@pytest.mark.parametrize(("signum", "group"), [(signal.SIGTERM, False), (signal.SIGHUP, True)])
+def test_sigterm_while_the_baseline_runs_removes_worktree_folder_and_process(
+    tmp_path: Path, signum: int, group: bool
+) -> None:
+    repo = committed_repo(tmp_path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    stops = tmp_path / "stops"
+    process = start(repo, stops, ["diff", "--baseline-ref", "HEAD"], TMPDIR=str(temp))
+    reached(process, stops, "startup").unlink()
+    reached(process, stops, "baseline")
+    assert len(worktrees(repo)) == 2 and len(list(temp.iterdir())) == 1
+    code, out, err = signalled_at(process, stops, "baseline", signum, group=group)
+    assert_terminated(code, err, signum)
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert list(temp.iterdir()) == []
+    assert git(repo, "status", "--porcelain") == ""
+    assert session_left(process) == []
+
+
+# A git that, like git itself, installs its own SIGINT handler whatever it inherited (git's
+# lock-file cleanup does), and for `worktree add` stops at a checkpoint of its own first.
+FAKE_GIT = """#!{python}
+import os, signal, sys, time
+signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(130))
+if "worktree" in sys.argv and "add" in sys.argv:
+    flag = os.path.join(os.environ["ROUTECTL_TEST_CHECKPOINTS"], "git")
+    with open(flag, "w") as handle:
+        handle.write(str(os.getpid()))
+    while os.path.exists(flag):
+        time.sleep(0.01)
+os.execv({git!r}, [{git!r}, *sys.argv[1:]])
+"""
+
+
+def test_ignored_sigint_with_ctrl_c_to_the_group_gives_the_undisturbed_result(
+    tmp_path: Path,
+) -> None:
+    """A background job's diff: Ctrl-C to its group while git adds the worktree, while the
+    baseline runs and while the candidate replays changes nothing, git and the baseline
+    included."""
+    repo = committed_repo(tmp_path)
+    real_git = shutil.which("git")
+    assert real_git is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    fake.write_text(FAKE_GIT.format(python=sys.executable, git=real_git))
+    fake.chmod(0o755)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    args = ["diff", "--baseline-ref", "HEAD", "-j", "1"]
+    path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    runs = []
+    for disturbed in (False, True):
+        stops = tmp_path / f"stops-{disturbed}"
+        process = start(repo, stops, args, ignore_sigint=True, TMPDIR=str(temp), PATH=path)
+        reached(process, stops, "startup").unlink()
+        for point in ("git", "baseline"):
+            flag = reached(process, stops, point)
+            if disturbed:
+                ctrl_c(process)
+            flag.unlink()
+        # Each replay (the candidate's, and the judging's) until the run is done.
+        while (flag := reached_one(process, stops, ("replay", "shutdown"))).name == "replay":
+            if disturbed:
+                ctrl_c(process)
+            flag.unlink()
+        flag.unlink()
+        runs.append(finish(process))
+        assert session_left(process) == []
+    assert runs[0][0] == 0, runs[0]
+    assert runs[1] == runs[0]
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert list(temp.iterdir()) == []
+
+
 # --- Ctrl-C held back while torch is imported ---------------------------------------------
 
 DEFERRED = """
@@ -323,6 +544,17 @@ events.append("command handler restored: %s" % default_handler())
 with interrupt.deferred_interrupt():
     events.append("command: a quiet block")
 events.append("command: a quiet block raises nothing")
+try:
+    with interrupt.deferred_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        events.append("command: after SIGTERM, inside")
+except interrupt.Signalled as exc:
+    events.append("command: %s raised after the block" % signal.Signals(exc.signum).name)
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    events.append("command: SIGTERM held back after the block")
+except interrupt.Signalled:
+    events.append("command: SIGTERM raises at once after the block")
 print("\\n".join(events))
 """
 
@@ -338,6 +570,7 @@ def test_ctrl_c_while_torch_is_imported_is_acted_on_after_the_import():
         capture_output=True,
         text=True,
         timeout=60,
+        preexec_fn=default_signals,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
@@ -348,4 +581,7 @@ def test_ctrl_c_while_torch_is_imported_is_acted_on_after_the_import():
         "command handler restored: True",
         "command: a quiet block",
         "command: a quiet block raises nothing",
+        "command: after SIGTERM, inside",
+        "command: SIGTERM raised after the block",
+        "command: SIGTERM raises at once after the block",
     ]

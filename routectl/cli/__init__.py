@@ -184,8 +184,12 @@ def with_debug_option(command: click.Command) -> click.Command:
 
 
 class Interrupted(BaseException):  # noqa: N818 - a Ctrl-C, not an error
-    """Ctrl-C inside a command, carried past click's own handler (which would print a blank
-    line and call it "aborted") to `run`: one `error: interrupted` line, exit 130."""
+    """Ctrl-C (or SIGTERM, SIGHUP) inside a command, carried past click's own handler (which
+    would print a blank line and call it "aborted") to `run`: one line, exit 128 + N."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 class SuggestingGroup(click.Group):
@@ -217,7 +221,7 @@ class LazyGroup(SuggestingGroup):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
-            raise Interrupted() from exc
+            raise Interrupted(interrupt.signal_of(exc)) from exc
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(cmd_name)
@@ -270,6 +274,16 @@ def error(message: str) -> None:
     click.echo(f"error: {one_line(message)}", err=True)
 
 
+def signalled(signum: int) -> int:
+    """The line and exit code of a run ended by `signum` (`routectl.runtime.interrupt`). The
+    code stands even where the line cannot be written (SIGHUP: the terminal may be gone)."""
+    try:
+        error(interrupt.message(signum))
+    except (OSError, ValueError):
+        pass
+    return interrupt.exit_code(signum)
+
+
 def _debug_requested(argv: Sequence[str]) -> bool:
     # Before `--`, anywhere: `--debug` is accepted before and after the command name.
     return "--debug" in argv[: argv.index("--")] if "--" in argv else "--debug" in argv
@@ -300,7 +314,9 @@ def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
         # A group called without a command shows its help, as click groups do: not an error.
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # a signal while click parsed
+            return signalled(interrupt.signal_of(exc.__cause__))
         error("aborted")
         return EXIT_INTERRUPTED
     except click.ClickException as exc:
@@ -311,9 +327,10 @@ def run(args: Sequence[str] | None, environ: Mapping[str, str]) -> int:
             traceback.print_exc()
         error(str(exc))
         return 2
-    except (KeyboardInterrupt, Interrupted):
-        error("interrupted")
-        return EXIT_INTERRUPTED
+    except Interrupted as exc:
+        return signalled(exc.signum)
+    except KeyboardInterrupt as exc:
+        return signalled(interrupt.signal_of(exc))
     except RecursionError:
         if debug:
             traceback.print_exc()
@@ -345,13 +362,12 @@ def main() -> None:
     """The program: the one place that reads `os.environ` (with the engine's start-up)."""
     try:
         gc.set_threshold(*GC_THRESHOLDS)
-        interrupt.raise_on_interrupt()  # the command's cleanup runs on Ctrl-C
+        interrupt.raise_on_interrupt()  # the command's cleanup runs on Ctrl-C or SIGTERM
         code = run(None, os.environ)
         interrupt.flush_streams()
-        interrupt.exit_on_interrupt()  # nothing left to clean up: Ctrl-C exits at once
-    except KeyboardInterrupt:  # between run's handlers and the switch above
-        error("interrupted")
-        code = EXIT_INTERRUPTED
+        interrupt.exit_on_interrupt()  # nothing left to clean up: a signal exits at once
+    except KeyboardInterrupt as exc:  # between run's handlers and the switch above
+        code = signalled(interrupt.signal_of(exc))
     directory = checkpoints.directory_from_environ(os.environ)
     if directory is not None:
         checkpoints.wait_at(directory, "shutdown")

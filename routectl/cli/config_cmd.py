@@ -10,7 +10,7 @@ import click
 
 from routectl.cli import cli, project_option, state, warn
 from routectl.errors import InputError
-from routectl.io.jsonread import shorten
+from routectl.io.jsonread import is_decimal, shorten
 from routectl.project import Project
 from routectl.workload import (
     KV_DTYPES,
@@ -86,7 +86,7 @@ class CapabilityType(click.ParamType):
         if isinstance(value, int):
             return value
         text = str(value).strip()
-        if text.isdigit() and len(text) <= 4 and int(text) in SHIPPED_CAPABILITIES:
+        if is_decimal(text, 4) and int(text) in SHIPPED_CAPABILITIES:
             return int(text)
         self.fail(
             f"{shorten(value)} is not a compute capability NVIDIA has shipped (one of "

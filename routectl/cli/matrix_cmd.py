@@ -10,13 +10,15 @@ from pathlib import Path
 
 import click
 
-from routectl.cli import cli, job_count, jobs_option, project_option, state
+from routectl.cli import OutputPath, cli, job_count, jobs_option, project_option, state
 from routectl.cli.shared import (
     CATEGORY_HELP,
     against_baseline,
     baseline_options,
     note,
+    shown,
     terminal_columns,
+    write_output,
 )
 from routectl.io.terminal import COLOR_CHOICES, Painter, text_width, use_color
 from routectl.project import Project
@@ -24,7 +26,6 @@ from routectl.review.check import CheckResult, fresh_snapshots, select_categorie
 from routectl.review.matrix import Matrix, build_matrices, layout, transition_patterns
 from routectl.review.matrix_html import render_report_page
 from routectl.review.matrix_text import render_matrix_text
-from routectl.review.snapshot import write_text
 
 
 def matrices(
@@ -146,9 +147,9 @@ def matrix_command(
 @click.option(
     "--html",
     "html_file",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OutputPath(path_type=Path, dir_okay=False, allow_dash=True),
     required=True,
-    help="Write the self-contained HTML report to this file.",
+    help="Write the self-contained HTML report to this file (- for stdout).",
 )
 @click.option("-c", "--category", "categories", multiple=True, help=CATEGORY_HELP)
 @click.option(
@@ -173,8 +174,6 @@ def report_command(
     project_dir: Path | None,
 ) -> None:
     """Write the route matrices as one self-contained HTML page."""
-    if not html_file.parent.is_dir():
-        raise click.UsageError(f"the folder of {html_file} does not exist")
     project = state(ctx).project(project_dir)
     built, result = matrices(
         ctx,
@@ -195,5 +194,5 @@ def report_command(
         against=against,
         outcome=None if result is None else result.outcome,
     )
-    write_text(html_file, page)
-    note(f"wrote {html_file} ({len(built)} categor{'y' if len(built) == 1 else 'ies'})")
+    write_output(html_file, page)
+    note(f"wrote {shown(html_file)} ({len(built)} categor{'y' if len(built) == 1 else 'ies'})")

@@ -4,8 +4,10 @@ Command modules import this module and `routectl.cli`, never each other."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import stat
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -16,6 +18,7 @@ import click
 
 from routectl.cli import CheckFailed, CliState, OutputPath, warn
 from routectl.errors import InputError
+from routectl.io import jsonwrite, output
 from routectl.io.schemas import schema_violation
 from routectl.io.terminal import COLOR_CHOICES, use_color
 from routectl.project import Project
@@ -149,11 +152,11 @@ def verdict_options(function: Any) -> Any:
         ),
         click.option(
             "--write-expected",
-            type=OutputPath(path_type=Path, dir_okay=False),
+            type=OutputPath(path_type=Path, dir_okay=False, allow_dash=True),
             default=None,
             help="Write the actual changes as stated entries, one per change group "
-            "(reasons TODO), for review. Onto an existing file it merges: entries that "
-            "still describe a change are kept with their reasons.",
+            "(reasons TODO), for review (- for stdout). Onto an existing file it merges: "
+            "entries that still describe a change are kept with their reasons.",
         ),
         click.option(
             "--prune",
@@ -163,9 +166,9 @@ def verdict_options(function: Any) -> Any:
         ),
         click.option(
             "--write-expected-ids",
-            type=click.Path(path_type=Path, dir_okay=False),
+            type=OutputPath(path_type=Path, dir_okay=False, allow_dash=True),
             default=None,
-            help="Write the actual changes as one {id, reason} entry per row.",
+            help="Write the actual changes as one {id, reason} entry per row (- for stdout).",
         ),
         click.option(
             "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True
@@ -173,14 +176,14 @@ def verdict_options(function: Any) -> Any:
         click.option(
             "--report",
             "report_file",
-            type=OutputPath(path_type=Path, dir_okay=False),
+            type=OutputPath(path_type=Path, dir_okay=False, allow_dash=True),
             default=None,
-            help="Also write the JSON report to this file.",
+            help="Also write the JSON report to this file (- for stdout).",
         ),
         click.option(
             "--summary",
             "summary_file",
-            type=click.Path(path_type=Path, dir_okay=False),
+            type=OutputPath(path_type=Path, dir_okay=False, allow_dash=True),
             default=None,
             help='Append a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY").',
         ),
@@ -268,12 +271,34 @@ def next_step(command: str, options: VerdictOptions) -> str:
     )
 
 
+def is_stdout(path: Path) -> bool:
+    """`-`: standard output, for every option that names a file to write."""
+    return str(path) == "-"
+
+
+def shown(path: Path) -> str:
+    return "standard output" if is_stdout(path) else str(path)
+
+
+def write_output(path: Path, data: str | bytes) -> None:
+    """`data` to standard output for `-`, else written to `path` (atomically onto a regular
+    file, in place onto a device or FIFO: `routectl.io.output`)."""
+    if not is_stdout(path):
+        write_text(path, data)
+        return
+    sys.stdout.flush()  # after what click already echoed
+    stream = click.get_binary_stream("stdout")
+    stream.write(data.encode("utf-8") if isinstance(data, str) else data)
+    stream.flush()
+
+
 def _write_document(path: Path, document: Any, count: int, project: Project) -> None:
     problem = schema_violation("expected-changes", document)
     if problem is not None:
         raise InputError(f"refusing to write {path}: {problem}")
-    write_json(path, document)
-    note(f"wrote {count} expected-changes {'entry' if count == 1 else 'entries'} to {path}")
+    write_output(path, jsonwrite.dumps_bytes(document))
+    entries = "entry" if count == 1 else "entries"
+    note(f"wrote {count} expected-changes {entries} to {shown(path)}")
 
 
 def _known_ids(project: Project, result: CheckResult) -> Callable[[str], Collection[str]]:
@@ -342,12 +367,33 @@ def write_stated(path: Path, result: CheckResult, project: Project, *, prune: bo
 
 
 def append_text(path: Path, text: str) -> None:
-    """Append, as `$GITHUB_STEP_SUMMARY` expects (each step adds its part)."""
+    """Append, as `$GITHUB_STEP_SUMMARY` expects (each step adds its part), all or nothing:
+    a write that fails part way (a full disk, a file-size limit) is cut back to the file's
+    old length, so no half table is left for the next step to append to."""
+    kind = None if is_stdout(path) else output.special_kind(path)
+    if is_stdout(path) or kind is not None:  # a device or FIFO: written in place, as ever
+        write_output(path, text)
+        return
+    data = memoryview(text.encode("utf-8"))
     try:
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(text)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY, 0o666)
     except OSError as exc:
         raise InputError(f"cannot append to {path}: {exc.strerror or exc}") from None
+    try:
+        status = os.fstat(fd)
+        regular = stat.S_ISREG(status.st_mode)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except BaseException:
+            if regular:  # (made something else since it was looked at: left as it is)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, status.st_size)
+            raise
+    except OSError as exc:
+        raise InputError(f"cannot append to {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def finish(result: CheckResult, options: VerdictOptions, command: str) -> None:
@@ -373,8 +419,8 @@ def emit_verdict(
     name = command.split()[1]
     report = build_report(result.outcome)
     if options.report_file is not None:
-        write_text(options.report_file, render_json(report))
-        note(f"wrote report {options.report_file}")
+        write_output(options.report_file, render_json(report))
+        note(f"wrote report {shown(options.report_file)}")
     if options.write_expected is not None:
         write_stated(options.write_expected, result, project, prune=options.prune)
     if options.write_expected_ids is not None:

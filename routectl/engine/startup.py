@@ -25,6 +25,7 @@ from typing import Any
 
 from routectl.engine.startup_report import StartupReport, build_report
 from routectl.errors import SelectionError
+from routectl.io.environ import checked_environ
 from routectl.namespaces.native_ns import NativeNamespace
 from routectl.policy.loaded import Decision, Fallback, PreparedLayer
 from routectl.policy.resolve import PolicyDeprecationWarning, ResolvedPolicy, variable_notices
@@ -219,8 +220,9 @@ def start(
 
     `kernel_config`: a KernelConfig, a mapping, JSON text, `@file` or None (the engine's
     `--kernel-config` value). `environ`: the variables to resolve against; None reads the
-    process environment (a copy: nothing is written back)."""
-    env: Mapping[str, str] = dict(os.environ) if environ is None else environ
+    process environment (a copy: nothing is written back); a mapping of str to str (anything
+    else is an InputError naming the key)."""
+    env: Mapping[str, str] = dict(os.environ) if environ is None else checked_environ(environ)
     policy = _resolve(project, kernel_config, env, hardware, workload)
     log.info(
         "policy %s resolved for capability %d",

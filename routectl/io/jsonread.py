@@ -21,7 +21,7 @@ import contextlib
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,13 +51,20 @@ DEFAULT_LIMITS = Limits()
 _LIMITS: ContextVar[Limits] = ContextVar("routectl_json_limits", default=DEFAULT_LIMITS)
 
 
+def is_decimal(text: str, max_digits: int = 19) -> bool:
+    """Whether `text` is a whole number in ASCII digits, at most `max_digits` of them: what
+    `int()` reads quickly. `str.isdigit()` alone also accepts "²" (which `int()` refuses) and
+    any number of digits (over 4,300 `int()` refuses too)."""
+    return text.isascii() and text.isdigit() and len(text) <= max_digits
+
+
 def limits_from_environ(environ: Mapping[str, str]) -> Limits:
     """The limits a run asks for through its environment (an InputError when malformed)."""
     text = environ.get(MAX_BYTES_VARIABLE)
     if text is None or text == "":
         return DEFAULT_LIMITS
     value = text.strip()
-    if not value.isdigit() or len(value) > 19 or int(value) <= 0:
+    if not is_decimal(value) or int(value) <= 0:
         raise InputError(
             f"{MAX_BYTES_VARIABLE} must be a positive number of bytes, got {shorten(text)}"
         )
@@ -89,6 +96,22 @@ def shorten(value: Any, limit: int = QUOTE_CHARS) -> str:
     if len(text) > limit:
         return f"{text[:limit]}... ({len(text):,} characters)"
     return text
+
+
+# A list of names in a message (unknown variables, say) shows this many, then "and N more".
+MAX_NAMES = 20
+
+
+def name_list(names: Sequence[str], limit: int = MAX_NAMES) -> str:
+    """`names` comma-separated for a message: at most `limit` of them, then "and N more";
+    each cut to QUOTE_CHARS characters (5,000 typos, or one name of 100,000 characters, must
+    not become a 100 KB line)."""
+    shown = [
+        name if len(name) <= QUOTE_CHARS else f"{name[:QUOTE_CHARS]}... ({len(name):,} characters)"
+        for name in names[:limit]
+    ]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more:,} more" if more > 0 else "")
 
 
 def _size_error(what: str, size_text: str, limits: Limits) -> InputError:

@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from routectl.io.jsonread import is_decimal
+
 COLOR_CHOICES = ("auto", "always", "never")
 # The width of the text views (the route matrix) in files, pipes and CI logs: the same lines
 # everywhere. A terminal or COLUMNS may ask for another, never fewer than MIN_WIDTH.
 DEFAULT_WIDTH = 100
 MIN_WIDTH = 60
+# A COLUMNS of more digits than this is no terminal's width: ignored, as text is.
+MAX_COLUMNS_DIGITS = 6
 # Foreground colours a legend cycles through: distinct on dark and light backgrounds.
 PALETTE = (32, 34, 35, 36, 33, 94, 92, 95, 96, 93)
 OK_COLOR = 32
@@ -36,10 +40,11 @@ def use_color(choice: str, environ: Mapping[str, str], isatty: bool) -> bool:
 
 
 def text_width(environ: Mapping[str, str], terminal_columns: int | None) -> int:
-    """Columns for the text views: `COLUMNS` when it is a whole number, else the terminal's
-    width when writing to one (`terminal_columns`), else DEFAULT_WIDTH; at least MIN_WIDTH."""
+    """Columns for the text views: `COLUMNS` when it is a whole number (ASCII digits, at most
+    MAX_COLUMNS_DIGITS), else the terminal's width when writing to one (`terminal_columns`),
+    else DEFAULT_WIDTH; at least MIN_WIDTH."""
     columns = environ.get("COLUMNS", "").strip()
-    if columns.isdigit():
+    if is_decimal(columns, MAX_COLUMNS_DIGITS):
         return max(int(columns), MIN_WIDTH)
     if terminal_columns is not None and terminal_columns > 0:
         return max(terminal_columns, MIN_WIDTH)

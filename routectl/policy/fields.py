@@ -124,6 +124,16 @@ class Computed:
         return self.description
 
 
+@dataclass(frozen=True)
+class Decided:
+    """What a field's `effective` rule returns when another field decided the value (an
+    inheritance rule's rollback): the value, and the source that decided it ("alias:<NAME>"
+    or "explicit"), so that the field's source names what decided it, not its own variable."""
+
+    value: Any
+    source: str
+
+
 # Keyword-only: a table of eight-odd positional values cannot be read (or reordered) safely.
 @dataclass(frozen=True, kw_only=True)
 class Field:
@@ -135,7 +145,8 @@ class Field:
     kind: Kind = Kind.CONFIG
     parser: Parser | None = None
     doc: str = ""
-    # Applied to a value that comes from the variable or the default, never to a typed one.
+    # Applied to a value that comes from the variable or the default, never to a typed one;
+    # a `Decided` also gives the source.
     effective: Callable[[Any, Mapping[str, Any]], Any] | None = None
     # Also read by native code from the environment: typed values must agree with it.
     native_read: bool = False

@@ -14,7 +14,8 @@ from functools import cached_property
 from typing import Any, NamedTuple, cast
 
 from routectl.errors import InputError
-from routectl.policy.fields import Computed, Field, Kind, RetiredVariable
+from routectl.io.jsonread import name_list
+from routectl.policy.fields import Computed, Decided, Field, Kind, RetiredVariable
 
 POLICY_FORMAT = 1
 
@@ -281,6 +282,8 @@ def merge_sources(
             env_source = "default"
         if f.effective is not None:
             env_value = f.effective(env_value, ctx)
+            if isinstance(env_value, Decided):
+                env_value, env_source = env_value.value, env_value.source
         if f.key in typed_values:
             value = _explicit_value(f, typed_values[f.key], env_value, var_present, environ)
             if var_present and not f.merge:
@@ -320,7 +323,7 @@ def report_notices(
         known = {f.variable for f in fields if f.variable} | {r.variable for r in retired}
         unknown = sorted(n for n in environ if n.startswith(unknown_prefix) and n not in known)
         if unknown:
-            messages.append(f"unknown {unknown_prefix}* variables (typos?): {', '.join(unknown)}")
+            messages.append(f"unknown {unknown_prefix}* variables (typos?): {name_list(unknown)}")
     return messages
 
 

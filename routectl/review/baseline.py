@@ -7,19 +7,20 @@ worktree first on PYTHONPATH, the worktree's project root as working directory (
 `[tool.routectl]` applies) and none of the policy's variables in its environment. The ref's
 retained `snapshots/*.json` are never read. Everything temporary lives in one folder made by
 `tempfile.mkdtemp`, so concurrent diffs in one repository never share a path; cleanup runs in
-`finally`, also on Ctrl-C and on a failed baseline. Git itself is `routectl.review.git`; the
-baseline's files are read as `routectl.review.sources.SnapshotFiles` (migrated when older).
+`finally`, also on Ctrl-C, SIGTERM or SIGHUP (`routectl.runtime.interrupt`) and on a failed
+baseline. Git itself is `routectl.review.git`; the baseline's files are read as
+`routectl.review.sources.SnapshotFiles` (migrated when older).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -37,7 +38,7 @@ from routectl.review.git import (
     resolve_commit,
 )
 from routectl.review.sources import SnapshotFiles
-from routectl.runtime import checkpoints
+from routectl.runtime import checkpoints, interrupt
 
 # The stable interface every routectl version keeps (docs/architecture.md, "Snapshot files").
 SNAPSHOT_ARGS = ("-m", "routectl", "snapshot", "--all", "--output-dir")
@@ -150,20 +151,6 @@ def _wait(process: subprocess.Popen[bytes]) -> int:
             continue
 
 
-@contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """Cleanup must finish even when Ctrl-C is pressed again; git's cleanup calls inherit the
-    ignored disposition. Only the main thread may change signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def ref_advice(ref: str) -> str:
     """What to do with a baseline file that REF's routectl wrote in a format too old."""
     return (
@@ -215,7 +202,10 @@ class RefBaseline:
             engine_path=engine,
         )
         # Output goes to a file, not a pipe: the candidate replays meanwhile and nobody
-        # would drain a pipe.
+        # would drain a pipe. A process group of its own, so that `close` ends the baseline
+        # and every process it started (its workers) in one kill, whatever routectl version
+        # it is; a Ctrl-C or SIGTERM sent to this run's group reaches this process, whose
+        # cleanup does that (and an ignored one leaves the baseline undisturbed too).
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [self.python, *(DEBUG_ARGS if self.debug else SNAPSHOT_ARGS), str(self.output_dir)],
@@ -224,6 +214,7 @@ class RefBaseline:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
+                process_group=0,
             )
 
     def wait(self) -> Path:
@@ -231,7 +222,7 @@ class RefBaseline:
         if self.process is None:
             raise RuntimeError("the baseline was not started")
         code = _wait(self.process)
-        with _sigint_ignored():
+        with interrupt.signals_ignored():
             self._remove_worktree()
         if code != 0:
             output = _log_tail(self.log_path)
@@ -252,10 +243,13 @@ class RefBaseline:
     def close(self) -> None:
         """Stop the subprocess, remove the worktree and every temporary file. Never raises
         for a cleanup failure: the outcome (or the original error) matters more."""
-        with _sigint_ignored():
+        with interrupt.signals_ignored():
             try:
-                if self.process is not None and self.process.poll() is None:
-                    self.process.kill()
+                if self.process is not None and self.process.returncode is None:
+                    # Its whole group: the baseline's own forked workers too. Not yet reaped,
+                    # its pid (the group's id) cannot have been reused.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(self.process.pid, signal.SIGKILL)
                     self.process.wait()
                 self._remove_worktree()
             except (OSError, subprocess.SubprocessError, InputError):

@@ -16,6 +16,7 @@ changes in them. The rules (a row is judged with every entry that matches it):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import defaultdict
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from routectl.errors import InputError
-from routectl.io.jsonread import shorten
+from routectl.io.jsonread import QUOTE_CHARS, shorten
 from routectl.io.schemas import schema_violation
 from routectl.review.compare import (
     CategoryVerdict,
@@ -38,7 +39,7 @@ from routectl.review.compare import (
     split_id,
 )
 from routectl.review.groups import ChangeGroup, canonical
-from routectl.review.patterns import compile_glob, describe, is_glob
+from routectl.review.patterns import check_pattern_size, compile_glob, describe, is_glob
 from routectl.review.snapshot import qualified, read_json
 from routectl.suggest import ID_CUTOFF, did_you_mean
 
@@ -63,12 +64,18 @@ class StatedField:
     old: Any
     new: Any
 
-    @property
+    # Computed once per stated field, not on every `covers` call (50,000 entries call it
+    # for every change of their rows). A frozen dataclass still holds a cached_property.
+    @functools.cached_property
     def regex(self) -> re.Pattern[str]:
         return path_regex(self.path)
 
-    def values(self) -> tuple[str, str]:
+    @functools.cached_property
+    def _values(self) -> tuple[str, str]:
         return canonical(self.old), canonical(self.new)
+
+    def values(self) -> tuple[str, str]:
+        return self._values
 
     def covers(self, change: FieldChange) -> bool:
         return (
@@ -141,7 +148,9 @@ def _split_pattern(text: str, categories: Collection[str]) -> tuple[str | None, 
         category, pattern = prefix, rest
     elif colon and prefix != "edge" and not is_glob(prefix):
         known = ", ".join(sorted(categories)) or "none"
-        raise InputError(f"unknown category {prefix!r} in row pattern {text!r} (known: {known})")
+        raise InputError(
+            f"unknown category {shorten(prefix)} in row pattern {shorten(text)} (known: {known})"
+        )
     else:
         category, pattern = None, text
     if not is_glob(pattern):
@@ -159,7 +168,8 @@ def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[st
         for path, pair in item["fields"].items():
             if len(pair) != 2:
                 raise InputError(
-                    f"field {path!r} states {json.dumps(pair)}: state [OLD, NEW] "
+                    f"field {shorten(path)} states {json.dumps(pair)[:QUOTE_CHARS]}: state "
+                    f"[OLD, NEW] "
                     f"(null for the absent side of an added or removed field)"
                 )
         fields = tuple(
@@ -169,6 +179,17 @@ def _stated_entry(index: int, item: Mapping[str, Any], categories: Collection[st
     return StatedEntry(
         index, listed, tuple(_split_pattern(r, categories) for r in rows), fields, item["reason"]
     )
+
+
+def _check_pattern_sizes(items: Any, source: str) -> None:
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        texts = item.get("rows", item.get("id")) if isinstance(item, dict) else item
+        for text in texts if isinstance(texts, list) else [texts]:
+            if isinstance(text, str):
+                try:
+                    check_pattern_size(text)
+                except InputError as exc:
+                    raise InputError(f"{source}: [{index}]: {exc}") from None
 
 
 def parse_document(data: Any, categories: Collection[str], *, source: str) -> ExpectedChanges:
@@ -183,8 +204,9 @@ def parse_document(data: Any, categories: Collection[str], *, source: str) -> Ex
             f"is newer than this routectl reads ({EXPECTED_VERSION}): upgrade "
             f"routectl"
         )
-    problem = schema_violation("expected-changes", data)
     items = data.get("changes") if isinstance(data, dict) else data
+    _check_pattern_sizes(items, source)  # before the schema: its regex engine overflows
+    problem = schema_violation("expected-changes", data)
     version = data.get("schema_version") if isinstance(data, dict) else 1
     if problem is None and isinstance(items, list) and version != EXPECTED_VERSION:
         _refuse_positional(items, version, source)
@@ -262,6 +284,7 @@ def _targets(
     entry: StatedEntry,
     category: str | None,
     pattern: str,
+    matching: _RowsMatching,
     known_ids: Callable[[str], Collection[str]],
     categories: Sequence[str],
 ) -> list[str]:
@@ -271,8 +294,7 @@ def _targets(
         return [category]
     if entry.from_id:
         return [c for c in categories if pattern in known_ids(c)]
-    match = compile_glob(pattern)
-    return [c for c in categories if any(map(match, known_ids(c)))]
+    return [c for c in categories if matching(c, pattern)]
 
 
 def _refuse_typo(entry: StatedEntry, row_id: str, known: Collection[str]) -> None:
@@ -284,6 +306,27 @@ def _refuse_typo(entry: StatedEntry, row_id: str, known: Collection[str]) -> Non
             f"expected-changes entry [{entry.index}] names row {shorten(row_id)}, which no "
             f"category has{hint}"
         )
+
+
+class _RowsMatching:
+    """The ids of a category a pattern matches, each (category, pattern) computed once per
+    run: a glob compiled once and run over the category's ids once, a plain id looked up."""
+
+    def __init__(self, known_ids: Callable[[str], Collection[str]]) -> None:
+        self._known_ids = known_ids
+        self._found: dict[tuple[str, str], frozenset[str]] = {}
+
+    def __call__(self, category: str, pattern: str) -> frozenset[str]:
+        key = (category, pattern)
+        found = self._found.get(key)
+        if found is None:
+            ids = self._known_ids(category)
+            if is_glob(pattern) or "\\" in pattern:  # a backslash escapes in a glob
+                found = frozenset(filter(compile_glob(pattern), ids))
+            else:
+                found = frozenset((pattern,)) if pattern in ids else frozenset()
+            self._found[key] = found
+        return found
 
 
 def resolve_stated(
@@ -301,19 +344,24 @@ def resolve_stated(
     missing: list[MissingItem] = []
     unattributed: list[str] = []
     named: dict[tuple[str, str], StatedEntry] = {}
+    matching = _RowsMatching(known_ids)
     for entry in entries:
         in_scope = False
         for category, pattern in entry.rows:
-            targets = _targets(entry, category, pattern, known_ids, categories)
+            targets = _targets(entry, category, pattern, matching, known_ids, categories)
             if len(targets) > 1:
                 what = (
                     f"expected id {shorten(entry.listed)} is a row"
                     if entry.from_id
-                    else (f"row pattern {pattern!r} of expected entry [{entry.index}] matches rows")
+                    else (
+                        f"row pattern {shorten(pattern)} of expected entry [{entry.index}] "
+                        "matches rows"
+                    )
                 )
+                shown = pattern if len(pattern) <= QUOTE_CHARS else "PATTERN"
                 raise InputError(
                     f"{what} of several categories ({', '.join(targets)}): qualify it as "
-                    f"CATEGORY:{pattern}"
+                    f"CATEGORY:{shown}"
                 )
             if not targets and len(judged) == 1:
                 targets = [judged[0]]
@@ -339,8 +387,7 @@ def resolve_stated(
                     )
                 found = {pattern}
             else:
-                match = compile_glob(pattern)
-                found = {i for i in known_ids(targets[0]) if match(i)}
+                found = set(matching(targets[0], pattern))
                 if not found:
                     missing.append(
                         MissingItem(

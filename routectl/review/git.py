@@ -13,6 +13,7 @@ from pathlib import Path
 
 from routectl.errors import InputError
 from routectl.io.jsonread import shorten
+from routectl.runtime import interrupt
 from routectl.suggest import did_you_mean
 
 # Set inside git hooks (GIT_INDEX_FILE during a commit, GIT_DIR in some hooks): they would
@@ -48,6 +49,8 @@ def run_git(
             "git is not on PATH: routectl diff --baseline-ref needs git "
             "(--baseline PATH takes pre-built snapshots instead)"
         )
+    # Git installs handlers of its own for SIGINT, SIGTERM and SIGHUP even where it inherited
+    # them ignored: while this process ignores one, git runs in a process group of its own.
     return subprocess.run(
         [executable, "-C", str(repo), *args],
         env=git_environ(environ),
@@ -55,6 +58,7 @@ def run_git(
         capture_output=True,
         text=True,
         check=False,
+        process_group=interrupt.child_process_group(),
     )
 
 

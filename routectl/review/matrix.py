@@ -170,8 +170,12 @@ def layout(rows_text: str | None, cols_text: str | None) -> tuple[tuple[str, ...
     dimensions; dimensions named on neither side join the rows, so every cell is one row."""
     if rows_text is None and cols_text is None:
         return DEFAULT_ROWS, DEFAULT_COLS
-    cols = parse_dimensions(cols_text, [d for d in DEFAULT_COLS])
-    rows = parse_dimensions(rows_text, [d for d in DEFAULT_ROWS if d not in cols])
+    # The side given first, so that the other side's default can leave out what it named.
+    named_rows = None if rows_text is None else parse_dimensions(rows_text, ())
+    cols = parse_dimensions(cols_text, [d for d in DEFAULT_COLS if d not in (named_rows or ())])
+    rows = named_rows or parse_dimensions(None, [d for d in DEFAULT_ROWS if d not in cols])
+    if not cols:
+        raise InputError("every matrix dimension is named for the rows: leave one for --cols")
     both = set(rows) & set(cols)
     if both:
         raise InputError(f"matrix dimension {sorted(both)[0]!r} is named for both rows and columns")

@@ -5,7 +5,8 @@ changed, added and removed cells marked and the change groups listed after the g
 collapsible panel, each linking to its cells.
 
 No network: inline CSS and one small inline script, no external fonts or URLs. Every text
-that comes from rows is escaped for HTML (`html.escape`); the row data the script reads is
+that comes from rows is escaped for HTML (`html.escape`), the characters HTML forbids in a
+document replaced by U+FFFD (`html_text`); the row data the script reads is
 JSON inside a `<script type="application/json">` element with `<`, `>` and `&` written as
 JSON escapes, so no value can close the element. The bytes depend only on the input.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +35,27 @@ class ChangeGroup:
     ids: tuple[str, ...]
 
 
+# What HTML forbids in a document's text (the HTML standard's "Parsing HTML documents",
+# its input stream's parse errors): NUL, the C0 controls but tab, line feed, form feed and
+# carriage return, DELETE and the C1 controls, the noncharacters (U+FDD0-U+FDEF and the last
+# two code points of every plane) and surrogates (in a str always lone: UTF-8 cannot encode
+# them, so the page could not even be written).
+FORBIDDEN = re.compile(
+    "[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ufdd0-\ufdef\ud800-\udfff"
+    + "".join(f"{chr(plane << 16 | 0xFFFE)}{chr(plane << 16 | 0xFFFF)}" for plane in range(17))
+    + "]"
+)
+REPLACEMENT = "\ufffd"
+
+
+def html_text(text: str) -> str:
+    """`text` with every character HTML forbids replaced by U+FFFD (visibly: a reviewer sees
+    that the value held something, where a removed character would hide it)."""
+    return FORBIDDEN.sub(REPLACEMENT, text)
+
+
 def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(html_text(str(value)), quote=True)
 
 
 def script_json(data: Any) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from routectl.errors import InputError
+from routectl.io.jsonread import shorten
 
 EDGE_PREFIX = "edge:"
 DIMENSIONS = 6
@@ -158,9 +159,27 @@ def is_glob(text: str) -> bool:
 Matcher = Callable[[str], bool]
 
 
+# The longest row pattern read: a row id is well under 200 characters, and a pattern of
+# megabytes only exhausts the schema's and wcmatch's regular-expression engines.
+MAX_PATTERN_CHARS = 10_000
+
+
+def check_pattern_size(pattern: str) -> None:
+    """A pattern longer than MAX_PATTERN_CHARS is an InputError saying so (with the limit)."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InputError(
+            f"row pattern too large: {len(pattern):,} characters (the limit is "
+            f"{MAX_PATTERN_CHARS:,}): {shorten(pattern)}"
+        )
+
+
+# Each pattern compiled once per process: an expected-changes file may repeat one pattern in
+# thousands of entries, and its entries are compiled when read and again when matched.
+@functools.lru_cache(maxsize=1 << 16)
 def compile_glob(pattern: str) -> Matcher:
     """A matcher of bare row ids for one glob; a pattern wcmatch refuses (e.g. too many
-    brace expansions) is an InputError."""
+    brace expansions) or one over MAX_PATTERN_CHARS is an InputError."""
+    check_pattern_size(pattern)
     # Imported here: a check with no stated changes and nothing to group compiles no glob,
     # and wcmatch is a noticeable part of the CLI's start-up.
     from wcmatch import glob
@@ -168,7 +187,7 @@ def compile_glob(pattern: str) -> Matcher:
     try:
         compiled = glob.compile(pattern, flags=glob.GLOBSTAR | glob.BRACE | glob.FORCEUNIX)
     except Exception as exc:  # noqa: BLE001 - wcmatch's limit error is not public API
-        raise InputError(f"invalid row pattern {pattern!r}: {exc}") from None
+        raise InputError(f"invalid row pattern {shorten(pattern)}: {exc}") from None
     return compiled.match
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from routectl.errors import InputError, RoutectlError
-from routectl.io import jsonwrite
+from routectl.io import jsonwrite, output
 from routectl.io.jsonread import read_json_file, shorten
 from routectl.io.schemas import SCHEMA_VERSION, LoadedSchema, load_schema, violation
 from routectl.rows import ROW_ID
@@ -102,8 +102,14 @@ def write_text_atomic(
     """Write `text` (str, written as UTF-8, or its bytes) to a temp file beside `path`, then
     rename it over `path`: readers see the old file or the new one, never a part. The temp
     file is removed on any failure; stale ones left in the folder by a killed process go
-    first."""
+    first. Only a regular file (or nothing) is replaced: a device or FIFO is written in place
+    and a socket refused (`routectl.io.output`); a symbolic link's file is replaced."""
     data = text.encode("utf-8") if isinstance(text, str) else text
+    kind = output.special_kind(path)
+    if kind is not None:
+        output.write_in_place(path, data, kind)
+        return
+    path = output.atomic_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(path.parent)
     temp = temp_path(path)
@@ -345,13 +351,19 @@ def qualified(category: str, row_id: str) -> str:
     return f"{category}:{row_id}"
 
 
-def check_category_names(names: Sequence[str]) -> None:
+def check_category_names(names: Sequence[Any]) -> None:
+    """The project's category names: each a name a snapshot file and a row id can carry,
+    none twice. They are the project's input, so a bad one is an InputError (exit 2) naming
+    it, markup and all (quoted, cut to 80 characters)."""
     for name in names:
-        if not CATEGORY_NAME.match(name):
-            raise SnapshotError(f"category name {name!r} must match {CATEGORY_NAME.pattern}")
+        if not isinstance(name, str) or not CATEGORY_NAME.match(name):
+            raise InputError(
+                f"the project's category name {shorten(name)} must match "
+                f"{CATEGORY_NAME.pattern} (lower-case letters, digits, _ and -)"
+            )
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise SnapshotError(f"the project lists category names twice: {', '.join(dupes)}")
+        raise InputError(f"the project lists category names twice: {', '.join(dupes)}")
 
 
 def stale_new_files(directory: Path, names: Iterable[str] | None = None) -> list[Path]:

@@ -7,7 +7,7 @@ MAX_WAIT_S): the test sees the file, sends its signal (or not) and removes the f
 the run go on. So interruption tests are timed by what the program reached, never by sleeps.
 
 Checkpoints: `startup` (`python -m routectl`, before the CLI's imports), `replay` (workers
-forked, the main process about to replay), `worker` (a forked worker, its SIGINT disposition
+forked, the main process about to replay), `worker` (a forked worker, its signal dispositions
 set, before it takes work), `baseline` (the baseline worktree added and its subprocess
 started), `write` (a temporary file complete, before it replaces its target), `shutdown` (the
 command finished, before the interpreter exits). The baseline subprocess of `diff` does not

@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from routectl.runtime import checkpoints
+from routectl.runtime import checkpoints, interrupt
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -142,21 +142,18 @@ def run_shared(
     try:
         for _ in range(jobs - 1):
             reader, writer = os.pipe()
-            # Ctrl-C is held back across fork until the worker is recorded (parent) or back to
-            # the default action (worker): a KeyboardInterrupt must never unwind a worker
-            # through the caller's code. An ignored SIGINT (a background job, nohup) stays
-            # ignored in the worker, as in the parent.
-            disposition = (
-                signal.SIG_IGN
-                if signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-                else signal.SIG_DFL
-            )
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            # Ctrl-C, SIGTERM and SIGHUP are held back across fork until the worker is
+            # recorded (parent) or back to the default action (worker): a KeyboardInterrupt
+            # must never unwind a worker through the caller's code. An ignored signal (a
+            # background job, nohup) stays ignored in the worker, as in the parent.
+            dispositions = interrupt.child_dispositions()
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(dispositions))
             try:
                 pid = os.fork()
                 if pid == 0:
                     try:
-                        signal.signal(signal.SIGINT, disposition)
+                        for signum, disposition in dispositions.items():
+                            signal.signal(signum, disposition)
                         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                         os.close(reader)
                         for other in workers.values():
