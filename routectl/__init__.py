@@ -34,7 +34,7 @@ from typing import Any
 from routectl.category import Category
 from routectl.errors import InputError, SelectionError
 from routectl.family import Family, FamilyNameWarning
-from routectl.io.environ import checked_environ
+from routectl.io.environ import checked_environ as _checked_environ
 from routectl.policy.loaded import Decision
 from routectl.namespaces.native_ns import InMemoryNamespace, NativeNamespace, TorchOpsNamespace
 from routectl.policy.resolve import ResolvedPolicy
@@ -63,7 +63,7 @@ def resolve(
 ) -> ResolvedPolicy:
     """Resolve the policy once. `config` is a KernelConfig, a mapping, JSON text or `@file`;
     `environ` a mapping of str to str (anything else is an InputError naming the key)."""
-    return project.resolve(config, checked_environ(environ), hardware, workload)
+    return project.resolve(config, _checked_environ(environ), hardware, workload)
 
 
 def select(
