@@ -321,7 +321,9 @@ def write_stated(path: Path, result: CheckResult, project: Project, *, prune: bo
     file already states every change. The previous file is kept as FILE.orig when an entry
     is dropped."""
     verdicts = list(result.outcome.categories.values())
-    if not path.exists():
+    # Only a regular file holds entries to merge: standard output, a device or a FIFO is
+    # written in place as a fresh document.
+    if str(path) == "-" or not path.is_file():
         stated = stated_document(verdicts)
         if not stated["changes"]:
             note(f"no change to write: {path} not written")
