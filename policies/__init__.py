@@ -11,7 +11,7 @@ from typing import Any
 from native.catalogue import CATALOGUE
 from policies.categories.matrix import MODEL_FACTS
 from policies.families import FAMILIES
-from policies.flash_next import base_lane_default, flash_next_qualified
+from policies.flash_next import base_lane_default, engine_environment, flash_next_qualified
 from policies.flash_next_variables import BASE_LANE_KEY, QUALIFIED_KEY
 from policies.qualification import (
     dflash2_verifier_qualified,
@@ -61,6 +61,7 @@ PROJECT = Project(
     retired=RETIRED,
     models=MODEL_FACTS,
     variable_prefix=VARIABLE_PREFIX,
+    engine_environment=engine_environment,
 )
 
 __all__ = ["PROJECT", "KernelConfig"]

@@ -11,13 +11,15 @@ that a test can evaluate the historical settings of §6.4.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from native.ops_flash_next import DENSE_BATCH_OP, GDN_INPUT_BATCH_OP, HC_BATCH_SUPPORT_OP
-from policies.flash_next_variables import SECTION, VARIABLES
+from policies.flash_next_variables import BATCH_INVARIANT_VARIABLE, SECTION, VARIABLES
 from routectl.errors import SelectionError
+from routectl.policy.fields import INT_BOOL
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.reasons import OK, Check, reject
 from routectl.workload import EngineConfig, Hardware
@@ -153,6 +155,16 @@ def flash_next_hashed(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
         return True
     prefix = SECTION + "."
     return any(source != "default" for key, source in policy.sources if key.startswith(prefix))
+
+
+def engine_environment(engine: EngineConfig, environ: Mapping[str, str]) -> EngineConfig:
+    """The engine with `batch_invariant` read from the given environment when its variable is
+    present (docs/contracts/flashnext.md §1.3: an engine fact, `INT_BOOL`; other text is an
+    input error naming the variable)."""
+    if BATCH_INVARIANT_VARIABLE not in environ:
+        return engine
+    value = INT_BOOL(BATCH_INVARIANT_VARIABLE, environ[BATCH_INVARIANT_VARIABLE])
+    return dataclasses.replace(engine, batch_invariant=value)
 
 
 def _off(name: str) -> Check:
@@ -395,6 +407,7 @@ __all__ = [
     "base_lane_default",
     "batch_qualified",
     "decode_contract",
+    "engine_environment",
     "flash_next_hashed",
     "flash_next_qualified",
     "flash_next_route",

@@ -91,6 +91,10 @@ class Project:
     # Prefix of the policy's environment variables: stripped from the environment of a
     # baseline subprocess so that no caller variable reaches the old program.
     variable_prefix: str | None = None
+    # (engine, environment) -> the engine with the facts the project reads from the
+    # environment (e.g. engine-wide batch invariance); raises InputError naming a variable
+    # whose value is invalid. None: the engine is taken as given.
+    engine_environment: Callable[[EngineConfig, Mapping[str, str]], EngineConfig] | None = None
     # The project root (its code is imported from there) and the retained snapshot folder.
     # An installed project states its folder here (beside its package, as package data);
     # discovery through `[tool.routectl]` sets both from the table.
@@ -99,6 +103,12 @@ class Project:
     # Set once the maps are derived from `families`: `dataclasses.replace` of such a project
     # derives them again from its (possibly new) families instead of refusing them as given.
     derived: bool = field(default=False, repr=False, compare=False)
+
+    def engine_from(self, engine: EngineConfig, environ: Mapping[str, str]) -> EngineConfig:
+        """`engine` with the facts this project reads from `environ` (`engine_environment`)."""
+        if self.engine_environment is None:
+            return engine
+        return self.engine_environment(engine, environ)
 
     def __post_init__(self) -> None:
         if not self.families:

@@ -221,6 +221,7 @@ def start(
     `--kernel-config` value). `environ`: the variables to resolve against; None reads the
     process environment (a copy: nothing is written back)."""
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
+    workload = project.engine_from(workload, env)
     policy = _resolve(project, kernel_config, env, hardware, workload)
     log.info(
         "policy %s resolved for capability %d",
