@@ -28,6 +28,7 @@ OPS: dict[str, OpSpec] = {
     ),
     HC_BATCH_SUPPORT_OP: OpSpec(
         f"{HC_BATCH_SUPPORT_OP}() -> int",
+        getter=True,
         doc="whether the build carries the batched HC kernels (nonzero: yes)",
     ),
     SHARED_UP_BATCH_OP: OpSpec(

@@ -36,7 +36,7 @@ def _base_lane(ctx: Mapping[str, Any]) -> bool:
 # §2.3: the decode contract and batch-qualified speculation (no capability term).
 RMSNORM_DEFAULT = Computed("= Flash-Next qualified", _qualified)
 # §2.5 without its compile-graph precondition, which routectl cannot see (a routectl decision,
-# docs/contracts/flashnext.md §8.4).
+# docs/contracts/flashnext.md §8.11).
 BASE_LANE_DEFAULT = Computed("= capability 70 and the decode contract", _base_lane)
 
 # (field, variable, kind, default, doc) in the contract's table order.

@@ -170,8 +170,11 @@ class FlashNextBatchCategory(Category):
             "base_lane": _sourced(ctx.policy, BASE_LANE_NAMES),
         }
 
-    def matrix_label(self, route: Mapping[str, Any]) -> tuple[str, str]:
-        """The batch routes a row takes (or why none), e.g. `dense+gdn+hc(fp32)`."""
+    def matrix_label(self, route: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The batch routes a row takes (or why none), e.g. `dense+gdn+hc(fp32)`; an error
+        row keeps the generic label."""
+        if "flash_next_route" not in route:
+            return None
         verdicts = route["flash_next_route"]
         taken = [
             label
@@ -190,8 +193,11 @@ class FlashNextBatchCategory(Category):
         code = verdicts["batch_qualified"]["code"] or verdicts["dense_batch_prepared"]["code"]
         return (f"no batch route ({code}); {rms}", "status")
 
-    def matrix_reason(self, route: Mapping[str, Any]) -> str:
-        """The refused routes with their codes, in the contract's order."""
+    def matrix_reason(self, route: Mapping[str, Any]) -> str | None:
+        """The refused routes with their codes, in the contract's order (an error row: the
+        generic reason)."""
+        if "flash_next_route" not in route:
+            return None
         verdicts = route["flash_next_route"]
         refused = [f"{k} [{v['code']}]" for k, v in verdicts.items() if not v["ok"]]
         return "; ".join(refused) or "every batch route admitted"
