@@ -11,8 +11,6 @@ from typing import Any
 from native.catalogue import CATALOGUE
 from policies.categories.matrix import MODEL_FACTS
 from policies.families import FAMILIES
-from policies.flash_next import base_lane_default, engine_environment, flash_next_qualified
-from policies.flash_next_variables import BASE_LANE_KEY, QUALIFIED_KEY
 from policies.qualification import (
     dflash2_verifier_qualified,
     nvfp4_workload_qualified,
@@ -43,8 +41,6 @@ def _context(hardware: Hardware, engine: EngineConfig) -> Mapping[str, Any]:
         "dflash2_qualified": dflash2_verifier_qualified(hardware, engine)[0],
         "model_quantization": engine.model.quantization if engine.model else None,
         "capability": hardware.capability,
-        QUALIFIED_KEY: flash_next_qualified(engine),
-        BASE_LANE_KEY: base_lane_default(hardware, engine),
     }
 
 
@@ -61,7 +57,6 @@ PROJECT = Project(
     retired=RETIRED,
     models=MODEL_FACTS,
     variable_prefix=VARIABLE_PREFIX,
-    engine_environment=engine_environment,
 )
 
 __all__ = ["PROJECT", "KernelConfig"]

@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from native.ops_flash_next import DENSE_BATCH_OP, GDN_INPUT_BATCH_OP, HC_BATCH_SUPPORT_OP
-from policies.flash_next_variables import BATCH_INVARIANT_VARIABLE, SECTION, VARIABLES
+from policies.flash_next_variables import (
+    BASE_LANE_KEY,
+    BATCH_INVARIANT_VARIABLE,
+    QUALIFIED_KEY,
+    SECTION,
+    VARIABLES,
+)
 from routectl.errors import SelectionError
 from routectl.policy.fields import INT_BOOL
 from routectl.policy.resolve import ResolvedPolicy
@@ -116,6 +122,14 @@ def base_lane_default(hardware: Hardware, engine: EngineConfig) -> bool:
     """§2.5 without its compile-graph precondition (a routectl decision): capability 70 and
     the decode contract."""
     return hardware.capability == CAPABILITY and decode_contract(engine)[0]
+
+
+def flash_next_context(hardware: Hardware, engine: EngineConfig) -> dict[str, bool]:
+    """The family's resolution context: what the computed defaults of §2.3 and §2.5 read."""
+    return {
+        QUALIFIED_KEY: flash_next_qualified(engine),
+        BASE_LANE_KEY: base_lane_default(hardware, engine),
+    }
 
 
 def _runtime(engine: EngineConfig, speculation: Check) -> Check:
@@ -408,6 +422,7 @@ __all__ = [
     "batch_qualified",
     "decode_contract",
     "engine_environment",
+    "flash_next_context",
     "flash_next_hashed",
     "flash_next_qualified",
     "flash_next_route",

@@ -20,7 +20,7 @@ _QWEN38 = _PREFIX + "QWEN38_"
 # docs/contracts/flashnext.md §1.3, last row: engine-wide, read into EngineConfig.batch_invariant.
 BATCH_INVARIANT_VARIABLE = "VLLM_BATCH_INVARIANT"
 
-# Context keys the computed defaults read (policies/__init__.py fills them).
+# Context keys the computed defaults read (the family's `context`, policies/flash_next.py).
 QUALIFIED_KEY = "flash_next_qualified"
 BASE_LANE_KEY = "flash_next_base_lane"
 

@@ -91,10 +91,6 @@ class Project:
     # Prefix of the policy's environment variables: stripped from the environment of a
     # baseline subprocess so that no caller variable reaches the old program.
     variable_prefix: str | None = None
-    # (engine, environment) -> the engine with the facts the project reads from the
-    # environment (e.g. engine-wide batch invariance); raises InputError naming a variable
-    # whose value is invalid. None: the engine is taken as given.
-    engine_environment: Callable[[EngineConfig, Mapping[str, str]], EngineConfig] | None = None
     # The project root (its code is imported from there) and the retained snapshot folder.
     # An installed project states its folder here (beside its package, as package data);
     # discovery through `[tool.routectl]` sets both from the table.
@@ -105,10 +101,20 @@ class Project:
     derived: bool = field(default=False, repr=False, compare=False)
 
     def engine_from(self, engine: EngineConfig, environ: Mapping[str, str]) -> EngineConfig:
-        """`engine` with the facts this project reads from `environ` (`engine_environment`)."""
-        if self.engine_environment is None:
-            return engine
-        return self.engine_environment(engine, environ)
+        """`engine` with the facts the project's families read from `environ` (e.g.
+        engine-wide batch invariance); an invalid value is an InputError naming its
+        variable."""
+        return family_module.engine_from_environment(self.families, engine, environ)
+
+    def resolution_context(self, hardware: Hardware, engine: EngineConfig) -> dict[str, Any]:
+        """What computed defaults read: the project's `context` and every family's entries
+        (a family may not redeclare a project key)."""
+        base = dict(self.context(hardware, engine))
+        extra = family_module.family_context(self.families, hardware, engine)
+        clash = sorted(set(base) & set(extra))
+        if clash:
+            raise ValueError(f"project {self.name!r}: context keys declared twice: {clash}")
+        return {**base, **extra}
 
     def __post_init__(self) -> None:
         if not self.families:
@@ -199,7 +205,7 @@ class Project:
             self.fields,
             typed,
             environ,
-            self.context(hardware, workload),
+            self.resolution_context(hardware, workload),
             unknown_prefix=self.unknown_prefix,
             emit_warnings=emit_warnings,
             retired=self.retired,

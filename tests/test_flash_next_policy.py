@@ -223,3 +223,30 @@ def test_models_other_than_flash_next_keep_their_facts():
         if name != "flash_next_mtp4_nvfp4"
     )
     assert ModelFacts().language_model_only is None
+
+
+# --- the doorway: a family carries its own context and engine facts -----------------------
+
+
+def test_the_family_record_carries_its_context_and_engine_facts():
+    family = next(f for f in PROJECT.families if f.name == "sm70-flash-next-batch")
+    assert family.context is not None and family.engine_environment is not None
+    context = PROJECT.resolution_context(V100, engine())
+    assert {k: context[k] for k in family.context(V100, engine())} == family.context(V100, engine())
+    # The project's own entries stay.
+    assert context["capability"] == 70
+    assert PROJECT.engine_from(engine(), {BATCH_INVARIANT: "2"}).batch_invariant is True
+
+
+def test_a_context_key_declared_twice_is_refused():
+    family = next(f for f in PROJECT.families if f.name == "sm70-flash-next-batch")
+    twice = dataclasses.replace(family, name="sm70-flash-next-copy", categories=())
+    project = dataclasses.replace(PROJECT, families=(*PROJECT.families, twice))
+    with pytest.raises(ValueError, match="redeclares context key"):
+        project.resolution_context(V100, engine())
+    shadow = dataclasses.replace(
+        family, name="sm70-shadow", categories=(), context=lambda h, e: {"capability": 0}
+    )
+    project = dataclasses.replace(PROJECT, families=(*PROJECT.families, shadow))
+    with pytest.raises(ValueError, match="declared twice"):
+        project.resolution_context(V100, engine())
