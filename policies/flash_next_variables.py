@@ -25,12 +25,14 @@ QUALIFIED_KEY = "flash_next_qualified"
 BASE_LANE_KEY = "flash_next_base_lane"
 
 
+# A project built without the family (a test's one-family project) gives no entry: what is
+# not known never qualifies.
 def _qualified(ctx: Mapping[str, Any]) -> bool:
-    return bool(ctx[QUALIFIED_KEY])
+    return bool(ctx.get(QUALIFIED_KEY, False))
 
 
 def _base_lane(ctx: Mapping[str, Any]) -> bool:
-    return bool(ctx[BASE_LANE_KEY])
+    return bool(ctx.get(BASE_LANE_KEY, False))
 
 
 # §2.3: the decode contract and batch-qualified speculation (no capability term).
