@@ -5,6 +5,7 @@ default change (§6.4). Expected values are literals written from the contract."
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,12 @@ from policies.flash_next import Rules, flash_next_route
 from routectl.replay.harness import find_row, replay_category, resolve_row
 from routectl.workload import Hardware
 
-REFERENCE = Path("/work/shared/reference-golden/flash_next_batch_default_changes.json")
+# The reference's expected-change file, copied unchanged (docs/contracts/flashnext.md §6.4):
+# upstream abcd19886/1Cat-vLLM @ 0e4384ec, tests/models/qwen4_exp/data/, 4,251 bytes.
+REFERENCE = (
+    Path(__file__).parent / "fixtures" / "reference" / "flash_next_batch_default_changes.json"
+)
+REFERENCE_SHA256 = "33b69ce41f7d052e7b9528f7395f8e3bfbb0a17d747e0fc442bbd5d31d5395bb"
 FN = "flash_next_mtp4_nvfp4"
 B0 = f"{FN}/float16/tp4/none/c4/q8192"
 B1 = f"{FN}/float16/tp4/mtp/c4/q8192"
@@ -315,6 +321,8 @@ def test_historical_settings_change_exactly_the_reference_ids(routes):
         for i in matrix
         if compared(routes[i], i.split("/")[0]) != compared(historical_route(i), i.split("/")[0])
     }
-    reference = {reference_id(k) for k in json.loads(REFERENCE.read_text())}
+    data = REFERENCE.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == REFERENCE_SHA256
+    reference = {reference_id(k) for k in json.loads(data)}
     assert len(reference) == 108
     assert differing == reference
