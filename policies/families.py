@@ -19,7 +19,12 @@ from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.categories.flash_next_batch import FLASH_NEXT_BATCH_CATEGORY
 from policies.categories.fp8_sm70 import FP8_CATEGORY
 from policies.engine_loaders import AWQ_MOE_LOADER, linear_loader
-from policies.flash_next import engine_environment, flash_next_context, flash_next_hashed
+from policies.flash_next import (
+    engine_environment,
+    flash_next_context,
+    flash_next_hashed,
+    flash_next_verdicts,
+)
 from policies.flash_next_variables import SECTION as FLASH_NEXT_SECTION
 from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
@@ -127,6 +132,7 @@ FAMILIES: tuple[Family, ...] = (
         hashed_when=flash_next_hashed,
         categories=(FLASH_NEXT_BATCH_CATEGORY,),
         context=flash_next_context,
+        qualification=flash_next_verdicts,
         engine_environment=engine_environment,
     ),
 )

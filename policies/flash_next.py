@@ -132,6 +132,16 @@ def flash_next_context(hardware: Hardware, engine: EngineConfig) -> dict[str, bo
     }
 
 
+def flash_next_verdicts(hardware: Hardware, engine: EngineConfig) -> list[tuple[str, Check]]:
+    """The family's qualification verdicts for `routectl config`: the decode contract and
+    the two batch contracts (§2.1, §2.2)."""
+    return [
+        ("flash_next_decode_contract", decode_contract(engine)),
+        ("flash_next_batch", batch_qualified(engine)),
+        ("flash_next_mtp_batch", mtp_batch(engine)),
+    ]
+
+
 def _runtime(engine: EngineConfig, speculation: Check) -> Check:
     contract = decode_contract(engine)
     if not contract[0]:
@@ -426,6 +436,7 @@ __all__ = [
     "flash_next_hashed",
     "flash_next_qualified",
     "flash_next_route",
+    "flash_next_verdicts",
     "mtp_batch",
     "precision",
 ]

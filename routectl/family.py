@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from routectl.category import Category
 from routectl.errors import InputError
 from routectl.policy.resolve import ResolvedPolicy
+from routectl.reasons import Check
 from routectl.workload import EngineConfig, Hardware
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ class Family:
     # (hardware, engine) -> the entries this family adds to the resolution context its
     # computed defaults read (plain data, keys of its own); None: none.
     context: Callable[[Hardware, EngineConfig], Mapping[str, Any]] | None = None
+    # (hardware, engine) -> [(rule name, check)]: the whole-model qualification verdicts
+    # this family adds to the project's (`routectl config` prints them); None: none.
+    qualification: Callable[[Hardware, EngineConfig], list[tuple[str, Check]]] | None = None
     # (engine, environment) -> the engine with the facts this family reads from the given
     # environment (an InputError names an invalid variable); None: none.
     engine_environment: Callable[[EngineConfig, Mapping[str, str]], EngineConfig] | None = None

@@ -218,9 +218,11 @@ class Project:
         verdicts and the hash over the active sections (`routectl config`)."""
         policy = self.resolve(config, environ, hardware, workload)
         active = self.hashed_sections(hardware.capability, workload, policy)
-        verdicts = tuple(
-            (name, ok, reason) for name, (ok, reason) in self.qualification(hardware, workload)
-        )
+        rules = list(self.qualification(hardware, workload))
+        for family in self.families:
+            if family.qualification is not None:
+                rules.extend(family.qualification(hardware, workload))
+        verdicts = tuple((name, ok, reason) for name, (ok, reason) in rules)
         digest = policy.compute_hash(active)
         # Imported here: the rendering is for `routectl config`, not the engine's start-up.
         from routectl.policy.text import PolicyView

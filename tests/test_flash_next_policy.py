@@ -250,3 +250,18 @@ def test_a_context_key_declared_twice_is_refused():
     project = dataclasses.replace(PROJECT, families=(*PROJECT.families, shadow))
     with pytest.raises(ValueError, match="declared twice"):
         project.resolution_context(V100, engine())
+
+
+def test_config_prints_the_family_qualification_verdicts():
+    result = ok(
+        invoke(
+            ["config", "--model", "flash_next_mtp4_nvfp4", "--tp", "4", "--spec", "dflash"],
+            cwd=ROOT,
+        )
+    )
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert "flash_next_decode_contract: yes" in lines
+    assert any(
+        line.startswith("flash_next_batch: no [speculation_not_batch_qualified]") for line in lines
+    )
+    assert any(line.startswith("flash_next_mtp_batch: no [spec_not_mtp]") for line in lines)
