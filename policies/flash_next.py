@@ -12,7 +12,7 @@ that a test can evaluate the historical settings of §6.4.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,7 +241,7 @@ def flash_next_route(
     engine: EngineConfig,
     layer: Mapping[str, Any],
     *,
-    has_op: Any = None,
+    has_op: Callable[[str], bool] | None = None,
     rules: Rules = SHIPPED,
 ) -> dict[str, Any]:
     """The route of one row: the §3 verdicts, `dense_by_m`, the packed bytes, the methods.
@@ -403,7 +403,7 @@ def _dense_dispatch(
     return cap70 and 2 <= m <= limit
 
 
-def _prepare(dense: bool, gdn: bool, hc: bool, has_op: Any) -> None:
+def _prepare(dense: bool, gdn: bool, hc: bool, has_op: Callable[[str], bool]) -> None:
     """§2.4-9 for device weights: each tagged route needs its op (§5.2-5.4)."""
     if dense and not has_op(DENSE_BATCH_OP):
         raise SelectionError(
