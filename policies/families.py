@@ -16,8 +16,16 @@ from policies.awq_moe import select_awq_moe
 from policies.categories import awq_sm70, nvfp4_sm70, sm75
 from policies.categories.awq_moe import AWQ_MOE_CATEGORY
 from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
+from policies.categories.flash_next_batch import FLASH_NEXT_BATCH_CATEGORY
 from policies.categories.fp8_sm70 import FP8_CATEGORY
 from policies.engine_loaders import AWQ_MOE_LOADER, linear_loader
+from policies.flash_next import (
+    engine_environment,
+    flash_next_context,
+    flash_next_hashed,
+    flash_next_verdicts,
+)
+from policies.flash_next_variables import SECTION as FLASH_NEXT_SECTION
 from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
@@ -113,6 +121,19 @@ FAMILIES: tuple[Family, ...] = (
         _volta_class,
         loader=linear_loader(load_fp8_sm70),
         categories=(FP8_CATEGORY,),
+    ),
+    # Policy-only like the verifier: its category evaluates the loader's admissions
+    # (docs/contracts/flashnext.md §6); hashed on SM70 under the decode contract or when a
+    # field is explicit (§1.2).
+    Family(
+        "sm70-flash-next-batch",
+        (FLASH_NEXT_SECTION,),
+        _volta,
+        hashed_when=flash_next_hashed,
+        categories=(FLASH_NEXT_BATCH_CATEGORY,),
+        context=flash_next_context,
+        qualification=flash_next_verdicts,
+        engine_environment=engine_environment,
     ),
 )
 

@@ -1,6 +1,8 @@
 """The policy's field table: every KernelConfig field, its environment variable, kind,
-parser and default, declared once (docs/contracts/core.md §1). This is the only module that spells
-variable names; messages and prefixes are built from it.
+parser and default, declared once (docs/contracts/core.md §1). This module and the family
+field tables it aggregates (`policies/*_variables.py`, one per family that declares its own
+fields) are the only modules that spell variable names; messages and prefixes are built from
+them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from policies.flash_next_variables import FLASH_NEXT_FIELDS
 from routectl.errors import InputError
 from routectl.policy.fields import (
     INT,
@@ -699,6 +702,9 @@ FIELDS: tuple[Field, ...] = (
         doc="engine linear backend",
         validate=_linear_backend,
     ),
+    # The families that declare their own field tables, one module each (the table is still
+    # this one list: parsing, the typo check and KernelConfig read it).
+    *FLASH_NEXT_FIELDS,
 )
 
 # Names without a field (docs/contracts/dflash2.md §1.4): known, so never reported as unknown.

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from routectl.category import Category
 from routectl.errors import InputError
 from routectl.policy.resolve import ResolvedPolicy
-from routectl.workload import EngineConfig
+from routectl.reasons import Check
+from routectl.workload import EngineConfig, Hardware
 
 if TYPE_CHECKING:
     # Annotations only: `import routectl` (the engine's start-up import) need not build it.
@@ -64,6 +65,15 @@ class Family:
     categories: tuple[Category, ...] = ()
     # Former spellings of the name, accepted with a FamilyNameWarning.
     replaces: tuple[str, ...] = ()
+    # (hardware, engine) -> the entries this family adds to the resolution context its
+    # computed defaults read (plain data, keys of its own); None: none.
+    context: Callable[[Hardware, EngineConfig], Mapping[str, Any]] | None = None
+    # (hardware, engine) -> [(rule name, check)]: the whole-model qualification verdicts
+    # this family adds to the project's (`routectl config` prints them); None: none.
+    qualification: Callable[[Hardware, EngineConfig], list[tuple[str, Check]]] | None = None
+    # (engine, environment) -> the engine with the facts this family reads from the given
+    # environment (an InputError names an invalid variable); None: none.
+    engine_environment: Callable[[EngineConfig, Mapping[str, str]], EngineConfig] | None = None
 
     @property
     def select(self) -> Callable[..., Any] | None:
@@ -128,6 +138,32 @@ def active_sections(
     return list(out)
 
 
+def family_context(
+    families: Iterable[Family], hardware: Hardware, engine: EngineConfig
+) -> dict[str, Any]:
+    """The context entries every family adds, in list order (a key declared twice is a
+    ValueError: two families would read each other's defaults)."""
+    out: dict[str, Any] = {}
+    for family in families:
+        if family.context is None:
+            continue
+        for key, value in family.context(hardware, engine).items():
+            if key in out:
+                raise ValueError(f"family {family.name!r} redeclares context key {key!r}")
+            out[key] = value
+    return out
+
+
+def engine_from_environment(
+    families: Iterable[Family], engine: EngineConfig, environ: Mapping[str, str]
+) -> EngineConfig:
+    """`engine` with every family's engine facts read from `environ`, in list order."""
+    for family in families:
+        if family.engine_environment is not None:
+            engine = family.engine_environment(engine, environ)
+    return engine
+
+
 def replaced_by(families: Iterable[Family]) -> dict[str, tuple[str, ...]]:
     """Former name -> the family names that replaced it."""
     out: dict[str, tuple[str, ...]] = {}
@@ -168,7 +204,9 @@ __all__ = [
     "category_sections",
     "check_families",
     "current_name",
+    "engine_from_environment",
     "every_engine",
+    "family_context",
     "loaders",
     "replaced_by",
     "selectors",

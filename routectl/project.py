@@ -100,6 +100,22 @@ class Project:
     # derives them again from its (possibly new) families instead of refusing them as given.
     derived: bool = field(default=False, repr=False, compare=False)
 
+    def engine_from(self, engine: EngineConfig, environ: Mapping[str, str]) -> EngineConfig:
+        """`engine` with the facts the project's families read from `environ` (e.g.
+        engine-wide batch invariance); an invalid value is an InputError naming its
+        variable."""
+        return family_module.engine_from_environment(self.families, engine, environ)
+
+    def resolution_context(self, hardware: Hardware, engine: EngineConfig) -> dict[str, Any]:
+        """What computed defaults read: the project's `context` and every family's entries
+        (a family may not redeclare a project key)."""
+        base = dict(self.context(hardware, engine))
+        extra = family_module.family_context(self.families, hardware, engine)
+        clash = sorted(set(base) & set(extra))
+        if clash:
+            raise ValueError(f"project {self.name!r}: context keys declared twice: {clash}")
+        return {**base, **extra}
+
     def __post_init__(self) -> None:
         if not self.families:
             if self.active_sections is None:
@@ -189,7 +205,7 @@ class Project:
             self.fields,
             typed,
             environ,
-            self.context(hardware, workload),
+            self.resolution_context(hardware, workload),
             unknown_prefix=self.unknown_prefix,
             emit_warnings=emit_warnings,
             retired=self.retired,
@@ -202,9 +218,11 @@ class Project:
         verdicts and the hash over the active sections (`routectl config`)."""
         policy = self.resolve(config, environ, hardware, workload)
         active = self.hashed_sections(hardware.capability, workload, policy)
-        verdicts = tuple(
-            (name, ok, reason) for name, (ok, reason) in self.qualification(hardware, workload)
-        )
+        rules = list(self.qualification(hardware, workload))
+        for family in self.families:
+            if family.qualification is not None:
+                rules.extend(family.qualification(hardware, workload))
+        verdicts = tuple((name, ok, reason) for name, (ok, reason) in rules)
         digest = policy.compute_hash(active)
         # Imported here: the rendering is for `routectl config`, not the engine's start-up.
         from routectl.policy.text import PolicyView

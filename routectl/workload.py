@@ -54,6 +54,9 @@ class ModelFacts:
     num_key_value_heads: int | None = None
     head_dim: int | None = None
     quantization: str | None = None  # the checkpoint's quantization method, when known
+    # A multimodal config's `language_model_only` (docs/contracts/flashnext.md §2.1): the
+    # conditional-generation architecture decodes as a causal LM only when it is true.
+    language_model_only: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "architectures": list(self.architectures)}
@@ -75,6 +78,14 @@ class EngineConfig:
     ubatch: int = 0
     kv_dtype: str = "float16"
     model: ModelFacts | None = None  # None: the model is unknown
+    # Engine-wide batch invariance (docs/contracts/flashnext.md §1.3: an engine fact, no
+    # policy field): every batch contract fails under it.
+    batch_invariant: bool = False
+    # The process-wide matmul precision flags the worker sets (docs/contracts/flashnext.md
+    # §2.4-1, §4): fp16 reduced-precision reduction (None: the contract's default, on for
+    # `mtp` only) and fp16 accumulation.
+    reduced_precision_reduction: bool | None = None
+    fp16_accumulation: bool = False
 
     def __post_init__(self) -> None:
         if self.spec_method not in SPEC_METHODS:

@@ -84,6 +84,14 @@ LEGACY_VARIABLES: frozenset[str] = frozenset(
         "VLLM_SM70_FP8_GROUPED_BMM_DECODE",
         "VLLM_SM70_FP8_MOE_DEQUANT_FALLBACK",
     }
+    # docs/contracts/flashnext.md §1.1: the RMSNorm alias and the four base-lane switches.
+    | {
+        "VLLM_SM70_RMSNORM_GATED_EXACT",
+        "VLLM_SM70_QWEN38_FP16_GEMV",
+        "VLLM_SM70_QWEN38_FUSED_GDN_INPUT_FP16",
+        "VLLM_SM70_QWEN38_FUSED_HC_FP16",
+        "VLLM_SM70_QWEN4_EXP_ONLINE_QPN8",
+    }
 )
 
 # 1.1 "current switch": every sm70_awq_moe variable except VLLM_SM70_AWQ_MOE_DISABLE (1.3).
@@ -104,7 +112,46 @@ CURRENT_VARIABLES: frozenset[str] = frozenset(
         "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL",
         "VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS",
     }
+    # docs/contracts/flashnext.md §1.1: the 13 Flash-Next controls that default on.
+    | {
+        "VLLM_SM70_QWEN38_GDN_INPUT_BATCH",
+        "VLLM_SM70_MTP_HC_BATCH",
+        "VLLM_SM70_MTP_HC_COOPERATIVE",
+        "VLLM_SM70_MTP_HC_FULL_UNROLL",
+        "VLLM_SM70_MTP_ROUTER_TOP16",
+        "VLLM_SM70_MTP_ROUTER_BATCH",
+        "VLLM_SM70_MTP_SHARED_BATCH",
+        "VLLM_SM70_MTP_PLE_CONV",
+        "VLLM_SM70_QWEN38_BATCH_FASTPATH",
+        "VLLM_SM70_NVFP4_MOE_GROUPED_MTP5",
+        "VLLM_SM70_FUSED_SIGMOID_MIXED_QKV",
+        "VLLM_SM70_MTP_MOE_FP16_EXACT",
+        "VLLM_SM70_QSA_MTP_TOPK",
+    }
 )
+
+# docs/contracts/flashnext.md §1.3: field -> (variable, kind, default on an engine without
+# model facts, where the decode contract fails).
+FLASH_NEXT_FIELDS: dict[str, tuple[str, str, bool]] = {
+    "gdn_input_batch": ("VLLM_SM70_QWEN38_GDN_INPUT_BATCH", "current", True),
+    "mtp_hc_batch": ("VLLM_SM70_MTP_HC_BATCH", "current", True),
+    "mtp_hc_cooperative": ("VLLM_SM70_MTP_HC_COOPERATIVE", "current", True),
+    "mtp_hc_full_unroll": ("VLLM_SM70_MTP_HC_FULL_UNROLL", "current", True),
+    "mtp_router_top16": ("VLLM_SM70_MTP_ROUTER_TOP16", "current", True),
+    "mtp_router_batch": ("VLLM_SM70_MTP_ROUTER_BATCH", "current", True),
+    "mtp_shared_batch": ("VLLM_SM70_MTP_SHARED_BATCH", "current", True),
+    "mtp_ple_conv": ("VLLM_SM70_MTP_PLE_CONV", "current", True),
+    "batch_fastpath": ("VLLM_SM70_QWEN38_BATCH_FASTPATH", "current", True),
+    "nvfp4_moe_grouped_mtp5": ("VLLM_SM70_NVFP4_MOE_GROUPED_MTP5", "current", True),
+    "rmsnorm_gated_exact": ("VLLM_SM70_RMSNORM_GATED_EXACT", "legacy", False),
+    "fused_sigmoid_mixed_qkv": ("VLLM_SM70_FUSED_SIGMOID_MIXED_QKV", "current", True),
+    "mtp_moe_fp16_exact": ("VLLM_SM70_MTP_MOE_FP16_EXACT", "current", True),
+    "qsa_mtp_topk": ("VLLM_SM70_QSA_MTP_TOPK", "current", True),
+    "fp16_gemv": ("VLLM_SM70_QWEN38_FP16_GEMV", "legacy", False),
+    "fused_gdn_input": ("VLLM_SM70_QWEN38_FUSED_GDN_INPUT_FP16", "legacy", False),
+    "fused_hc": ("VLLM_SM70_QWEN38_FUSED_HC_FP16", "legacy", False),
+    "online_qpn8": ("VLLM_SM70_QWEN4_EXP_ONLINE_QPN8", "legacy", False),
+}
 
 # docs/contracts/dflash2.md §1.4: retired names, no field.
 OBSOLETE_VARIABLES: frozenset[str] = frozenset({"VLLM_SM70_DFLASH2_QPN8_DENSE_ORDER"})
@@ -191,6 +238,10 @@ FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
     },
     "disabled_kernels": ("VLLM_DISABLED_KERNELS", "legacy"),
     "linear_backend": (None, "config"),
+    **{
+        f"sm70_flash_next.{name}": (variable, kind)
+        for name, (variable, kind, _) in FLASH_NEXT_FIELDS.items()
+    },
 }
 
 # 1.3: defaults with no variable set, on the qualified workload of 4.1 (qpn2/prefill follow
@@ -248,6 +299,7 @@ QUALIFIED_DEFAULTS: dict[str, object] = {
     **{f"sm70_dflash2.{name}": False for name in DFLASH2_FIELDS},
     "disabled_kernels": (),
     "linear_backend": "auto",
+    **{f"sm70_flash_next.{name}": d for name, (_, _, d) in FLASH_NEXT_FIELDS.items()},
 }
 
 # A valid text per variable whose value differs from the default (1.2 parsing rules), with
@@ -304,6 +356,10 @@ NON_DEFAULT_TEXT: dict[str, tuple[str, object]] = {
         " TritonW4A16LinearKernel, ,MarlinLinearKernel ",
         ("TritonW4A16LinearKernel", "MarlinLinearKernel"),
     ),
+    **{
+        variable: ("1", True) if not d else ("0", False)
+        for variable, _, d in FLASH_NEXT_FIELDS.values()
+    },
 }
 
 # 1.1: the warning text; " for dense linear layers" for the three AWQ dense names.

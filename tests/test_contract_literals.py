@@ -47,6 +47,10 @@ CONTEXT = {
     "dflash2_qualified": False,
     "model_quantization": None,
     "capability": 70,
+    # The Flash-Next family's entries (docs/contracts/flashnext.md §2.3, §2.5): no model
+    # facts, so no decode contract.
+    "flash_next_qualified": False,
+    "flash_next_base_lane": False,
 }
 
 
@@ -737,5 +741,13 @@ def test_linear_matrix_rows_ids_and_engine_double(category: str) -> None:
         dbo=False,
         ubatch=0,
         kv_dtype="fp8_e5m2",
-        model=ModelFacts(("Qwen4ExpForConditionalGeneration",), "float16", 2560, 24, 4, 256),
+        model=ModelFacts(
+            ("Qwen4ExpForConditionalGeneration",),
+            "float16",
+            2560,
+            24,
+            4,
+            256,
+            language_model_only=True,  # docs/contracts/flashnext.md §6.1
+        ),
     )

@@ -87,6 +87,7 @@ def test_model_options_and_scope_give_the_same_facts():
             "num_key_value_heads": 4,
             "head_dim": 256,
             "quantization": None,
+            "language_model_only": None,
         }
     )
     assert verdict(by_options, "dflash2_verifier")["ok"] is True

@@ -18,6 +18,7 @@ def test_sections_and_fields_come_from_the_table():
         "sm70_awq_moe",
         "sm70_fp8",
         "sm70_dflash2",
+        "sm70_flash_next",
     }
     config = KernelConfig()
     for f in FIELDS:

@@ -245,7 +245,10 @@ def test_every_category_fits_100_columns_in_one_table(matrix_text):
     assert sorted(t.split(":")[0] for t in titles) == sorted(names)
     # A policy category selects no kernel: its title says what its cells show.
     shows = {t.split(":")[0]: t.split(": ")[1].split(" per row")[0] for t in titles}
-    assert shows == {name: "kernel" for name in names} | {"sm70-dflash2-policy": "verifier policy"}
+    assert shows == {name: "kernel" for name in names} | {
+        "sm70-dflash2-policy": "verifier policy",
+        "sm70-flash-next-batch": "batch routes",
+    }
     # One header block per category: the linear grids are not split.
     assert sum(1 for line in lines if line.lstrip().startswith("kv: ")) == len(names)
 

@@ -605,6 +605,9 @@ def valid_documents(tmp_path_factory):
             "ubatch": 0,
             "kv_dtype": "float16",
             "model": None,
+            "batch_invariant": False,
+            "reduced_precision_reduction": None,
+            "fp16_accumulation": False,
         },
         "policy": {
             "hash": "0" * 64,

@@ -11,6 +11,8 @@ from policies.variables import FIELDS, VARIABLE_PREFIX
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("routectl", "policies", "native", "benchmarks", "examples")
 VARIABLE_DATA = ROOT / "policies" / "variables.py"
+# A family's own field table (policies/<family>_variables.py), aggregated by VARIABLE_DATA.
+FAMILY_VARIABLE_DATA = tuple(sorted((ROOT / "policies").glob("*_variables.py")))
 
 
 def _product_files():
@@ -21,7 +23,7 @@ def _product_files():
 def test_no_variable_literal_outside_the_variable_data():
     offenders = []
     for path in _product_files():
-        if path == VARIABLE_DATA:
+        if path == VARIABLE_DATA or path in FAMILY_VARIABLE_DATA:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if (
@@ -31,6 +33,19 @@ def test_no_variable_literal_outside_the_variable_data():
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_every_family_field_table_is_in_the_one_variable_table():
+    """A family module may spell its own variables only because the project's table
+    aggregates it: every field it declares is a field of `FIELDS`."""
+    import importlib
+
+    for path in FAMILY_VARIABLE_DATA:
+        module = importlib.import_module(f"policies.{path.stem}")
+        tables = [v for v in vars(module).values() if isinstance(v, tuple) and v]
+        declared = [f for t in tables for f in t if type(f).__name__ == "Field"]
+        assert declared, path
+        assert all(any(f is g for g in FIELDS) for f in declared), path
 
 
 def test_no_mock_patching_in_the_product():

@@ -26,8 +26,15 @@ DFLASH_SELECTOR_TOP_K = 16
 _QWEN3_5 = "Qwen3_5ForConditionalGeneration"
 MODEL_FACTS: Mapping[str, ModelFacts] = {
     "27b_dflash2_nvfp4": ModelFacts((_QWEN3_5,), "float16", 5120, 24, 4, 256),
+    # language_model_only: the Flash-Next decode contract (docs/contracts/flashnext.md §2.1).
     "flash_next_mtp4_nvfp4": ModelFacts(
-        ("Qwen4ExpForConditionalGeneration",), "float16", 2560, 24, 4, 256
+        ("Qwen4ExpForConditionalGeneration",),
+        "float16",
+        2560,
+        24,
+        4,
+        256,
+        language_model_only=True,
     ),
     "35b_a3b_awq": ModelFacts((_QWEN3_5,), "float16", 2048, 24, 4, 256),
     # The two block-FP8 scopes (issue 16); the hidden size 2048 leaves 35b_a3b_fp8

@@ -231,6 +231,7 @@ def config_command(
     workload = build_workload(
         tp, pp, spec, spec_tokens, selector_top_k, max_num_seqs, budget, kv, model
     )
+    workload = project.engine_from(workload, st.environ)
     view = project.policy_view(kernel_config, st.environ, Hardware(capability), workload)
     for message in view.policy.warnings:
         warn(message)

@@ -223,6 +223,7 @@ def start(
     process environment (a copy: nothing is written back); a mapping of str to str (anything
     else is an InputError naming the key)."""
     env: Mapping[str, str] = dict(os.environ) if environ is None else checked_environ(environ)
+    workload = project.engine_from(workload, env)
     policy = _resolve(project, kernel_config, env, hardware, workload)
     log.info(
         "policy %s resolved for capability %d",

@@ -227,7 +227,7 @@ class PolicyMemo:
     def _context_key(self, hardware: Hardware, engine: EngineConfig) -> Hashable | None:
         pair = (hardware, engine)
         if pair not in self._contexts:
-            self._contexts[pair] = _typed_key(dict(self._project.context(hardware, engine)))
+            self._contexts[pair] = _typed_key(self._project.resolution_context(hardware, engine))
         return self._contexts[pair]
 
     def resolve(self, row: RowSpec) -> ResolvedPolicy:
