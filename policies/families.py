@@ -16,8 +16,10 @@ from policies.awq_moe import select_awq_moe
 from policies.categories import awq_sm70, nvfp4_sm70, sm75
 from policies.categories.awq_moe import AWQ_MOE_CATEGORY
 from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
+from policies.categories.fp8_moe import FP8_MOE_CATEGORY
 from policies.categories.fp8_sm70 import FP8_CATEGORY
-from policies.engine_loaders import AWQ_MOE_LOADER, linear_loader
+from policies.engine_loaders import AWQ_MOE_LOADER, FP8_MOE_LOADER, linear_loader
+from policies.fp8_moe import ROUTE_FIELDS as FP8_MOE_ROUTE_FIELDS
 from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
@@ -113,6 +115,19 @@ FAMILIES: tuple[Family, ...] = (
         _volta_class,
         loader=linear_loader(load_fp8_sm70),
         categories=(FP8_CATEGORY,),
+    ),
+    # docs/contracts/fp8moe.md: the loader gates stay in sm70_fp8; of its own section only
+    # the 11 route fields are hashed (the diagnostics never are).
+    Family(
+        "sm70-fp8-moe",
+        (
+            "sm70_turbomind",
+            "sm70_fp8",
+            *(f"sm70_fp8_moe.{name}" for name in FP8_MOE_ROUTE_FIELDS),
+        ),
+        _volta_class,
+        loader=FP8_MOE_LOADER,
+        categories=(FP8_MOE_CATEGORY,),
     ),
 )
 
