@@ -318,7 +318,7 @@ def load_fp8_moe(
 
 def _prepare(layer: fm.Fp8MoeLayer, ns: NativeNamespace, device: Any) -> dict[str, Any]:
     """§4.1: each expert's W13 and W2 through fp8_sm70_prepare, then the pointer tables."""
-    out: dict[str, Any] = {}
+    prepared: dict[str, tuple[Any, Any]] = {}
     for bank, (k, n) in (("w13", layer.w13_kn()), ("w2", layer.w2_kn())):
         rows = -(-n // fm.BLOCK)
         cols = -(-k // fm.BLOCK)
@@ -332,6 +332,9 @@ def _prepare(layer: fm.Fp8MoeLayer, ns: NativeNamespace, device: Any) -> dict[st
             group_size=fm.BLOCK,
             interleave_gated=False,
         )
+        prepared[bank] = (codes, prepared_scales)
+    out: dict[str, Any] = {}
+    for bank, (codes, prepared_scales) in prepared.items():
         out[f"{bank}_ptrs_w"] = ns.call(STRIDED_PTRS_OP, tensors=[codes])
         out[f"{bank}_ptrs_s"] = ns.call(STRIDED_PTRS_OP, tensors=[prepared_scales])
     return out
