@@ -225,7 +225,11 @@ def collapse_banks(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def resident_bytes(tensors: Mapping[str, int], scratch_permute: bool) -> dict[str, Any]:
     """Banks, pointer tables, persistent workspace; the native sort workspace is unknown
     (null) with the scratch permute and 0 without it."""
-    banks = {k: v for k, v in tensors.items() if k.endswith(("_codes", "_scales", "_fp16"))}
+    banks = {
+        k: v
+        for k, v in tensors.items()
+        if not k.startswith("workspace_") and k.endswith(("_codes", "_scales", "_fp16"))
+    }
     tables = {k: v for k, v in tensors.items() if k.endswith("_ptrs")}
     workspace = {
         k.removeprefix("workspace_"): v for k, v in tensors.items() if k.startswith("workspace_")
