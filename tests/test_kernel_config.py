@@ -18,6 +18,8 @@ def test_sections_and_fields_come_from_the_table():
         "sm70_awq_moe",
         "sm70_fp8",
         "sm70_dflash2",
+        "sm70_moe_single_token",
+        "sm70_fp8_moe",
     }
     config = KernelConfig()
     for f in FIELDS:

@@ -23,12 +23,14 @@ OWN_SHAPES = {
     "sm70-awq-moe": "moe_route",
     "sm70-dflash2-policy": "policy_route",
     "sm70-fp8-linear": "layers_route",
+    "sm70-fp8-moe": "fp8_moe_row",
 }
 # A key only the category's own shape has.
 OWN_KEY = {
     "sm70-awq-moe": "stages",
     "sm70-dflash2-policy": "qualification",
     "sm70-fp8-linear": "layers",
+    "sm70-fp8-moe": "stages",
 }
 
 
