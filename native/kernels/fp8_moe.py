@@ -25,7 +25,7 @@ SM70 = (70, 75)
 # docs/contracts/fp8moe.md §4.4: the persistent workspace serves up to P tokens.
 PERSISTENT_TOKENS = 32
 POINTER_BYTES = 16
-# The native op's missing-op message core (docs/contracts/fp8moe.md §6.5).
+# The native op's missing-op message core (docs/contracts/fp8moe.md §6, item 5).
 MISSING_OP = "SM70 TurboMind op _C::{op} is not available"
 
 # Op names (docs/contracts/fp8moe.md §5.2).
