@@ -6,8 +6,9 @@ fork's bindings). The ops it shares with the AWQ MoE family (`moe_permute_with_s
 `moe_unpermute`, the weighted reduce) and with the FP8 linears (`fp8_sm70_prepare`, the
 strided pointer builder, `silu_and_mul`) keep the declarations of `native.ops_moe`,
 `native.ops_fp8` and `native.ops_linear` (the per-expert dispatch entry is the FP8 linears'
-grouped-decode declaration: one pointer table, the rows as (slots, 1, K)); `moe_permute`, absent there, follows the scratch
-variant's convention (docs/contracts/fp8moe.md §9, open question 5).
+grouped-decode declaration: one pointer table, the rows as (slots, 1, K)); `moe_permute`,
+absent there, follows the scratch variant's convention (docs/contracts/fp8moe.md §9, open
+question 5).
 
 Torch-free at import.
 """
@@ -59,7 +60,9 @@ OPS: dict[str, OpSpec] = {
         doc="batched TurboMind W8A16 MoE GEMM over the permuted rows",
     ),
     fm.DENSE_STAGE_OP: OpSpec(
-        f"{fm.DENSE_STAGE_OP}(" + _GEMM.format(extra="Tensor dense_expert_ids, ", tail="") + ") -> ()",
+        f"{fm.DENSE_STAGE_OP}("
+        + _GEMM.format(extra="Tensor dense_expert_ids, ", tail="")
+        + ") -> ()",
         plan=(SLOTS_IN, EXPERTS, K, N, GROUP),
         doc="dense FP8 MoE stage over every expert (the not-batched routed lane)",
     ),

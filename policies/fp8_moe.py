@@ -307,7 +307,7 @@ def load_fp8_moe(
         }
     )
     decision = Decision(TURBOMIND, decision.selection, decision.capability, flags=flags)
-    dispatcher = Dispatcher(layer, chosen, ns, banks)
+    dispatcher = Dispatcher(layer, chosen, ns, banks, decision.selection)
     return PreparedLayer(
         decision=decision,
         resident=resident,
@@ -347,8 +347,14 @@ class Dispatcher:
     """One apply call of M tokens: the lane, its stage ops, what it records as `stages`."""
 
     def __init__(
-        self, layer: fm.Fp8MoeLayer, v: Variants, ns: NativeNamespace, banks: Mapping[str, Any]
+        self,
+        layer: fm.Fp8MoeLayer,
+        v: Variants,
+        ns: NativeNamespace,
+        banks: Mapping[str, Any],
+        selection: Selection,
     ) -> None:
+        self.selection = selection
         self.layer = layer
         self.v = v
         self.ns = ns
@@ -361,6 +367,7 @@ class Dispatcher:
             raise SelectionError(
                 "missing_native_ops",
                 f"{self.layer.prefix}: {fm.MISSING_OP.format(op=op)} (dispatch, M {m})",
+                self.selection.verdicts,
             )
 
     def _call(self, op: str, m: int, stage: str, **kwargs: Any) -> None:

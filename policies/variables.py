@@ -228,8 +228,7 @@ def _st_w13_modes(value: Any, where: str) -> tuple[str, ...]:
     for item in items:
         if item not in ST_W13_MODES:
             raise InputError(
-                f"invalid value {item!r} in {where}: accepted values are "
-                + ", ".join(ST_W13_MODES)
+                f"invalid value {item!r} in {where}: accepted values are " + ", ".join(ST_W13_MODES)
             )
     return tuple(m for m in ST_W13_MODES if m in items)
 

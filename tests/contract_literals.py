@@ -209,27 +209,60 @@ FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
         for name, variable in DFLASH2_FIELDS.items()
     },
     # docs/contracts/fp8moe.md §1.1 (the single-token inputs: a routectl decision).
-    "sm70_moe_single_token.compact_w13": ("VLLM_SM70_MOE_SINGLE_TOKEN_COMPACT_W13_FASTPATH", "current"),
-    "sm70_moe_single_token.indexed_stage": ("VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_STAGE_FASTPATH", "current"),
-    "sm70_moe_single_token.indexed_w13": ("VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W13_FASTPATH", "current"),
-    "sm70_moe_single_token.indexed_w2": ("VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH", "current"),
+    "sm70_moe_single_token.compact_w13": (
+        "VLLM_SM70_MOE_SINGLE_TOKEN_COMPACT_W13_FASTPATH",
+        "current",
+    ),
+    "sm70_moe_single_token.indexed_stage": (
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_STAGE_FASTPATH",
+        "current",
+    ),
+    "sm70_moe_single_token.indexed_w13": (
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W13_FASTPATH",
+        "current",
+    ),
+    "sm70_moe_single_token.indexed_w2": (
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH",
+        "current",
+    ),
     "sm70_moe_single_token.fastpath": ("VLLM_SM70_MOE_SINGLE_TOKEN_FASTPATH", "current"),
     "sm70_moe_single_token.unpermute": ("VLLM_SM70_MOE_SINGLE_TOKEN_UNPERMUTE_FASTPATH", "current"),
-    "sm70_moe_single_token.fp8_indexed_w2": ("VLLM_SM70_FP8_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH", "current"),
+    "sm70_moe_single_token.fp8_indexed_w2": (
+        "VLLM_SM70_FP8_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH",
+        "current",
+    ),
     "sm70_fp8_moe.batched": ("VLLM_SM70_FP8_MOE_BATCHED_GEMM", "current"),
     "sm70_fp8_moe.w13_per_expert": ("VLLM_SM70_FP8_MOE_BATCHED_W13_PER_EXPERT_DISPATCH", "current"),
     "sm70_fp8_moe.w2_per_expert": ("VLLM_SM70_FP8_MOE_BATCHED_W2_PER_EXPERT_DISPATCH", "current"),
     "sm70_fp8_moe.legacy_compact": ("VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT", "current"),
     "sm70_fp8_moe.permute_scratch": ("VLLM_SM70_FP8_MOE_PERMUTE_WITH_SCRATCH", "current"),
-    "sm70_fp8_moe.compact_exact_layout": ("VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_EXACT_LAYOUT", "current"),
-    "sm70_fp8_moe.compact_native_unpermute": ("VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_NATIVE_UNPERMUTE", "current"),
-    "sm70_fp8_moe.compact_decomposed": ("VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_DECOMPOSED", "current"),
+    "sm70_fp8_moe.compact_exact_layout": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_EXACT_LAYOUT",
+        "current",
+    ),
+    "sm70_fp8_moe.compact_native_unpermute": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_NATIVE_UNPERMUTE",
+        "current",
+    ),
+    "sm70_fp8_moe.compact_decomposed": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_DECOMPOSED",
+        "current",
+    ),
     "sm70_fp8_moe.single_token_w13": (None, "config"),
     "sm70_fp8_moe.single_token_w2": (None, "config"),
     "sm70_fp8_moe.single_token_reduce": (None, "config"),
-    "sm70_fp8_moe.compact_compare": ("VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE", "current"),
-    "sm70_fp8_moe.compact_compare_reports": ("VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE_REPORTS", "current"),
-    "sm70_fp8_moe.strict_compare_fail": ("VLLM_SM70_FP8_MOE_COMPACT_STRICT_COMPARE_FAIL", "current"),
+    "sm70_fp8_moe.compact_compare": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE",
+        "current",
+    ),
+    "sm70_fp8_moe.compact_compare_reports": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE_REPORTS",
+        "current",
+    ),
+    "sm70_fp8_moe.strict_compare_fail": (
+        "VLLM_SM70_FP8_MOE_COMPACT_STRICT_COMPARE_FAIL",
+        "current",
+    ),
     "disabled_kernels": ("VLLM_DISABLED_KERNELS", "legacy"),
     "linear_backend": (None, "config"),
 }

@@ -91,9 +91,7 @@ def test_section_has_11_route_fields_3_diagnostics_and_18_new_variables():
     named = Counter(f.variable for f in FIELDS if f.variable in FP8_VARIABLES | SHARED_VARIABLES)
     assert set(named.values()) == {1} and len(named) == 18
     # sm70_awq_moe does not adopt the shared single-token variables (docs/contracts/fp8moe.md §1.4).
-    assert not any(
-        f.variable in SHARED_VARIABLES for f in FIELDS if f.section == "sm70_awq_moe"
-    )
+    assert not any(f.variable in SHARED_VARIABLES for f in FIELDS if f.section == "sm70_awq_moe")
 
 
 def test_defaults_and_the_single_token_inputs():
@@ -243,7 +241,13 @@ def test_batched_off(rows):
         "fp8_moe_single_token_indexed_dense_stage_sm70_out",
         "awq_moe_single_token_weighted_reduce_out",
     ]
-    assert ops_at(r, 2) == ["moe_permute_with_scratch", DENSE, "silu_and_mul", DENSE, "moe_unpermute"]
+    assert ops_at(r, 2) == [
+        "moe_permute_with_scratch",
+        DENSE,
+        "silu_and_mul",
+        DENSE,
+        "moe_unpermute",
+    ]
 
 
 @pytest.mark.parametrize("name", ["legacy_compact_off", "legacy_op_missing"])
@@ -363,7 +367,9 @@ def test_partial_96_loads_flagged_and_warned(rows):
 # --- §8.1 the reference's 56 FP8 rows -------------------------------------------------------
 
 
-@pytest.mark.parametrize(("b", "i", "n"), [(b, i, n) for b in (0, 1) for i in (0, 1) for n in (0, 1)])
+@pytest.mark.parametrize(
+    ("b", "i", "n"), [(b, i, n) for b in (0, 1) for i in (0, 1) for n in (0, 1)]
+)
 def test_reference_rows(rows, b, i, n):
     r = edge(rows, f"ref_b{b}_i{i}_n{n}")
     assert ops_at(r, 0) == []
@@ -420,3 +426,36 @@ def test_non_silu_layer_is_refused():
         load_fp8_moe({**QWEN36_35B, "activation": "gelu"}, policy, Hardware(70), engine, ns)
     assert info.value.code == "activation_not_silu"
     assert info.value.message.startswith("model.layers.0.mlp.experts: ")
+
+
+# --- the command line shows the family -------------------------------------------------------
+
+
+def test_config_shows_the_section():
+    result = ok(invoke(["config"], cwd=ROOT, environ={"VLLM_SM70_FP8_MOE_BATCHED_GEMM": "0"}))
+    assert result.code == 0, result.stderr
+    assert "[sm70_fp8_moe]" in result.stdout
+    assert "alias:VLLM_SM70_FP8_MOE_BATCHED_GEMM" in result.stdout
+
+
+def test_explain_prints_the_lanes_and_the_failure_phase():
+    base = ok(invoke(["explain", f"sm70-fp8-moe:{BASE}"], cwd=ROOT))
+    assert base.code == 0, base.stderr
+    assert "  M=1: legacy (w13 fused" in base.stdout
+    assert "  M=2: routed (w13 batched, w2 batched, reduce unpermute, persistent buffers)" in (
+        base.stdout
+    )
+    failed = ok(invoke(["explain", "sm70-fp8-moe:edge:gemm_op_missing"], cwd=ROOT))
+    assert "failed at dispatch, M=2" in failed.stdout
+    warned = ok(invoke(["explain", "sm70-fp8-moe:edge:partial_96_tp4"], cwd=ROOT))
+    assert "warning [partial_scale_block]" in warned.stdout
+
+
+def test_matrix_and_html_report_show_the_category(tmp_path):
+    matrix = ok(invoke(["matrix", "-c", "sm70-fp8-moe"], cwd=ROOT))
+    assert matrix.code == 0 and "sm70-fp8-moe: kernel per row; 632 rows" in matrix.stdout
+    assert "edge:moe_dequant " in matrix.stdout and "[dequant_fallback]" in matrix.stdout
+    page = tmp_path / "r.html"
+    report = ok(invoke(["report", "--html", page, "-c", "sm70-fp8-moe"], cwd=ROOT))
+    assert report.code == 0, report.stderr
+    assert "sm70-fp8-moe" in page.read_text()

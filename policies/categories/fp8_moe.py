@@ -108,7 +108,7 @@ def _ref_probe(b: int, i: int, n: int) -> Probe:
         },
         layer={**geometry(4, 2, 128, 128), "local_intermediate": 128},
         remove_ops=tuple(removed),
-        doc="reference FP8 rows B{b} I{i} N{n}".format(b=b, i=i, n=n),
+        doc=f"reference FP8 rows B{b} I{i} N{n}",
     )
 
 
@@ -329,13 +329,15 @@ class Fp8MoeCategory(Category):
             "total": layers * size["total"],
         }
 
-    def matrix_label(self, route: Mapping[str, Any]) -> str:
-        if "error" in route:
-            return f"error:{route['error']['code']}"
-        if route.get("kernel"):
-            return str(route["kernel"])
-        status = route.get("status") or {}
-        return str(status.get("code", "?"))
+    def matrix_reason(self, route: Mapping[str, Any]) -> str | None:
+        """A probe's deciding line: the status the family gave it, or the load warning."""
+        status = route.get("status")
+        if status:
+            return f"[{status['code']}] {status['message']}"
+        warnings = route.get("warnings") or []
+        if warnings:
+            return f"loads with warning [{warnings[0]['code']}] {warnings[0]['message']}"
+        return None
 
     def explain_lines(self, route: dict[str, Any]) -> list[str]:
         """Per-M lanes, the load warnings and the failure phase (popped)."""
