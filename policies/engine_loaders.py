@@ -62,8 +62,13 @@ def _fp8_moe_inputs(layer: Any, prepared: PreparedLayer, m: int) -> tuple[Any, .
 
 
 def _fp8_moe_last_call(prepared: PreparedLayer) -> Mapping[str, Any] | None:
+    """The last call's lane and stage modes as the startup report's stage names."""
     dispatcher = prepared.state.get("dispatcher")
-    return None if dispatcher is None else dispatcher.last
+    last = None if dispatcher is None else dispatcher.last
+    if last is None:
+        return None
+    names = [f"{key}={last[key]}" for key in ("lane", "w13", "w2", "reduce", "buffers")]
+    return {"stages": names, "rejected": []}
 
 
 FP8_MOE_LOADER = LayerLoader(
