@@ -163,8 +163,8 @@ def select_fp8_moe(
             "sm70_fp8.moe_dequant_fallback is true but sm70_fp8.dequant_fallback is false: "
             "Fp8MoEMethod's generic backend oracle serves the layer",
         )
-    if selection.chosen == TURBOMIND:
-        return Decision(TURBOMIND, selection, cc)
+    if selection.chosen is not None:
+        return Decision(selection.chosen, selection, cc)
     if not sm70:
         why = f"capability {cc} is outside 70..74"
     elif marlin:
