@@ -459,3 +459,46 @@ def test_matrix_and_html_report_show_the_category(tmp_path):
     report = ok(invoke(["report", "--html", page, "-c", "sm70-fp8-moe"], cwd=ROOT))
     assert report.code == 0, report.stderr
     assert "sm70-fp8-moe" in page.read_text()
+
+
+# --- where each missing op fails (docs/contracts/fp8moe.md §6, item 5) -----------------------
+
+
+def _load(remove: tuple[str, ...], env: dict[str, str] | None = None):
+    from routectl.replay.harness import RecordingNamespace
+
+    engine = next(r for r in FP8_MOE_CATEGORY.rows() if r.id == BASE).engine
+    ns = RecordingNamespace(CATALOGUE, remove=remove)
+    return load_fp8_moe(QWEN36_35B, resolve(env or {}), Hardware(70), engine, ns)
+
+
+def _call(layer, m: int) -> None:
+    from policies.categories.fp8_moe import call_inputs
+
+    layer.apply(*call_inputs(m, layer.state["layer"]))
+
+
+def test_a_missing_pointer_op_fails_at_load():
+    with pytest.raises(SelectionError, match=r"_C::awq_moe_build_strided_ptrs is not available"):
+        _load(("awq_moe_build_strided_ptrs",))
+
+
+@pytest.mark.parametrize(
+    ("op", "env", "m"),
+    [
+        (DENSE, {"VLLM_SM70_FP8_MOE_BATCHED_GEMM": "0"}, 2),
+        ("fp8_moe_single_token_dense_w13_sm70_out", {"VLLM_SM70_FP8_MOE_BATCHED_GEMM": "0"}, 1),
+        ("moe_unpermute", {}, 2),
+        (PER_EXPERT, {"VLLM_SM70_FP8_MOE_BATCHED_W2_PER_EXPERT_DISPATCH": "1"}, 2),
+    ],
+)
+def test_a_missing_stage_op_fails_at_the_first_call_that_needs_it(op, env, m):
+    layer = _load((op,), env)  # loads: the op is not needed yet
+    for earlier in range(m):
+        _call(layer, earlier)
+    with pytest.raises(SelectionError) as info:
+        _call(layer, m)
+    assert info.value.code == "missing_native_ops"
+    assert info.value.message == (
+        f"model.layers.0.mlp.experts: SM70 TurboMind op _C::{op} is not available (dispatch, M {m})"
+    )
