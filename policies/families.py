@@ -17,8 +17,9 @@ from policies.categories import awq_sm70, nvfp4_sm70, sm75
 from policies.categories.awq_moe import AWQ_MOE_CATEGORY
 from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.categories.flash_next_batch import FLASH_NEXT_BATCH_CATEGORY
+from policies.categories.fp8_moe import FP8_MOE_CATEGORY
 from policies.categories.fp8_sm70 import FP8_CATEGORY
-from policies.engine_loaders import AWQ_MOE_LOADER, linear_loader
+from policies.engine_loaders import AWQ_MOE_LOADER, FP8_MOE_LOADER, linear_loader
 from policies.flash_next import (
     engine_environment,
     flash_next_context,
@@ -26,6 +27,7 @@ from policies.flash_next import (
     flash_next_verdicts,
 )
 from policies.flash_next_variables import SECTION as FLASH_NEXT_SECTION
+from policies.fp8_moe import ROUTE_FIELDS as FP8_MOE_ROUTE_FIELDS
 from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
@@ -134,6 +136,19 @@ FAMILIES: tuple[Family, ...] = (
         context=flash_next_context,
         qualification=flash_next_verdicts,
         engine_environment=engine_environment,
+    ),
+    # docs/contracts/fp8moe.md: the loader gates stay in sm70_fp8; of its own section only
+    # the 11 route fields are hashed (the diagnostics never are).
+    Family(
+        "sm70-fp8-moe",
+        (
+            "sm70_turbomind",
+            "sm70_fp8",
+            *(f"sm70_fp8_moe.{name}" for name in FP8_MOE_ROUTE_FIELDS),
+        ),
+        _volta_class,
+        loader=FP8_MOE_LOADER,
+        categories=(FP8_MOE_CATEGORY,),
     ),
 )
 

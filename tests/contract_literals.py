@@ -111,6 +111,25 @@ CURRENT_VARIABLES: frozenset[str] = frozenset(
         "VLLM_SM70_AWQ_MOE_BATCHED_DECODE_MAX_TOKENS",
         "VLLM_SM70_AWQ_QWEN38_MOE_INDEXED_PREFILL",
         "VLLM_SM70_AWQ_QWEN38_MOE_W2_CHUNK_TOKENS",
+        # docs/contracts/fp8moe.md §1.1: every FP8 MoE variable is a current switch.
+        "VLLM_SM70_FP8_MOE_BATCHED_GEMM",
+        "VLLM_SM70_FP8_MOE_BATCHED_W13_PER_EXPERT_DISPATCH",
+        "VLLM_SM70_FP8_MOE_BATCHED_W2_PER_EXPERT_DISPATCH",
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT",
+        "VLLM_SM70_FP8_MOE_PERMUTE_WITH_SCRATCH",
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_EXACT_LAYOUT",
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_NATIVE_UNPERMUTE",
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_DECOMPOSED",
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE",
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE_REPORTS",
+        "VLLM_SM70_FP8_MOE_COMPACT_STRICT_COMPARE_FAIL",
+        "VLLM_SM70_FP8_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH",
+        "VLLM_SM70_MOE_SINGLE_TOKEN_COMPACT_W13_FASTPATH",
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_STAGE_FASTPATH",
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W13_FASTPATH",
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH",
+        "VLLM_SM70_MOE_SINGLE_TOKEN_FASTPATH",
+        "VLLM_SM70_MOE_SINGLE_TOKEN_UNPERMUTE_FASTPATH",
     }
     # docs/contracts/flashnext.md §1.1: the 13 Flash-Next controls that default on.
     | {
@@ -236,6 +255,61 @@ FIELD_VARIABLES: dict[str, tuple[str | None, str]] = {
         f"sm70_dflash2.{name}": (variable, "deprecated")
         for name, variable in DFLASH2_FIELDS.items()
     },
+    # docs/contracts/fp8moe.md §1.1 (the single-token inputs: a routectl decision).
+    "sm70_moe_single_token.compact_w13": (
+        "VLLM_SM70_MOE_SINGLE_TOKEN_COMPACT_W13_FASTPATH",
+        "current",
+    ),
+    "sm70_moe_single_token.indexed_stage": (
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_STAGE_FASTPATH",
+        "current",
+    ),
+    "sm70_moe_single_token.indexed_w13": (
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W13_FASTPATH",
+        "current",
+    ),
+    "sm70_moe_single_token.indexed_w2": (
+        "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH",
+        "current",
+    ),
+    "sm70_moe_single_token.fastpath": ("VLLM_SM70_MOE_SINGLE_TOKEN_FASTPATH", "current"),
+    "sm70_moe_single_token.unpermute": ("VLLM_SM70_MOE_SINGLE_TOKEN_UNPERMUTE_FASTPATH", "current"),
+    "sm70_moe_single_token.fp8_indexed_w2": (
+        "VLLM_SM70_FP8_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH",
+        "current",
+    ),
+    "sm70_fp8_moe.batched": ("VLLM_SM70_FP8_MOE_BATCHED_GEMM", "current"),
+    "sm70_fp8_moe.w13_per_expert": ("VLLM_SM70_FP8_MOE_BATCHED_W13_PER_EXPERT_DISPATCH", "current"),
+    "sm70_fp8_moe.w2_per_expert": ("VLLM_SM70_FP8_MOE_BATCHED_W2_PER_EXPERT_DISPATCH", "current"),
+    "sm70_fp8_moe.legacy_compact": ("VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT", "current"),
+    "sm70_fp8_moe.permute_scratch": ("VLLM_SM70_FP8_MOE_PERMUTE_WITH_SCRATCH", "current"),
+    "sm70_fp8_moe.compact_exact_layout": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_EXACT_LAYOUT",
+        "current",
+    ),
+    "sm70_fp8_moe.compact_native_unpermute": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_NATIVE_UNPERMUTE",
+        "current",
+    ),
+    "sm70_fp8_moe.compact_decomposed": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_DECOMPOSED",
+        "current",
+    ),
+    "sm70_fp8_moe.single_token_w13": (None, "config"),
+    "sm70_fp8_moe.single_token_w2": (None, "config"),
+    "sm70_fp8_moe.single_token_reduce": (None, "config"),
+    "sm70_fp8_moe.compact_compare": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE",
+        "current",
+    ),
+    "sm70_fp8_moe.compact_compare_reports": (
+        "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE_REPORTS",
+        "current",
+    ),
+    "sm70_fp8_moe.strict_compare_fail": (
+        "VLLM_SM70_FP8_MOE_COMPACT_STRICT_COMPARE_FAIL",
+        "current",
+    ),
     "disabled_kernels": ("VLLM_DISABLED_KERNELS", "legacy"),
     "linear_backend": (None, "config"),
     **{
@@ -297,6 +371,28 @@ QUALIFIED_DEFAULTS: dict[str, object] = {
     # docs/contracts/dflash2.md §1.3/§1.5: the test's engine has no model facts, so the verifier is
     # not qualified and every verifier default is false.
     **{f"sm70_dflash2.{name}": False for name in DFLASH2_FIELDS},
+    # docs/contracts/fp8moe.md §1.1.
+    "sm70_moe_single_token.compact_w13": False,
+    "sm70_moe_single_token.indexed_stage": False,
+    "sm70_moe_single_token.indexed_w13": False,
+    "sm70_moe_single_token.indexed_w2": False,
+    "sm70_moe_single_token.fastpath": False,
+    "sm70_moe_single_token.unpermute": True,
+    "sm70_moe_single_token.fp8_indexed_w2": True,
+    "sm70_fp8_moe.batched": True,
+    "sm70_fp8_moe.w13_per_expert": False,
+    "sm70_fp8_moe.w2_per_expert": False,
+    "sm70_fp8_moe.legacy_compact": True,
+    "sm70_fp8_moe.permute_scratch": True,
+    "sm70_fp8_moe.compact_exact_layout": True,
+    "sm70_fp8_moe.compact_native_unpermute": False,
+    "sm70_fp8_moe.compact_decomposed": False,
+    "sm70_fp8_moe.single_token_w13": ("dense",),
+    "sm70_fp8_moe.single_token_w2": "indexed",
+    "sm70_fp8_moe.single_token_reduce": "weighted",
+    "sm70_fp8_moe.compact_compare": False,
+    "sm70_fp8_moe.compact_compare_reports": 16,
+    "sm70_fp8_moe.strict_compare_fail": False,
     "disabled_kernels": (),
     "linear_backend": "auto",
     **{f"sm70_flash_next.{name}": d for name, (_, _, d) in FLASH_NEXT_FIELDS.items()},
@@ -360,6 +456,25 @@ NON_DEFAULT_TEXT: dict[str, tuple[str, object]] = {
         variable: ("1", True) if not d else ("0", False)
         for variable, _, d in FLASH_NEXT_FIELDS.values()
     },
+    # docs/contracts/fp8moe.md §1.1: integer booleans (any other integer is true).
+    "VLLM_SM70_MOE_SINGLE_TOKEN_COMPACT_W13_FASTPATH": ("2", True),
+    "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_STAGE_FASTPATH": ("2", True),
+    "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W13_FASTPATH": ("2", True),
+    "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH": ("2", True),
+    "VLLM_SM70_MOE_SINGLE_TOKEN_FASTPATH": ("2", True),
+    "VLLM_SM70_MOE_SINGLE_TOKEN_UNPERMUTE_FASTPATH": ("0", False),
+    "VLLM_SM70_FP8_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH": ("0", False),
+    "VLLM_SM70_FP8_MOE_BATCHED_GEMM": ("0", False),
+    "VLLM_SM70_FP8_MOE_BATCHED_W13_PER_EXPERT_DISPATCH": ("2", True),
+    "VLLM_SM70_FP8_MOE_BATCHED_W2_PER_EXPERT_DISPATCH": ("2", True),
+    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT": ("0", False),
+    "VLLM_SM70_FP8_MOE_PERMUTE_WITH_SCRATCH": ("0", False),
+    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_EXACT_LAYOUT": ("0", False),
+    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_NATIVE_UNPERMUTE": ("2", True),
+    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_DECOMPOSED": ("2", True),
+    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE": ("2", True),
+    "VLLM_SM70_FP8_MOE_COMPACT_STRICT_COMPARE_FAIL": ("2", True),
+    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE_REPORTS": ("4", 4),
 }
 
 # 1.1: the warning text; " for dense linear layers" for the three AWQ dense names.

@@ -488,6 +488,23 @@ ROUND_1_SECTIONS_70 = [
     "sm70_awq_moe.tune_small_shapes",
     "sm70_awq_moe",
     "sm70_fp8",
+    # Issue 32: the FP8 MoE family hashes the 11 route fields of its section (Volta class).
+    *(
+        f"sm70_fp8_moe.{name}"
+        for name in (
+            "batched",
+            "w13_per_expert",
+            "w2_per_expert",
+            "legacy_compact",
+            "permute_scratch",
+            "compact_exact_layout",
+            "compact_native_unpermute",
+            "compact_decomposed",
+            "single_token_w13",
+            "single_token_w2",
+            "single_token_reduce",
+        )
+    ),
 ]
 
 

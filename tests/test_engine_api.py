@@ -54,6 +54,14 @@ DISABLE_VAR = field("sm70_awq_moe.disable").variable
 DEPRECATED_VAR = next(f.variable for f in FIELDS if f.kind is Kind.DEPRECATED)
 FAMILY = "sm70-awq-moe"
 QPN_ON = {"sm70_awq_moe": {"qpn_m1": True}}
+FP8_MOE = {
+    "prefix": "model.layers.0.mlp.experts",
+    "layer_id": 0,
+    "experts": 256,
+    "top_k": 8,
+    "hidden": 2048,
+    "intermediate": 512,
+}
 
 
 def _recording(*remove: str) -> RecordingNamespace:
@@ -261,6 +269,7 @@ FAMILY_CASES = {
         BlockFp8Layer.of("model.layers.0.mlp.down_proj", 4352, 5120, tp=4),
         None,
     ),
+    "sm70-fp8-moe": (70, FP8_MOE, None),
 }
 
 
@@ -420,7 +429,8 @@ def test_invalid_report_is_rejected():
 
 # --- the engine loaders: how the startup report replays each family on meta tensors ----------
 
-LINEAR_FAMILIES = sorted(f for f in FAMILY_CASES if f != FAMILY)
+MOE_FAMILIES = {FAMILY, "sm70-fp8-moe"}
+LINEAR_FAMILIES = sorted(f for f in FAMILY_CASES if f not in MOE_FAMILIES)
 
 
 @pytest.mark.parametrize("family", LINEAR_FAMILIES)

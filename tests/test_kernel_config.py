@@ -19,6 +19,8 @@ def test_sections_and_fields_come_from_the_table():
         "sm70_fp8",
         "sm70_dflash2",
         "sm70_flash_next",
+        "sm70_moe_single_token",
+        "sm70_fp8_moe",
     }
     config = KernelConfig()
     for f in FIELDS:

@@ -24,6 +24,7 @@ OWN_SHAPES = {
     "sm70-dflash2-policy": "policy_route",
     "sm70-fp8-linear": "layers_route",
     "sm70-flash-next-batch": "flash_next_batch_route",
+    "sm70-fp8-moe": "fp8_moe_row",
 }
 # A key only the category's own shape has.
 OWN_KEY = {
@@ -31,6 +32,7 @@ OWN_KEY = {
     "sm70-dflash2-policy": "qualification",
     "sm70-fp8-linear": "layers",
     "sm70-flash-next-batch": "flash_next_route",
+    "sm70-fp8-moe": "stages",
 }
 
 
