@@ -21,7 +21,8 @@ import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from routectl.engine.startup_report import StartupReport, build_report
 from routectl.errors import InputError, SelectionError
@@ -32,6 +33,10 @@ from routectl.project import Project
 from routectl.reasons import reason_text
 from routectl.workload import EngineConfig, Hardware
 
+if TYPE_CHECKING:
+    from routectl.engine.observing import SessionObserver
+    from routectl.replay.observe import RouteObserver
+
 LOGGER_NAME = "routectl"
 log = logging.getLogger(LOGGER_NAME)
 
@@ -39,6 +44,16 @@ log = logging.getLogger(LOGGER_NAME)
 class NotDispatchedError(RuntimeError):
     """A call reached a layer whose chosen method routectl does not dispatch (e.g. MoeWNA16,
     served by the engine's own code)."""
+
+
+class ObserverSlot:
+    """The session's observer, shared by its layers (None until `EngineSession.observe`):
+    a layer loaded before the observer was installed is observed from then on."""
+
+    __slots__ = ("observer",)
+
+    def __init__(self) -> None:
+        self.observer: RouteObserver | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,7 @@ class EngineLayer:
     prepared: PreparedLayer
     namespace: NativeNamespace
     workspace: int | None = None
+    slot: ObserverSlot | None = None
 
     @property
     def decision(self) -> Decision:
@@ -73,7 +89,11 @@ class EngineLayer:
                 f"{self.name}: {self.kernel or 'no kernel'} serves this "
                 "layer; routectl dispatches none of its calls"
             )
-        return apply(x, *args)
+        observer = self.slot.observer if self.slot is not None else None
+        if observer is None:
+            return apply(x, *args)
+        with observer.in_layer(self.name, int(x.shape[0])):
+            return apply(x, *args)
 
 
 def _layer_name(spec: Any, family: str, index: int) -> str:
@@ -97,6 +117,8 @@ class EngineSession:
         self._workload = workload
         self._layers: list[EngineLayer] = []
         self._logged_fallbacks: set[tuple[str, str, str]] = set()
+        self._slot = ObserverSlot()
+        self._observing: SessionObserver | None = None
 
     @property
     def project(self) -> Project:
@@ -113,6 +135,57 @@ class EngineSession:
     @property
     def workload(self) -> EngineConfig:
         return self._workload
+
+    @property
+    def policy_hash(self) -> str:
+        """The resolved policy's hash over the sections active for this hardware and workload
+        (what snapshot rows and observation records are matched by)."""
+        active = self._project.active_sections(
+            self._hardware.capability, self._workload, self._policy
+        )
+        return self._policy.compute_hash(active)
+
+    @property
+    def observing(self) -> SessionObserver | None:
+        return self._observing
+
+    def observe(
+        self,
+        path: Path | str | None,
+        namespace: NativeNamespace,
+        op_namespace: str,
+        *,
+        category: str | None = None,
+        row: str | None = None,
+        model: str | None = None,
+        rank: int = 0,
+        is_capturing: Any = None,
+    ) -> SessionObserver:
+        """Install the session's observer (one call at start-up): from now on every catalogue
+        call in torch op namespace `op_namespace` is counted per layer, op, plan, M and
+        graph capture, and the observation record is written to `path` at exit (and by
+        `.write()`). `namespace`: the engine's native build (its ops and ABI revisions go
+        in the record's header); `category`, `row`, `model`: the snapshot row the engine
+        declares it runs as, as far as it knows; `is_capturing`: the CUDA graph capture
+        predicate (default: the current stream's state). Imports torch."""
+        if self._observing is not None:
+            raise InputError("this engine session already has an observer (one record a session)")
+        from routectl.engine.observing import SessionObserver
+        from routectl.replay.observed import Target
+
+        observing = SessionObserver(
+            self,
+            op_namespace,
+            namespace,
+            None if path is None else Path(path),
+            target=Target(category, row, model),
+            rank=rank,
+            is_capturing=is_capturing,
+        )
+        observing.start()
+        self._observing = observing
+        self._slot.observer = observing.observer
+        return observing
 
     @property
     def layers(self) -> tuple[EngineLayer, ...]:
@@ -145,14 +218,21 @@ class EngineSession:
         if tensors is None:
             tensors = loader.meta_tensors(layer)
         kwargs = loader.load_kwargs(family, tensors, workspace)
+        observer = self._slot.observer
         try:
-            prepared = loader.load(
-                layer, self._policy, self._hardware, self._workload, namespace, **kwargs
-            )
+            if observer is None:
+                prepared = loader.load(
+                    layer, self._policy, self._hardware, self._workload, namespace, **kwargs
+                )
+            else:
+                with observer.in_layer(label, None):
+                    prepared = loader.load(
+                        layer, self._policy, self._hardware, self._workload, namespace, **kwargs
+                    )
         except SelectionError as exc:
             log.error("%s [%s]: %s", label, family, reason_text(exc.code, exc.message))
             raise
-        loaded = EngineLayer(label, family, layer, prepared, namespace, workspace)
+        loaded = EngineLayer(label, family, layer, prepared, namespace, workspace, self._slot)
         self._layers.append(loaded)
         decision = prepared.decision
         if decision.kernel is None and decision.status is not None:
