@@ -315,9 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     runs: list[LayoutRun] = []
     for label, kernel_config in LAYOUTS:
-        run = run_layout(
-            project, namespace, checkpoint, label, kernel_config, device, args.observe
-        )
+        run = run_layout(project, namespace, checkpoint, label, kernel_config, device, args.observe)
         runs.append(run)
         print(
             f"== engine startup, {label} metadata: kernel_config "

@@ -87,9 +87,7 @@ def parity_command(
     if not records:
         raise InputError("no observation record given")
     rows = _snapshot_rows(project, records)
-    result = parity.check_parity(
-        project, records, rows, require_all=require_all, required=required
-    )
+    result = parity.check_parity(project, records, rows, require_all=require_all, required=required)
     if fmt == "json":
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:

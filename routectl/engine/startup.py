@@ -35,6 +35,7 @@ from routectl.workload import EngineConfig, Hardware
 
 if TYPE_CHECKING:
     from routectl.engine.observing import SessionObserver
+    from routectl.engine.profile import Profile, Requirement
     from routectl.replay.observe import RouteObserver
 
 LOGGER_NAME = "routectl"
@@ -109,8 +110,14 @@ class EngineSession:
     """The policy resolved once for one engine process, and the layers loaded under it."""
 
     def __init__(
-        self, project: Project, policy: ResolvedPolicy, hardware: Hardware, workload: EngineConfig
+        self,
+        project: Project,
+        policy: ResolvedPolicy,
+        hardware: Hardware,
+        workload: EngineConfig,
+        profile: Profile | None = None,
     ) -> None:
+        self._profile = profile
         self._project = project
         self._policy = policy
         self._hardware = hardware
@@ -260,10 +267,54 @@ class EngineSession:
             fallback.reason,
         )
 
+    @property
+    def profile(self) -> Profile | None:
+        return self._profile
+
+    def profile_check(self) -> tuple[list[Requirement], list[str]]:
+        """The deployment profile's requirements judged against the layers loaded so far,
+        and the mismatches (both empty without a profile)."""
+        if self._profile is None:
+            return [], []
+        from routectl.engine.profile import check_layers
+
+        return check_layers(
+            self._profile,
+            (
+                (layer.name, layer.kernel, [f.field for f in layer.decision.fallbacks])
+                for layer in self._layers
+            ),
+        )
+
+    def verify_profile(self) -> None:
+        """Refuse the start-up when the loaded layers' selection does not meet the
+        deployment profile: one ContractError (code contract_mismatch) naming every
+        mismatch, logged first. Call it once the engine has loaded its layers."""
+        _, mismatches = self.profile_check()
+        if mismatches:
+            from routectl.engine.profile import ContractError
+
+            error = ContractError(mismatches)
+            log.error("%s", reason_text(error.code, error.message))
+            raise error
+
     def report(self) -> StartupReport:
         """The startup report of every layer loaded so far (replayed on meta tensors)."""
+        profile = None
+        if self._profile is not None:
+            judged, mismatches = self.profile_check()
+            profile = {
+                "source": self._profile.source,
+                "requirements": [r.to_json() for r in judged],
+                "mismatches": mismatches,
+            }
         return build_report(
-            self._project, self._policy, self._hardware, self._workload, self._layers
+            self._project,
+            self._policy,
+            self._hardware,
+            self._workload,
+            self._layers,
+            profile=profile,
         )
 
 
@@ -297,20 +348,30 @@ def start(
     workload: EngineConfig,
     *,
     environ: Mapping[str, str] | None = None,
+    profile: Any = None,
 ) -> EngineSession:
     """Resolve the policy once and open the engine's session.
+
+    `profile`: a deployment profile (a JSON file's path, a parsed document or a `Profile`;
+    `routectl.engine.profile`) the selection must meet: `EngineSession.verify_profile()`
+    refuses the start-up with one error naming every mismatch.
 
     `kernel_config`: a KernelConfig, a mapping, JSON text, `@file` or None (the engine's
     `--kernel-config` value). `environ`: the variables to resolve against; None reads the
     process environment (a copy: nothing is written back)."""
     env: Mapping[str, str] = dict(os.environ) if environ is None else environ
+    required = None
+    if profile is not None:
+        from routectl.engine.profile import load_profile
+
+        required = load_profile(profile)
     policy = _resolve(project, kernel_config, env, hardware, workload)
     log.info(
         "policy %s resolved for capability %d",
         policy.compute_hash(project.active_sections(hardware.capability, workload, policy))[:12],
         hardware.capability,
     )
-    return EngineSession(project, policy, hardware, workload)
+    return EngineSession(project, policy, hardware, workload, required)
 
 
 __all__ = ["LOGGER_NAME", "EngineLayer", "EngineSession", "NotDispatchedError", "start"]

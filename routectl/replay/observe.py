@@ -26,8 +26,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from routectl.namespaces.ops import CallLog, bind_arguments, derive_plan
-from routectl.namespaces.ops import OpSpec
+from routectl.namespaces.ops import CallLog, OpSpec, bind_arguments, derive_plan
 from routectl.project import Catalogue
 from routectl.replay.observed import EntryKey, Header, ObservationRecord
 

@@ -98,7 +98,11 @@ class ObservationRecord:
         return [entry_json(key, count) for key, count in sorted(self.counts.items(), key=_order)]
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, **self.header.to_json(), "entries": self.entries()}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            **self.header.to_json(),
+            "entries": self.entries(),
+        }
 
 
 def _order(item: tuple[EntryKey, int]) -> tuple[Any, ...]:

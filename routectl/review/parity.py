@@ -237,9 +237,7 @@ def predictions(route: Mapping[str, Any]) -> tuple[list[Call], dict[int, list[Ca
     return prepare, {m: list(calls) for m, calls in by_m.items()}
 
 
-def join_row(
-    facts: RowFacts, row: Mapping[str, Any], records: Sequence[ParsedRecord]
-) -> RowParity:
+def join_row(facts: RowFacts, row: Mapping[str, Any], records: Sequence[ParsedRecord]) -> RowParity:
     """The merged observations of `records` (one row's) joined with the row's prediction."""
     route = row["route"]
     result = RowParity(
@@ -349,11 +347,7 @@ def apply_required(
     failures = []
     for requirement in required:
         match = compile_glob(requirement.pattern)
-        named = [
-            r
-            for r in results
-            if match(r.row) and requirement.category in (None, r.category)
-        ]
+        named = [r for r in results if match(r.row) and requirement.category in (None, r.category)]
         if not named:
             failures.append(f"--require-route {requirement.text}: no observed row matches")
         for parity in named:
@@ -495,15 +489,18 @@ def render_text(result: ParityResult) -> str:
             (
                 "agreed",
                 row.agreed,
-                lambda a: f"  {a['layer']} {_m(a['m'])}: {a['op']} ({_plan(a['plan'])}), "
-                f"{_calls(a)}",
+                lambda a: (
+                    f"  {a['layer']} {_m(a['m'])}: {a['op']} ({_plan(a['plan'])}), {_calls(a)}"
+                ),
             ),
             (
                 "disagreed",
                 row.disagreed,
-                lambda d: f"  {d['layer']} {_m(d['m'])}: predicted {d['predicted']['op']} "
-                f"({_plan(d['predicted']['plan'])}), observed {d['observed']['op']} "
-                f"({_plan(d['observed']['plan'])}), {_calls(d['observed'])}",
+                lambda d: (
+                    f"  {d['layer']} {_m(d['m'])}: predicted {d['predicted']['op']} "
+                    f"({_plan(d['predicted']['plan'])}), observed {d['observed']['op']} "
+                    f"({_plan(d['observed']['plan'])}), {_calls(d['observed'])}"
+                ),
             ),
             (
                 "predicted but unobserved",
@@ -513,15 +510,18 @@ def render_text(result: ParityResult) -> str:
             (
                 "observed but unpredicted",
                 row.unpredicted,
-                lambda u: f"  {u['layer']} {_m(u['m'])}: {u['op']} ({_plan(u['plan'])}), "
-                f"{_calls(u)}",
+                lambda u: (
+                    f"  {u['layer']} {_m(u['m'])}: {u['op']} ({_plan(u['plan'])}), {_calls(u)}"
+                ),
             ),
         ):
             if items:
                 lines.append(f" {title}: {len(items)}")
                 lines.extend(_listed(items, line))
         for req in row.required:
-            lines.append(f" require {req['route']}: {'ok' if req['ok'] else 'FAILS'} ({req['reason']})")
+            lines.append(
+                f" require {req['route']}: {'ok' if req['ok'] else 'FAILS'} ({req['reason']})"
+            )
     lines.extend(f"error: {f}" for f in result.failures)
     lines.append(summary_line(result))
     return "\n".join(lines) + "\n"
