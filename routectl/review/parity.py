@@ -428,7 +428,8 @@ def _plan(plan: Mapping[str, Any]) -> str:
 def _calls(item: Mapping[str, Any]) -> str:
     captured = item.get("captured", 0)
     graph = f", {captured} captured in a CUDA graph" if captured else ""
-    return f"{item.get('eager', 0) + captured} calls{graph}"
+    calls = item.get("eager", 0) + captured
+    return f"{calls} call{'' if calls == 1 else 's'}{graph}"
 
 
 def problem_lines(result: ParityResult) -> list[str]:
