@@ -281,3 +281,39 @@ def test_a_100000_entry_record_joins_in_bounded_memory(tmp_path):
     assert result.ok
     assert len(result.rows[0].agreed) == ENTRIES
     assert peak < PEAK_BYTES, peak
+
+
+AT_EXIT_SCRIPT = """
+import sys
+from policies import PROJECT
+from routectl.engine.startup import start
+from routectl.replay.harness import RecordingNamespace
+from routectl.workload import EngineConfig, Hardware
+session = start(PROJECT, None, Hardware(70), EngineConfig(tp=4), environ={})
+ns = RecordingNamespace(PROJECT.catalogue, remove=["awq_sm70_prepare_compact"])
+session.observe(sys.argv[1], ns, "routectl", category="sm70-awq-moe", rank=3)
+try:
+    session.observe(sys.argv[1], ns, "routectl")
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_the_record_is_written_at_exit_and_one_observer_a_session(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "at-exit.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", AT_EXIT_SCRIPT, str(path)],
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("InputError this engine session already has an observer")
+    record = parse_record(json.loads(path.read_text()), "at exit", PROJECT.catalogue.ops)
+    assert record.header["rank"] == 3 and record.entries == []
+    assert "awq_sm70_prepare_compact" not in record.header["native"]["ops"]
+    assert record.header["workload"]["tp"] == 4
