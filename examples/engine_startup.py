@@ -245,7 +245,12 @@ def run_layout(
     session = start(project, kernel_config, HARDWARE, WORKLOAD)
     if observe is not None:
         session.observe(
-            record_path(observe, label), namespace, REFERENCE_NAMESPACE, category=CATEGORY
+            record_path(observe, label),
+            namespace,
+            REFERENCE_NAMESPACE,
+            category=CATEGORY,
+            # The engine's own capture predicate: calls made during graph capture are marked.
+            is_capturing=torch.cuda.is_current_stream_capturing if device.type == "cuda" else None,
         )
     with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as load_seen:
         layer = session.load_layer(

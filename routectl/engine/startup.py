@@ -173,8 +173,9 @@ class EngineSession:
         graph capture, and the observation record is written to `path` at exit (and by
         `.write()`). `namespace`: the engine's native build (its ops and ABI revisions go
         in the record's header); `category`, `row`, `model`: the snapshot row the engine
-        declares it runs as, as far as it knows; `is_capturing`: the CUDA graph capture
-        predicate (default: the current stream's state). Imports torch."""
+        declares it runs as, as far as it knows; `is_capturing`: the engine's CUDA graph
+        capture predicate (e.g. torch's `cuda.is_current_stream_capturing`; None: no call is
+        marked captured, routectl never asks the host about a GPU). Imports torch."""
         if self._observing is not None:
             raise InputError("this engine session already has an observer (one record a session)")
         from routectl.engine.observing import SessionObserver

@@ -132,19 +132,18 @@ class _InLayer:
         observer.layer_name, observer.m = self._saved
 
 
-def capture_predicate() -> Callable[[], bool]:
-    """Whether the current CUDA stream is capturing a graph (False without CUDA): a query
-    of the stream's state, no synchronisation."""
-    if not torch.cuda.is_available():
-        return lambda: False
-    return torch.cuda.is_current_stream_capturing
+def never_capturing() -> bool:
+    """The capture predicate of an engine that captures no CUDA graph."""
+    return False
 
 
 class RouteObserver(TorchDispatchMode):
     """Counts every catalogue call in `namespace` that reaches the dispatcher, keyed by the
     layer and M set by `in_layer` (the engine's layer call), the op, the plan derived from
     the call's own arguments (`derive_plan`; never a kernel class's prediction) and whether
-    `is_capturing()` said a CUDA graph was being captured. Consecutive per-expert calls with
+    `is_capturing()` said a CUDA graph was being captured (the engine passes its
+    predicate, e.g. torch's `cuda.is_current_stream_capturing`: routectl never asks the host
+    about a GPU; without one, no call is marked captured). Consecutive per-expert calls with
     equal plans are one call of `experts: E`, as `CallLog` aggregates them.
 
     The mode only reads arguments on the host: no device synchronisation, no device
@@ -161,7 +160,7 @@ class RouteObserver(TorchDispatchMode):
         super().__init__()
         self._catalogue = catalogue
         self._namespace = namespace
-        self._capturing = is_capturing if is_capturing is not None else capture_predicate()
+        self._capturing = is_capturing if is_capturing is not None else never_capturing
         # OpOverload -> (op name, spec), or None outside the catalogue: one lookup a call.
         self._specs: dict[Any, tuple[str, OpSpec] | None] = {}
         self.counts: dict[EntryKey, int] = {}
