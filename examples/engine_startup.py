@@ -22,7 +22,14 @@ Both layouts must also give identical outputs. Exit 0 only when every check pass
 
 The policy is resolved against this process's environment (as an engine's would be).
 
-    python examples/engine_startup.py [--device cuda] [--report-json FILE]
+    python examples/engine_startup.py [--device cuda] [--report-json FILE] [--observe FILE]
+
+With `--observe FILE` each session installs routectl's observer at start-up and, after the
+checks' step, runs `OBSERVED_STEPS` more real M = 1 steps (on CUDA: one step eager, one
+captured in a CUDA graph and replayed, the replay's output checked against the eager one);
+the default-layout (3-byte) session's observation record is written to FILE and the 4-byte
+one's beside it (`<stem>.4-byte<suffix>`). `routectl parity FILE` then joins each record with
+its retained snapshot row (docs/observed-routes.md).
 
 With `--device cuda` the checkpoint, the prepared banks and the step's tensors live on the GPU
 (the prepare ops and the QPN M1 op run there); the oracle and the bank check read CPU copies.
@@ -80,6 +87,10 @@ LAYOUTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("3-byte", {"sm70_awq_moe": {"qpn_m1": True}}),
 )
 STEP_TOKENS = 1
+# The snapshot category the example's sessions declare in their observation records, and the
+# eager M = 1 steps an observed CPU session runs after the checks' step.
+CATEGORY = "sm70-awq-moe"
+OBSERVED_STEPS = 2
 CHECKPOINT_SEED = 0
 INPUT_SEED = 1
 
@@ -177,10 +188,49 @@ class LayoutRun:
     margins: BoundCheck
     banks_ok: bool
     out: torch.Tensor
+    steps_ok: bool = True  # the observed steps' outputs agree (True when not observing)
 
     @property
     def passed(self) -> bool:
-        return self.margins.passed and self.banks_ok and not self.replay.differences(self.execution)
+        return (
+            self.margins.passed
+            and self.banks_ok
+            and self.steps_ok
+            and not self.replay.differences(self.execution)
+        )
+
+
+def record_path(observe: Path, label: str) -> Path:
+    """Where the `label` session's observation record goes: `observe` for the default
+    (3-byte) layout, `<stem>.<label><suffix>` beside it for the other."""
+    if label == LAYOUTS[-1][0]:
+        return observe
+    return observe.with_name(f"{observe.stem}.{label}{observe.suffix}")
+
+
+def observed_steps(
+    layer: EngineLayer,
+    inputs: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    device: torch.device,
+) -> bool:
+    """Real M = 1 steps under the session's observer: on CPU `OBSERVED_STEPS` eager steps;
+    on CUDA one eager step, then one captured in a CUDA graph and replayed. True when every
+    step's output equals the first's (the replayed graph's included)."""
+    first = layer(*inputs)
+    if device.type != "cuda":
+        return all(torch.equal(layer(*inputs), first) for _ in range(OBSERVED_STEPS - 1))
+    static = tuple(t.clone() for t in inputs)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture stream, as graph capture wants
+        layer(*static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = layer(*static)
+    graph.replay()
+    torch.cuda.synchronize()
+    return torch.equal(captured.cpu(), first.cpu())
 
 
 def run_layout(
@@ -190,8 +240,18 @@ def run_layout(
     label: str,
     kernel_config: Mapping[str, Any],
     device: torch.device,
+    observe: Path | None = None,
 ) -> LayoutRun:
     session = start(project, kernel_config, HARDWARE, WORKLOAD)
+    if observe is not None:
+        session.observe(
+            record_path(observe, label),
+            namespace,
+            REFERENCE_NAMESPACE,
+            category=CATEGORY,
+            # The engine's own capture predicate: calls made during graph capture are marked.
+            is_capturing=torch.cuda.is_current_stream_capturing if device.type == "cuda" else None,
+        )
     with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as load_seen:
         layer = session.load_layer(
             FAMILY, QWEN38_LAYER, checkpoint_on(checkpoint, device), namespace
@@ -200,6 +260,10 @@ def run_layout(
     x, ids, weights = step_inputs(moe, device)
     with OpObserver(project.catalogue, REFERENCE_NAMESPACE) as step_seen:
         out = layer(x, ids, weights)
+    steps_ok = True
+    if session.observing is not None:
+        steps_ok = observed_steps(layer, (x, ids, weights), device)
+        session.observing.close()  # writes the record
     report = session.report()
     banks = layer.prepared.state["banks"]
     reference = oracle_qpn_m1(
@@ -213,6 +277,7 @@ def run_layout(
         margins=check_bounds(out.cpu(), reference.out),
         banks_ok=banks_match_checkpoint(layer, checkpoint, [int(i) for i in ids.flatten()]),
         out=out.cpu(),
+        steps_ok=steps_ok,
     )
 
 
@@ -235,6 +300,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="cpu",
         help="where the checkpoint, banks and step run (default: cpu)",
     )
+    parser.add_argument(
+        "--observe",
+        type=Path,
+        metavar="FILE",
+        help="install routectl's observer in each session, run real M = 1 steps (on CUDA "
+        "one captured in a CUDA graph) and write the 3-byte session's observation record to "
+        "FILE, the 4-byte one's to <stem>.4-byte<suffix> (check them: routectl parity FILE)",
+    )
     args = parser.parse_args(argv)
     # One intra-op thread: the CPU reference ops work expert by expert on tensors of about
     # 10^5 elements, where a second thread saves less than it costs to synchronise, and on
@@ -252,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     runs: list[LayoutRun] = []
     for label, kernel_config in LAYOUTS:
-        run = run_layout(project, namespace, checkpoint, label, kernel_config, device)
+        run = run_layout(project, namespace, checkpoint, label, kernel_config, device, args.observe)
         runs.append(run)
         print(
             f"== engine startup, {label} metadata: kernel_config "
@@ -264,6 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"replay == execution {label}: {_yes(not differences)}")
         for line in differences:
             print(f"  {line}")
+        if args.observe is not None:
+            print(f"observed steps agree {label}: {_yes(run.steps_ok)}")
+            print(f"observation record {label}: {record_path(args.observe, label)}")
     identical = torch.equal(runs[0].out, runs[1].out)
     print(f"outputs 4-byte == 3-byte: {_yes(identical)}")
     for run in runs:

@@ -44,6 +44,8 @@ PROBE_NAMES = [
     "batched_off",
     "moe_disable",
     "backend_marlin",
+    "example_qpn_m1",
+    "example_qpn_m1_4byte",
 ]
 ERROR_PROBES = {
     "qpn_m1_op_missing",
@@ -66,7 +68,7 @@ def ops_at(route: dict, m: int) -> list[str]:
 
 def test_row_set(rows):
     assert AWQ_MOE_CATEGORY.name == NAME == "sm70-awq-moe"
-    assert len(rows) == 540 + 20
+    assert len(rows) == 540 + 22
     assert all(ROW_ID.match(i) for i in rows)
     assert sorted(i.removeprefix("edge:") for i in rows if i.startswith("edge:")) == sorted(
         PROBE_NAMES
@@ -77,6 +79,15 @@ def test_row_set(rows):
         r["status"]["code"] for r in rows.values() if r.get("kernel") is None and r.get("status")
     )
     assert statuses == {"not_applicable": 216, "not_modelled": 108}
+
+
+def test_the_example_probes_take_qpn_m1_in_both_layouts(rows):
+    """The rows `routectl parity` joins examples/engine_startup.py's records with: its
+    workload (FP16 KV cache, 8 sequences), QPN M1 requested in the config."""
+    for probe, layout in (("example_qpn_m1", "3-byte"), ("example_qpn_m1_4byte", "4-byte")):
+        route = rows[f"edge:{probe}"]
+        assert route["kernel"] == "TurboMindAwqMoE" and route["prepared_layout"] == layout
+        assert ops_at(route, 1) == ["awq_moe_qpn_m1_sm70_out"]
 
 
 def test_qwen38_tp4_default_routes(rows):
@@ -236,9 +247,16 @@ def test_every_recorded_plan_uses_the_declared_keys(rows):
 
 def test_probes_are_data_over_known_variables():
     known = {f.variable for f in FIELDS if f.variable}
+    # The example's probes take the example's own workload (FP16 KV cache) as their base.
+    example_base = "qwen38_awq_moe/float16/tp4/none/c8/q8192"
     for probe in PROBES:
         assert set(probe.variables) <= known
-        assert probe.base == "qwen38_awq_moe/fp8_e4m3/tp4/none/c8/q8192"
+        expected = (
+            example_base
+            if probe.name.startswith("example_")
+            else ("qwen38_awq_moe/fp8_e4m3/tp4/none/c8/q8192")
+        )
+        assert probe.base == expected
 
 
 def test_model_totals(rows):

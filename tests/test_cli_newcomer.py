@@ -41,6 +41,7 @@ def test_help_summaries_are_whole_sentences():
         "  list      List the categories, their row counts and descriptions.",
         "  matrix    Print each category as a grid of kernels, with a legend.",
         "  native    Native operator contracts.",
+        "  parity    Join observation records of real runs with their snapshot rows.",
         "  report    Write the route matrices as one self-contained HTML page.",
         "  snapshot  Replay categories and write their snapshots.",
     ]
@@ -56,7 +57,7 @@ def test_misspelled_command_category_and_row_id_suggest_the_closest(tmp_path):
         (
             ["chekc"],
             "error: no such command 'chekc'; did you mean check? (commands: check, "
-            "config, diff, explain, list, matrix, native, report, snapshot)",
+            "config, diff, explain, list, matrix, native, parity, report, snapshot)",
         ),
         (
             ["native", "prob"],

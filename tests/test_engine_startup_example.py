@@ -25,12 +25,13 @@ MARGINS = re.compile(r"^margins (4-byte|3-byte): max=(\S+) l2=(\S+)$", re.MULTIL
 
 def test_example_passes_for_both_layouts(tmp_path):
     report = tmp_path / "startup-report.json"
+    observed = tmp_path / "observed.json"
     # The example resolves against its process environment, as an engine does: give it one
     # without any policy variable of the caller's.
     env = {k: v for k, v in os.environ.items() if not k.startswith(VARIABLE_PREFIX)}
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--report-json", str(report)],
+        [sys.executable, str(EXAMPLE), "--report-json", str(report), "--observe", str(observed)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -57,6 +58,19 @@ def test_example_passes_for_both_layouts(tmp_path):
     validator = Draft202012Validator(schema("startup-report"))
     assert [e.message for e in validator.iter_errors(document)] == []
     assert document["layers"][0]["prepared_layout"] == "3-byte"
+    # Each session's observation record joins its retained row: `routectl parity` passes.
+    assert "observed steps agree 3-byte: yes" in lines
+    records = [observed, observed.with_name("observed.4-byte.json")]
+    parity = subprocess.run(
+        [sys.executable, "-m", "routectl", "--project", str(ROOT), "parity", *map(str, records)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    assert parity.returncode == 0, parity.stdout + parity.stderr
+    assert "sm70-awq-moe:edge:example_qpn_m1 (" in parity.stdout
+    assert "sm70-awq-moe:edge:example_qpn_m1_4byte (" in parity.stdout
 
 
 def test_example_fails_unless_every_check_passes():

@@ -14,7 +14,15 @@ import native
 import policies
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMAS = {"snapshot", "expected-changes", "report", "probe", "startup-report"}
+SCHEMAS = {
+    "snapshot",
+    "expected-changes",
+    "report",
+    "probe",
+    "startup-report",
+    "observed",
+    "profile",
+}
 
 
 def test_the_wheel_installs_routectl_and_its_schemas_only(tmp_path):

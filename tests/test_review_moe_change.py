@@ -83,7 +83,7 @@ def test_the_moe_change_reads_as_one_cluster(copy):
     lines = shown.stdout.splitlines()
     assert len(lines) <= 20, shown.stdout
     # One cluster: the rows of every group are counted under one heading.
-    assert lines[1] == "  changed 65 rows in 5 groups (unexpected)"
+    assert lines[1] == "  changed 67 rows in 5 groups (unexpected)"
     assert "more field change" not in shown.stdout  # nothing cut by --max-fields
     # Every stage is named by its M; no bare index of a keyed list.
     assert "route.stages[M=128]" in shown.stdout
@@ -107,7 +107,7 @@ def test_the_moe_change_writes_a_few_entries_that_each_state_fields(copy, tmp_pa
         assert entry.get("fields") or entry.get("note"), entry
     fed_back = check(copy, "--expected-changes", str(written))
     assert fed_back.returncode == 0, fed_back.stdout
-    assert fed_back.stdout.splitlines()[-1] == "ok: 1 category, 560 rows, 65 expected changes"
+    assert fed_back.stdout.splitlines()[-1] == "ok: 1 category, 562 rows, 67 expected changes"
 
 
 def test_long_values_are_cut_only_in_terminal_text(exact_dense_off):

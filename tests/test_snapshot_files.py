@@ -589,6 +589,51 @@ def valid_documents(tmp_path_factory):
         "message": "QPN M1 not admitted at load (opt-in)",
         "not_needed": False,
     }
+    observed = {
+        "schema_version": 1,
+        "routectl": "0.1.0",
+        "project": "routectl-sm70",
+        "target": {"category": "sm70-awq-moe", "row": None, "model": None},
+        "workload": {
+            "tp": 4,
+            "pp": 1,
+            "spec_method": "none",
+            "spec_tokens": 0,
+            "selector_top_k": 0,
+            "max_num_seqs": 8,
+            "max_num_batched_tokens": 8192,
+            "dbo": False,
+            "ubatch": 0,
+            "kv_dtype": "float16",
+            "model": {
+                "architectures": ["A"],
+                "dtype": None,
+                "hidden_size": 2560,
+                "num_attention_heads": None,
+                "num_key_value_heads": None,
+                "head_dim": None,
+                "quantization": None,
+                "language_model_only": None,
+            },
+            "batch_invariant": False,
+            "reduced_precision_reduction": None,
+            "fp16_accumulation": False,
+        },
+        "capability": 70,
+        "policy_hash": "0" * 64,
+        "native": {"name": "engine", "ops": ["a"], "abi": [{"getter": "g", "revision": None}]},
+        "rank": 0,
+        "entries": [
+            {
+                "layer": "model.layers.0.mlp.experts",
+                "m": 1,
+                "captured": True,
+                "op": "a",
+                "plan": {"m": 1, "metadata": "3-byte"},
+                "count": 2,
+            }
+        ],
+    }
     startup = {
         "format": 1,
         "project": "routectl-sm70",
@@ -666,6 +711,19 @@ def valid_documents(tmp_path_factory):
                 "replay_matches_load": True,
             }
         ],
+        "profile": {
+            "source": "profile.json",
+            "requirements": [
+                {
+                    "pattern": "model.layers.*",
+                    "layer": "model.layers.0.mlp.experts",
+                    "required": "TurboMindAwqMoE",
+                    "selected": "TurboMindAwqMoE",
+                    "ok": True,
+                }
+            ],
+            "mismatches": [],
+        },
     }
     return {
         "snapshot": snap,
@@ -673,6 +731,8 @@ def valid_documents(tmp_path_factory):
         "expected-changes": expected,
         "probe": probe,
         "startup-report": startup,
+        "observed": observed,
+        "profile": {"schema_version": 1, "routes": {"model.layers.*": ["K", "no fallback"]}},
     }
 
 

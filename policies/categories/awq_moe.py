@@ -75,6 +75,10 @@ MODELS = (
 )
 
 BASE = row_id("qwen38_awq_moe", "fp8_e4m3", 4, "none", 8, 8192)
+# The workload of examples/engine_startup.py (TP4, 8 sequences, 8192 tokens, FP16 KV cache):
+# its two configurations are the `example_*` probes, the rows `routectl parity` joins the
+# example's observation records with.
+EXAMPLE_BASE = row_id("qwen38_awq_moe", "float16", 4, "none", 8, 8192)
 
 
 def var(key: str) -> str:
@@ -150,6 +154,18 @@ PROBES = (
     Probe("legacy_compact_off", BASE, variables=moe("legacy_compact", "0")),
     Probe("batched_off", BASE, variables=moe("batched", "0")),
     Probe("moe_disable", BASE, variables=moe("disable", "1"), doc="MoeWNA16"),
+    Probe(
+        "example_qpn_m1",
+        EXAMPLE_BASE,
+        config={"sm70_awq_moe": {"qpn_m1": True}},
+        doc="examples/engine_startup.py, 3-byte metadata: QPN M1 requested in the config",
+    ),
+    Probe(
+        "example_qpn_m1_4byte",
+        EXAMPLE_BASE,
+        config={"sm70_awq_moe": {"qpn_m1": True, "compact_metadata": False}},
+        doc="examples/engine_startup.py, 4-byte metadata: QPN M1 requested, compact off",
+    ),
     Probe(
         "backend_marlin",
         BASE,

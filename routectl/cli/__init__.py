@@ -151,6 +151,7 @@ COMMAND_MODULES: Mapping[str, str] = {
     "list": "snapshot_cmd",
     "matrix": "matrix_cmd",
     "native": "native_cmd",
+    "parity": "parity_cmd",
     "report": "matrix_cmd",
     "snapshot": "snapshot_cmd",
 }

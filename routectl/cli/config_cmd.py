@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import click
 
-from routectl.cli import cli, project_option, state, warn
+from routectl.cli import CheckFailed, cli, project_option, state, warn
+from routectl.cli.profile_check import profile_option, profile_verdict, row_layer_name
 from routectl.errors import InputError
 from routectl.io.jsonread import is_decimal, shorten
 from routectl.project import Project
@@ -201,6 +203,15 @@ def build_workload(
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
+@profile_option()
+@click.option(
+    "--row",
+    "row_id",
+    default=None,
+    metavar="CATEGORY:ROW-ID",
+    help="With --profile: the snapshot row (replayed now) the profile is checked against, "
+    "instead of printing the policy.",
+)
 @project_option
 @click.pass_context
 def config_command(
@@ -218,6 +229,8 @@ def config_command(
     model_scope: str | None,
     architectures: tuple[str, ...],
     fmt: str,
+    profile_path: Path | None,
+    row_id: str | None,
     project_dir: Any,
     **facts: Any,
 ) -> None:
@@ -227,6 +240,11 @@ def config_command(
     the qualification verdicts and the policy hash."""
     st = state(ctx)
     project = st.project(project_dir)
+    if (profile_path is None) != (row_id is None):
+        raise click.UsageError("--profile and --row go together (check a profile against a row)")
+    if profile_path is not None and row_id is not None:
+        check_profile(project, profile_path, row_id, fmt)
+        return
     model = build_model(project, model_scope, architectures, facts)
     workload = build_workload(
         tp, pp, spec, spec_tokens, selector_top_k, max_num_seqs, budget, kv, model
@@ -239,3 +257,17 @@ def config_command(
         click.echo(json.dumps(view.document(), indent=2, sort_keys=True))
         return
     click.echo(view.text(), nl=False)
+
+
+def check_profile(project: Project, profile_path: Path, row_id: str, fmt: str) -> None:
+    """`config --profile FILE --row ID`: the profile judged against the row's selection."""
+    from routectl.replay.harness import replay_row
+    from routectl.review.explain import resolve_row
+
+    category, spec = resolve_row(project, row_id, None)
+    row, _ = replay_row(project, category, spec)
+    layer = row_layer_name(category.name, spec)
+    verdict, text = profile_verdict(profile_path, f"{category.name}:{spec.id}", layer, row["route"])
+    click.echo(json.dumps(verdict, indent=2, sort_keys=True) if fmt == "json" else text, nl=False)
+    if verdict["mismatches"]:
+        raise CheckFailed()

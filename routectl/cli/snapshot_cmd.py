@@ -12,6 +12,7 @@ from typing import cast
 import click
 
 from routectl.cli import (
+    CheckFailed,
     OutputPath,
     cli,
     complete_category,
@@ -22,6 +23,7 @@ from routectl.cli import (
     state,
     warn,
 )
+from routectl.cli.profile_check import profile_option, profile_verdict, row_layer_name
 from routectl.cli.shared import (
     CATEGORY_HELP,
     VerdictOptions,
@@ -42,7 +44,7 @@ from routectl.review.check import (
     fresh_snapshots,
     select_categories,
 )
-from routectl.review.explain import explain, explain_text
+from routectl.review.explain import explain, explain_text, resolve_row
 from routectl.review.listing import category_summary, list_json, list_text
 from routectl.review.retained import check_retained
 from routectl.review.snapshot import dump_json, write_snapshot
@@ -245,6 +247,7 @@ def check_command(
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
+@profile_option()
 @project_option
 @click.pass_context
 def explain_command(
@@ -253,6 +256,7 @@ def explain_command(
     category_name: str | None,
     all_policy: bool,
     fmt: str,
+    profile_path: Path | None,
     project_dir: Path | None,
 ) -> None:
     """Show why one row routes where it does.
@@ -264,9 +268,22 @@ def explain_command(
     """
     project = state(ctx).project(project_dir)
     document = explain(project, row_id, category_name, all_policy=all_policy)
+    verdict = None
+    if profile_path is not None:
+        _, spec = resolve_row(project, row_id, category_name)
+        layer = row_layer_name(document["category"], spec)
+        verdict, verdict_text = profile_verdict(
+            profile_path, document["id"], layer, document["route"]
+        )
+        document = {**document, "profile": verdict}
     click.echo(
         dump_json(document)
         if fmt == "json"
         else explain_text(document, project.category(document["category"])),
         nl=False,
     )
+    if verdict is not None:
+        if fmt != "json":
+            click.echo(verdict_text, nl=False)
+        if verdict["mismatches"]:
+            raise CheckFailed()

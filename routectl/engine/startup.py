@@ -21,10 +21,11 @@ import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from routectl.engine.startup_report import StartupReport, build_report
-from routectl.errors import SelectionError
+from routectl.errors import InputError, SelectionError
 from routectl.io.environ import checked_environ
 from routectl.namespaces.native_ns import NativeNamespace
 from routectl.policy.loaded import Decision, Fallback, PreparedLayer
@@ -33,6 +34,11 @@ from routectl.project import Project
 from routectl.reasons import reason_text
 from routectl.workload import EngineConfig, Hardware
 
+if TYPE_CHECKING:
+    from routectl.engine.observing import SessionObserver
+    from routectl.engine.profile import Profile, Requirement
+    from routectl.replay.observe import RouteObserver
+
 LOGGER_NAME = "routectl"
 log = logging.getLogger(LOGGER_NAME)
 
@@ -40,6 +46,16 @@ log = logging.getLogger(LOGGER_NAME)
 class NotDispatchedError(RuntimeError):
     """A call reached a layer whose chosen method routectl does not dispatch (e.g. MoeWNA16,
     served by the engine's own code)."""
+
+
+class ObserverSlot:
+    """The session's observer, shared by its layers (None until `EngineSession.observe`):
+    a layer loaded before the observer was installed is observed from then on."""
+
+    __slots__ = ("observer",)
+
+    def __init__(self) -> None:
+        self.observer: RouteObserver | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,7 @@ class EngineLayer:
     prepared: PreparedLayer
     namespace: NativeNamespace
     workspace: int | None = None
+    slot: ObserverSlot | None = None
 
     @property
     def decision(self) -> Decision:
@@ -74,7 +91,11 @@ class EngineLayer:
                 f"{self.name}: {self.kernel or 'no kernel'} serves this "
                 "layer; routectl dispatches none of its calls"
             )
-        return apply(x, *args)
+        observer = self.slot.observer if self.slot is not None else None
+        if observer is None:
+            return apply(x, *args)
+        with observer.in_layer(self.name, int(x.shape[0])):
+            return apply(x, *args)
 
 
 def _layer_name(spec: Any, family: str, index: int) -> str:
@@ -90,14 +111,22 @@ class EngineSession:
     """The policy resolved once for one engine process, and the layers loaded under it."""
 
     def __init__(
-        self, project: Project, policy: ResolvedPolicy, hardware: Hardware, workload: EngineConfig
+        self,
+        project: Project,
+        policy: ResolvedPolicy,
+        hardware: Hardware,
+        workload: EngineConfig,
+        profile: Profile | None = None,
     ) -> None:
+        self._profile = profile
         self._project = project
         self._policy = policy
         self._hardware = hardware
         self._workload = workload
         self._layers: list[EngineLayer] = []
         self._logged_fallbacks: set[tuple[str, str, str]] = set()
+        self._slot = ObserverSlot()
+        self._observing: SessionObserver | None = None
 
     @property
     def project(self) -> Project:
@@ -114,6 +143,58 @@ class EngineSession:
     @property
     def workload(self) -> EngineConfig:
         return self._workload
+
+    @property
+    def policy_hash(self) -> str:
+        """The resolved policy's hash over the sections active for this hardware and workload
+        (what snapshot rows and observation records are matched by)."""
+        active = self._project.hashed_sections(
+            self._hardware.capability, self._workload, self._policy
+        )
+        return self._policy.compute_hash(active)
+
+    @property
+    def observing(self) -> SessionObserver | None:
+        return self._observing
+
+    def observe(
+        self,
+        path: Path | str | None,
+        namespace: NativeNamespace,
+        op_namespace: str,
+        *,
+        category: str | None = None,
+        row: str | None = None,
+        model: str | None = None,
+        rank: int = 0,
+        is_capturing: Any = None,
+    ) -> SessionObserver:
+        """Install the session's observer (one call at start-up): from now on every catalogue
+        call in torch op namespace `op_namespace` is counted per layer, op, plan, M and
+        graph capture, and the observation record is written to `path` at exit (and by
+        `.write()`). `namespace`: the engine's native build (its ops and ABI revisions go
+        in the record's header); `category`, `row`, `model`: the snapshot row the engine
+        declares it runs as, as far as it knows; `is_capturing`: the engine's CUDA graph
+        capture predicate (e.g. torch's `cuda.is_current_stream_capturing`; None: no call is
+        marked captured, routectl never asks the host about a GPU). Imports torch."""
+        if self._observing is not None:
+            raise InputError("this engine session already has an observer (one record a session)")
+        from routectl.engine.observing import SessionObserver
+        from routectl.replay.observed import Target
+
+        observing = SessionObserver(
+            self,
+            op_namespace,
+            namespace,
+            None if path is None else Path(path),
+            target=Target(category, row, model),
+            rank=rank,
+            is_capturing=is_capturing,
+        )
+        observing.start()
+        self._observing = observing
+        self._slot.observer = observing.observer
+        return observing
 
     @property
     def layers(self) -> tuple[EngineLayer, ...]:
@@ -143,14 +224,21 @@ class EngineSession:
         if tensors is None:
             tensors = loader.meta_tensors(layer)
         kwargs = loader.load_kwargs(family, tensors, workspace)
+        observer = self._slot.observer
         try:
-            prepared = loader.load(
-                layer, self._policy, self._hardware, self._workload, namespace, **kwargs
-            )
+            if observer is None:
+                prepared = loader.load(
+                    layer, self._policy, self._hardware, self._workload, namespace, **kwargs
+                )
+            else:
+                with observer.in_layer(label, None):
+                    prepared = loader.load(
+                        layer, self._policy, self._hardware, self._workload, namespace, **kwargs
+                    )
         except SelectionError as exc:
             log.error("%s [%s]: %s", label, family, reason_text(exc.code, exc.message))
             raise
-        loaded = EngineLayer(label, family, layer, prepared, namespace, workspace)
+        loaded = EngineLayer(label, family, layer, prepared, namespace, workspace, self._slot)
         self._layers.append(loaded)
         decision = prepared.decision
         if decision.kernel is None and decision.status is not None:
@@ -178,10 +266,54 @@ class EngineSession:
             fallback.reason,
         )
 
+    @property
+    def profile(self) -> Profile | None:
+        return self._profile
+
+    def profile_check(self) -> tuple[list[Requirement], list[str]]:
+        """The deployment profile's requirements judged against the layers loaded so far,
+        and the mismatches (both empty without a profile)."""
+        if self._profile is None:
+            return [], []
+        from routectl.engine.profile import check_layers
+
+        return check_layers(
+            self._profile,
+            (
+                (layer.name, layer.kernel, [f.field for f in layer.decision.fallbacks])
+                for layer in self._layers
+            ),
+        )
+
+    def verify_profile(self) -> None:
+        """Refuse the start-up when the loaded layers' selection does not meet the
+        deployment profile: one ContractError (code contract_mismatch) naming every
+        mismatch, logged first. Call it once the engine has loaded its layers."""
+        _, mismatches = self.profile_check()
+        if mismatches:
+            from routectl.engine.profile import ContractError
+
+            error = ContractError(mismatches)
+            log.error("%s", reason_text(error.code, error.message))
+            raise error
+
     def report(self) -> StartupReport:
         """The startup report of every layer loaded so far (replayed on meta tensors)."""
+        profile = None
+        if self._profile is not None:
+            judged, mismatches = self.profile_check()
+            profile = {
+                "source": self._profile.source,
+                "requirements": [r.to_json() for r in judged],
+                "mismatches": mismatches,
+            }
         return build_report(
-            self._project, self._policy, self._hardware, self._workload, self._layers
+            self._project,
+            self._policy,
+            self._hardware,
+            self._workload,
+            self._layers,
+            profile=profile,
         )
 
 
@@ -215,8 +347,13 @@ def start(
     workload: EngineConfig,
     *,
     environ: Mapping[str, str] | None = None,
+    profile: Any = None,
 ) -> EngineSession:
     """Resolve the policy once and open the engine's session.
+
+    `profile`: a deployment profile (a JSON file's path, a parsed document or a `Profile`;
+    `routectl.engine.profile`) the selection must meet: `EngineSession.verify_profile()`
+    refuses the start-up with one error naming every mismatch.
 
     `kernel_config`: a KernelConfig, a mapping, JSON text, `@file` or None (the engine's
     `--kernel-config` value). `environ`: the variables to resolve against; None reads the
@@ -224,13 +361,18 @@ def start(
     else is an InputError naming the key)."""
     env: Mapping[str, str] = dict(os.environ) if environ is None else checked_environ(environ)
     workload = project.engine_from(workload, env)
+    required = None
+    if profile is not None:
+        from routectl.engine.profile import load_profile
+
+        required = load_profile(profile)
     policy = _resolve(project, kernel_config, env, hardware, workload)
     log.info(
         "policy %s resolved for capability %d",
         policy.compute_hash(project.hashed_sections(hardware.capability, workload, policy))[:12],
         hardware.capability,
     )
-    return EngineSession(project, policy, hardware, workload)
+    return EngineSession(project, policy, hardware, workload, required)
 
 
 __all__ = ["LOGGER_NAME", "EngineLayer", "EngineSession", "NotDispatchedError", "start"]

@@ -244,7 +244,11 @@ def build_report(
     hardware: Hardware,
     workload: EngineConfig,
     layers: Sequence[LoadedLayer],
+    *,
+    profile: Mapping[str, Any] | None = None,
 ) -> StartupReport:
+    """`profile`: the deployment profile's requirements against the selection (the
+    `profile` entry of the document; None without a profile)."""
     budget = workload.max_num_batched_tokens
     document = {
         "format": REPORT_FORMAT,
@@ -257,6 +261,7 @@ def build_report(
             for c in TOKEN_CLASSES
         ],
         "layers": [layer_json(project, policy, hardware, workload, layer) for layer in layers],
+        "profile": None if profile is None else dict(profile),
     }
     return StartupReport(document)
 
@@ -377,6 +382,21 @@ def render_text(document: Mapping[str, Any]) -> str:
     lines.append(f"token classes (replayed counts): {classes}")
     for layer in document["layers"]:
         lines.extend(_layer_text(layer))
+    profile = document.get("profile")
+    if profile is not None:
+        verdict = "met" if not profile["mismatches"] else "NOT met"
+        lines.append(f"deployment profile {profile['source']}: {verdict}")
+        for r in profile["requirements"]:
+            mark = "ok" if r["ok"] else "MISMATCH"
+            lines.append(
+                f"  {r['layer']} ({r['pattern']}): required {r['required']}, "
+                f"selected {r['selected']}: {mark}"
+            )
+        lines.extend(
+            f"  mismatch: {m}"
+            for m in profile["mismatches"]
+            if m.endswith("matches no loaded layer")
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,15 @@ if TYPE_CHECKING:
 
 # The schema_version every file format of this routectl reads and writes.
 SCHEMA_VERSION = 1
-SCHEMA_NAMES = ("snapshot", "expected-changes", "report", "probe", "startup-report")
+SCHEMA_NAMES = (
+    "snapshot",
+    "expected-changes",
+    "report",
+    "probe",
+    "startup-report",
+    "observed",
+    "profile",
+)
 # The schemas of routectl's own file formats, package data beside this code (in a wheel, a
 # checkout or a baseline worktree alike).
 SOURCE_SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
