@@ -590,7 +590,7 @@ def valid_documents(tmp_path_factory):
         "not_needed": False,
     }
     startup = {
-        "format": 1,
+        "schema_version": 1,
         "project": "routectl-sm70",
         "hardware": {"capability": 70},
         "engine": {

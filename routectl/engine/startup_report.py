@@ -247,7 +247,7 @@ def build_report(
 ) -> StartupReport:
     budget = workload.max_num_batched_tokens
     document = {
-        "format": REPORT_FORMAT,
+        "schema_version": REPORT_FORMAT,
         "project": project.name,
         "hardware": {"capability": hardware.capability},
         "engine": workload.to_json(),
