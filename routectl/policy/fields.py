@@ -238,8 +238,8 @@ def plain_typed_values(fields: tuple[Field, ...], value: Any) -> dict[str, Any] 
         if section is None or type(given) is not dict:
             return None
         for name, item in given.items():
-            f = section.get(name) if isinstance(name, str) else None
-            if f is None or not _plain(f.type, item):
+            known = section.get(name) if isinstance(name, str) else None
+            if known is None or not _plain(known.type, item):
                 return None
-            out[f.key] = list(item) if type(item) is list else item
+            out[known.key] = list(item) if type(item) is list else item
     return out
