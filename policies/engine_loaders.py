@@ -5,8 +5,9 @@ family records (`policies.families`) name them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import dataclasses
+from collections.abc import Hashable, Mapping
+from typing import Any, cast
 
 from policies.awq_moe import load_awq_moe
 from policies.categories.awq_moe import call_inputs as moe_call_inputs
@@ -41,11 +42,37 @@ def _moe_last_call(prepared: PreparedLayer) -> Mapping[str, Any] | None:
     return {"stages": summary["chosen"], "rejected": summary["rejected"]}
 
 
+def _linear_shape(layer: Any, prepared: PreparedLayer) -> Hashable | None:
+    # The layer with its prefix cut to its role (the role names the projection; the rest of
+    # the prefix only names the copy, and no call reads it).
+    role = getattr(layer, "role", None)
+    if isinstance(layer, type) or not dataclasses.is_dataclass(layer) or not role:
+        return None
+    shaped: Any = layer  # a dataclass instance (checked above)
+    return cast(Hashable, dataclasses.replace(shaped, prefix=role))
+
+
+def _moe_shape(layer: Any, prepared: PreparedLayer) -> Hashable | None:
+    # The expert layer's spec without its prefix and layer id, and the route it loaded
+    # (`LoadedRoute`, values only): what its calls read. The route carries what the id
+    # decided, such as the legacy lane's reason "batched GEMM is off for layer N".
+    if not isinstance(layer, Mapping):
+        return None
+    kept = {k: v for k, v in layer.items() if k not in ("prefix", "layer_id")}
+    shape = repr((sorted(kept.items()), prepared.state.get("loaded")))
+    # A repr naming an object by its address says nothing about its value: no sharing.
+    return None if " at 0x" in shape else shape
+
+
 def linear_loader(load: LoadFn) -> LayerLoader:
     """The LayerLoader of a one-layer linear family: meta checkpoint tensors, one (M, K)
     activation per call, a workspace the engine may lend."""
     return LayerLoader(
-        load, meta_tensors=_linear_meta_tensors, call_inputs=_linear_inputs, takes_workspace=True
+        load,
+        meta_tensors=_linear_meta_tensors,
+        call_inputs=_linear_inputs,
+        takes_workspace=True,
+        call_shape=_linear_shape,
     )
 
 
@@ -54,6 +81,7 @@ AWQ_MOE_LOADER = LayerLoader(
     meta_tensors=lambda layer: None,
     call_inputs=_moe_inputs,
     last_call=_moe_last_call,
+    call_shape=_moe_shape,
 )
 
 

@@ -19,6 +19,7 @@ from routectl.category import Category
 from routectl.errors import InputError
 from routectl.family import Family
 from routectl.io.jsonread import QUOTE_CHARS, read_bytes, shorten
+from routectl.policy.fields import plain_typed_values
 from routectl.policy.resolve import ResolvedPolicy, resolve_fields
 from routectl.reasons import Check
 from routectl.suggest import closest, did_you_mean
@@ -196,6 +197,8 @@ class Project:
         """Resolve once: explicit config > variable > default. Pure in its arguments."""
         if config is None:
             typed: dict[str, Any] = {}  # a default config sets no field
+        elif (plain := plain_typed_values(self.fields, config)) is not None:
+            typed = plain  # what the typed config would hold, without building it
         else:
             from routectl.policy.configmodel import typed_values
 

@@ -571,7 +571,7 @@ def test_round_trips_keep_ignored_variables_and_warnings() -> None:
         ["VLLM_SM70_AWQ_TURBOMIND", "sm70_awq.enabled"],
         ["VLLM_SM70_NVFP4_QPN2", "sm70_nvfp4.qpn2"],
     ]
-    assert data["format"] == 1
+    assert data["schema_version"] == 1 and "format" not in data  # as every document says it
     again = ResolvedPolicy.from_json(json.loads(json.dumps(data)))
     assert again == policy and again.ignored == policy.ignored
     assert again.warnings == policy.warnings and len(again.warnings) == 2
@@ -579,10 +579,19 @@ def test_round_trips_keep_ignored_variables_and_warnings() -> None:
     assert unpickled == policy and unpickled.ignored == policy.ignored
 
 
-def test_an_unknown_policy_format_is_refused() -> None:
+def test_an_unknown_policy_schema_version_is_refused() -> None:
     data = resolve({}).to_json()
-    with pytest.raises(InputError, match="resolved policy format 2 is not 1"):
-        ResolvedPolicy.from_json({**data, "format": 2})
+    with pytest.raises(InputError, match="resolved policy schema_version 2 is not 1"):
+        ResolvedPolicy.from_json({**data, "schema_version": 2})
+
+
+def test_a_resolved_policy_written_with_the_old_format_key_is_read() -> None:
+    policy = resolve({"VLLM_SM70_AWQ_TURBOMIND": "0"})
+    data = policy.to_json()
+    old = {"format": data.pop("schema_version"), **data}
+    assert ResolvedPolicy.from_json(old) == policy
+    with pytest.raises(InputError, match="resolved policy schema_version 2 is not 1"):
+        ResolvedPolicy.from_json({**old, "format": 2})
 
 
 def test_typed_values_outside_their_sets_name_the_field_and_the_accepted_values() -> None:

@@ -388,6 +388,12 @@ def test_report_covers_every_class_policy_value_and_candidate():
     document = session.report().to_json()
     assert _errors(document) == []
     validate_report(document, PROJECT)
+    # schema_version, as every document routectl writes says it (issue 30)
+    assert document["schema_version"] == 1 and "format" not in document
+    with pytest.raises(InputError):
+        validate_report(
+            {"format": 1, **{k: v for k, v in document.items() if k != "schema_version"}}, PROJECT
+        )
     policy = session.policy
     assert {v["key"]: (v["value"], v["source"]) for v in document["policy"]["values"]} == {
         k: (policy.to_json()["values"][k], policy.source(k)) for k, _ in policy.values

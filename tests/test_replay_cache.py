@@ -228,8 +228,8 @@ def replayed(project: Path) -> str:
     [MODULE, Path("toyproj") / "helper.py", Path("pyproject.toml"), Path("tests") / "data.json"],
 )
 def test_one_byte_of_a_project_source_replays(repo: Path, path: Path):
-    """Every project source is keyed (until a family record names a category's modules):
-    one byte added to any, and every category is replayed."""
+    """The toy project has no family records: every project source is keyed, and one byte
+    added to any replays every category."""
     target = repo / path
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -331,15 +331,20 @@ def torch_imported(project: Path, args: list[str]) -> tuple[bool, int, str]:
     return imported == "True", int(code), done.stderr
 
 
-def test_a_check_of_the_real_project_served_from_the_cache_never_imports_torch(tmp_path: Path):
-    """The shipped categories: the first check replays (and imports torch); the second
-    finds every category in the cache, reads and compares the retained rows as always, and
-    torch is absent from sys.modules when it exits."""
+def real_project(tmp_path: Path) -> Path:
     project = tmp_path / "proj"
     project.mkdir()
     for name in ("policies", "native", "snapshots"):
         shutil.copytree(ROOT / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
+    return project
+
+
+def test_a_check_of_the_real_project_served_from_the_cache_never_imports_torch(tmp_path: Path):
+    """The shipped categories: the first check replays (and imports torch); the second
+    finds every category in the cache, reads and compares the retained rows as always, and
+    torch is absent from sys.modules when it exits."""
+    project = real_project(tmp_path)
     first = torch_imported(project, ["check", "-v"])
     assert first[:2] == (True, 0), first[2]
     second = torch_imported(project, ["check", "-v"])
@@ -351,3 +356,46 @@ def test_a_check_of_the_real_project_served_from_the_cache_never_imports_torch(t
     retained.write_text(retained.read_text().replace('"capability": 75', '"capability": 76', 1))
     third = torch_imported(project, ["check", "-c", "sm75-linear", "-q"])
     assert third[:2] == (False, 1), third[2]
+
+
+def replayed_line(project: Path, args: tuple[str, ...] = ()) -> str:
+    found = torch_imported(project, ["check", "-v", *args])
+    assert found[1] == 0, found[2]
+    return next(x for x in found[2].splitlines() if x.startswith("replayed"))
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def test_a_module_one_category_imports_replays_that_category_and_a_shared_one_all(
+    tmp_path: Path,
+):
+    """The real project's keys follow each category's import closure: one byte of the MoE
+    admission module replays the MoE category alone, a module no replay imports (a test
+    helper) none, the variable table (which every replay goes through) every category."""
+    project = real_project(tmp_path)
+    replayed_line(project)
+    append(project / "policies" / "awq_moe_admission.py", "\n")
+    assert replayed_line(project) == "replayed: sm70-awq-moe; from the replay cache: 5 categories"
+    (project / "policies" / "unused_helper.py").write_text("VALUE = 1\n")
+    assert replayed_line(project).startswith("replayed: none;")
+    append(project / "policies" / "variables.py", "\n")
+    every = ", ".join(c.name for c in load_project(ROOT).categories)
+    assert replayed_line(project) == f"replayed: {every}; from the replay cache: 0 categories"
+
+
+def test_a_computed_import_keys_the_category_by_every_source(tmp_path: Path):
+    """A module of the Turing category that imports by a computed name could run any module:
+    that category is keyed by every project source again, the others keep their closures."""
+    project = real_project(tmp_path)
+    append(
+        project / "policies" / "categories" / "sm75.py",
+        "\n\ndef _plugin(name: str) -> object:\n"
+        "    import importlib\n\n    return importlib.import_module(name)\n",
+    )
+    replayed_line(project, ("-c", "sm75-linear", "-c", "sm70-nvfp4-linear"))
+    (project / "policies" / "unused_helper.py").write_text("VALUE = 1\n")
+    assert replayed_line(project, ("-c", "sm75-linear", "-c", "sm70-nvfp4-linear")) == (
+        "replayed: sm75-linear; from the replay cache: 1 categories"
+    )

@@ -635,7 +635,7 @@ def valid_documents(tmp_path_factory):
         ],
     }
     startup = {
-        "format": 1,
+        "schema_version": 1,
         "project": "routectl-sm70",
         "hardware": {"capability": 70},
         "engine": {

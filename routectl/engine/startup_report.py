@@ -134,14 +134,23 @@ def _sample(
     }
 
 
+# Replayed calls kept for one report: (family, call shape, namespace, workspace) -> the
+# (decision, bytes, classes) of each layer replayed with that key.
+CallMemo = dict[tuple[Any, ...], list[tuple[Any, Any, list[dict[str, Any]]]]]
+
+
 def replay_layer(
     project: Project,
     policy: ResolvedPolicy,
     hardware: Hardware,
     workload: EngineConfig,
     layer: LoadedLayer,
+    memo: CallMemo | None = None,
 ) -> dict[str, Any]:
-    """Prepare calls, per-class samples and whether the replay agrees with the real load."""
+    """Prepare calls, per-class samples and whether the replay agrees with the real load.
+    With `memo`, a layer whose family gives a call shape, equal to an earlier layer's, with
+    an equal replayed decision and bytes, shares that layer's samples instead of replaying
+    its calls (its load is still replayed, and compared with its own)."""
     loader = project.loaders[layer.family]
     ns = mirror_namespace(project.catalogue, layer.namespace)
     mark = ns.mark()
@@ -154,6 +163,38 @@ def replay_layer(
         **loader.load_kwargs(layer.family, loader.meta_tensors(layer.spec), layer.workspace),
     )
     prepare = ns.since(mark)
+    agrees = (
+        replayed.decision == layer.prepared.decision
+        and replayed.bytes_json() == layer.prepared.bytes_json()
+    )
+    shape = loader.call_shape(layer.spec, replayed) if loader.call_shape is not None else None
+    key = (layer.family, shape, id(layer.namespace), layer.workspace)
+    earlier = memo.setdefault(key, []) if memo is not None and shape is not None else None
+    for decision, size, classes in earlier or ():
+        if decision == replayed.decision and size == replayed.bytes_json():
+            return {"prepare": prepare, "classes": copy.deepcopy(classes), **_agrees(agrees)}
+    classes = _replay_classes(loader, layer, replayed, ns, workload)
+    if earlier is not None and not _any_error(classes):  # an error may name the layer
+        earlier.append((replayed.decision, replayed.bytes_json(), copy.deepcopy(classes)))
+    return {"prepare": prepare, "classes": classes, **_agrees(agrees)}
+
+
+def _agrees(agrees: bool) -> dict[str, Any]:
+    return {"replay_matches_load": agrees}
+
+
+def _any_error(classes: list[dict[str, Any]]) -> bool:
+    return any(sample["error"] for c in classes for sample in c["samples"])
+
+
+def _replay_classes(
+    loader: LayerLoader,
+    layer: LoadedLayer,
+    replayed: PreparedLayer,
+    ns: RecordingNamespace,
+    workload: EngineConfig,
+) -> list[dict[str, Any]]:
+    """Each token class's samples: the calls of `replayed` at its representative counts."""
     classes = []
     budget = workload.max_num_batched_tokens
     for token_class in TOKEN_CLASSES:
@@ -174,11 +215,7 @@ def replay_layer(
                 "samples": [_sample(loader, layer, replayed, ns, m) for m in counts],
             }
         )
-    agrees = (
-        replayed.decision == layer.prepared.decision
-        and replayed.bytes_json() == layer.prepared.bytes_json()
-    )
-    return {"prepare": prepare, "classes": classes, "replay_matches_load": agrees}
+    return classes
 
 
 # --- the document ---------------------------------------------------------------------------
@@ -202,9 +239,10 @@ def layer_json(
     hardware: Hardware,
     workload: EngineConfig,
     layer: LoadedLayer,
+    memo: CallMemo | None = None,
 ) -> dict[str, Any]:
     decision = layer.prepared.decision
-    replay = replay_layer(project, policy, hardware, workload, layer)
+    replay = replay_layer(project, policy, hardware, workload, layer, memo)
     return {
         "name": layer.name,
         "family": layer.family,
@@ -250,8 +288,9 @@ def build_report(
     """`profile`: the deployment profile's requirements against the selection (the
     `profile` entry of the document; None without a profile)."""
     budget = workload.max_num_batched_tokens
+    memo: CallMemo = {}  # one report: the layers share the calls of equal shapes
     document = {
-        "format": REPORT_FORMAT,
+        "schema_version": REPORT_FORMAT,
         "project": project.name,
         "hardware": {"capability": hardware.capability},
         "engine": workload.to_json(),
@@ -260,7 +299,9 @@ def build_report(
             {"name": c.name, "low": c.low, "high": c.high, "samples": c.samples(budget)}
             for c in TOKEN_CLASSES
         ],
-        "layers": [layer_json(project, policy, hardware, workload, layer) for layer in layers],
+        "layers": [
+            layer_json(project, policy, hardware, workload, layer, memo) for layer in layers
+        ],
         "profile": None if profile is None else dict(profile),
     }
     return StartupReport(document)

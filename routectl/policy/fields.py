@@ -212,3 +212,45 @@ class RetiredVariable:
                 f"replacement and stays recognised for one released cycle."
             )
         return f"{self.variable} was removed and has no effect: {self.reason}."
+
+
+def _plain(kind: Any, value: Any) -> bool:
+    """Whether the strict typed config takes `value` for a field of `kind` as it is."""
+    if value is None:
+        return True
+    if kind in (bool, int, str):
+        return type(value) is kind  # strict: no bool for int, no coercion
+    if kind == list[str]:
+        return type(value) is list and all(type(item) is str for item in value)
+    return False
+
+
+def plain_typed_values(fields: tuple[Field, ...], value: Any) -> dict[str, Any] | None:
+    """Field key -> explicit value of a config given as a plain dict that the strict typed
+    config (routectl.policy.configmodel) would take unchanged: every key a known section or
+    field, every value of its field's exact type (bool, int, str, a list of str) or None.
+    None otherwise: the typed config then validates it and words any error. Saves building
+    the typed config (and importing pydantic) for the common mapping, at engine start-up
+    and in replayed rows."""
+    if type(value) is not dict:
+        return None
+    by_section: dict[str | None, dict[str, Field]] = {}
+    for f in fields:
+        by_section.setdefault(f.section, {})[f.name] = f
+    engine = by_section.get(None, {})
+    out: dict[str, Any] = dict.fromkeys((f.key for f in fields), None)
+    for key, given in value.items():
+        if key in engine:
+            if not _plain(engine[key].type, given):
+                return None
+            out[engine[key].key] = list(given) if type(given) is list else given
+            continue
+        section = by_section.get(key) if isinstance(key, str) else None
+        if section is None or type(given) is not dict:
+            return None
+        for name, item in given.items():
+            known = section.get(name) if isinstance(name, str) else None
+            if known is None or not _plain(known.type, item):
+                return None
+            out[known.key] = list(item) if type(item) is list else item
+    return out

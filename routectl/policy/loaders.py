@@ -8,7 +8,7 @@ through it and the startup report replays through it, so both run the family's o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,12 @@ class LayerLoader:
     last_call: Callable[[PreparedLayer], Mapping[str, Any] | None] | None = None
     # Whether `load` takes `workspace=` (FP16 elements the engine can lend the layer).
     takes_workspace: bool = False
+    # (layer, loaded layer) -> what its calls read besides its decision (its shape and
+    # loaded state, without the name or index an engine gives each copy): the family's
+    # promise that two layers with equal call shapes and equal decisions dispatch every call
+    # alike, so the startup report replays the calls of one of them (MoE models repeat one
+    # layer 40-48 times). None (or a None shape): every layer's calls are replayed.
+    call_shape: Callable[[Any, PreparedLayer], Hashable | None] | None = None
 
     def load_kwargs(self, family: str, tensors: Any, workspace: int | None) -> dict[str, Any]:
         """The keyword arguments of `load`: `workspace` only where the family takes one."""

@@ -133,6 +133,8 @@ class ResolvedPolicy:
                 engine[key] = value
             elif section in wanted or key in wanted:
                 chosen.setdefault(section, {})[name] = value
+        # `format`, not `schema_version`: this is the hashed payload, and renaming its key
+        # would change every policy hash (the documents say schema_version).
         return {"format": POLICY_FORMAT, "engine": engine, "sections": chosen}
 
     def compute_hash(self, active_sections: Iterable[str]) -> str:
@@ -144,7 +146,7 @@ class ResolvedPolicy:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": POLICY_FORMAT,
+            "schema_version": POLICY_FORMAT,
             "values": {k: _thaw(v) for k, v in self.values},
             "sources": dict(self.sources),
             "warnings": list(self.warnings),
@@ -153,10 +155,11 @@ class ResolvedPolicy:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ResolvedPolicy:
-        if data.get("format") != POLICY_FORMAT:
-            raise InputError(
-                f"resolved policy format {data.get('format')!r} is not {POLICY_FORMAT}"
-            )
+        # `schema_version` as every document says it; a document written before the rename
+        # says `format` (the same numbering), and is read as well.
+        version = data.get("schema_version", data.get("format"))
+        if version != POLICY_FORMAT:
+            raise InputError(f"resolved policy schema_version {version!r} is not {POLICY_FORMAT}")
         return cls(
             values=tuple(sorted((k, _freeze(v)) for k, v in data["values"].items())),
             sources=tuple(sorted(data["sources"].items())),

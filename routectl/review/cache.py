@@ -30,7 +30,7 @@ from routectl.review.snapshot import remove_stale_temp_files, temp_path
 
 CACHE_DIR_NAME = ".routectl_cache"
 # Bumped whenever an entry's layout or the key's recipe changes: older entries then miss.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 # `ROUTECTL_NO_CACHE` set to anything but empty or "0" turns the cache off, as --no-cache does.
 NO_CACHE_VARIABLE = "ROUTECTL_NO_CACHE"
 # Entries kept per category (and baselines kept): enough for a few branches or a bisect.
@@ -40,6 +40,8 @@ KEEP_ENTRIES = 4
 DEPENDENCIES = ("torch", "orjson", "pydantic", "pydantic-core")
 # The files whose bytes count as project sources (code and the data or settings it reads).
 SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".toml", ".json", ".cfg"})
+# Of those, the ones an import graph follows; the others are keyed for every category.
+PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
 GITIGNORE = "# Created by routectl automatically (docs/cache.md).\n*\n"
 ROWS_MAGIC = b"routectl-row-cache"
 # Beside a cached baseline's snapshot files, each file's digest; not `*.json`, which names
@@ -144,12 +146,23 @@ def project_sources(project: Project, package: Path = PACKAGE) -> list[Path]:
 
 
 def category_sources(project: Project, category: Any, inputs: KeyInputs) -> list[Path]:
-    """The files whose bytes can change `category`'s rows: today every project source and
-    every routectl source (`project_sources`). A family record naming a category's modules
-    narrows this to them, and a change to one policy module then replays only the
-    categories that import it; nothing else in the cache changes."""
-    del category  # not narrowed yet: every category depends on every source
-    return inputs.project_sources(project)
+    """The files whose bytes can change `category`'s rows: the project modules its replay can
+    run (`routectl.review.closure`: the import closure of what its family records and the
+    project object reach), every project source that is not Python (data and settings are
+    read by path, which no import graph follows) and every routectl source. Where the
+    closure is unknown (no family record lists the category, a computed import, a tree the
+    graph cannot read), every project source (`project_sources`)."""
+    every = inputs.project_sources(project)
+    modules = inputs.closures(project).get(category.name)
+    if modules is None:
+        return every
+    package = inputs.package.resolve()
+    kept = set(modules)
+    return [
+        p
+        for p in every
+        if p in kept or p.suffix not in PYTHON_SUFFIXES or p.is_relative_to(package)
+    ]
 
 
 @dataclass
@@ -161,10 +174,13 @@ class KeyInputs:
     # others to see each input change the key.
     given_versions: tuple[tuple[str, str], ...] | None = None
     package: Path = PACKAGE
+    # Where the closures of a tree are kept (the cache folder; None: computed every run).
+    memo_dir: Path | None = None
     # Memos of this run: source walks by project root, file-list digests, category keys.
     _sources: dict[Path, list[Path]] = field(default_factory=dict)
     _files: dict[tuple[Path, tuple[Path, ...]], str] = field(default_factory=dict)
     _keys: dict[tuple[int, str], str] = field(default_factory=dict)
+    _closures: dict[Path, dict[str, list[Path] | None]] = field(default_factory=dict)
 
     @property
     def versions(self) -> tuple[tuple[str, str], ...]:
@@ -185,6 +201,29 @@ class KeyInputs:
             self._sources[project.root] = project_sources(project, self.package)
         return self._sources[project.root]
 
+    def closures(self, project: Project) -> dict[str, list[Path] | None]:
+        """Each category's project modules (`routectl.review.closure.category_modules`),
+        kept in the cache folder under the digest of every project and routectl source:
+        an unchanged tree reads them back instead of building the import graph again."""
+        assert project.root is not None
+        root = project.root.resolve()
+        found = self._closures.get(root)
+        if found is not None:
+            return found
+        every = self.project_sources(project)
+        memo = None
+        if self.memo_dir is not None:
+            memo = self.memo_dir / "closures" / f"{self.files_digest(root, every)}.json"
+            found = _read_closures(memo, root, every, [c.name for c in project.categories])
+        if found is None:
+            from routectl.review.closure import category_modules
+
+            found = category_modules(project)
+            if memo is not None:
+                _write_closures(memo, root, found)
+        self._closures[root] = found
+        return found
+
     def files_digest(self, root: Path, paths: Sequence[Path]) -> str:
         """One digest over the names (relative to `root` where inside it) and the bytes of
         `paths`: categories that share a source list share its digest."""
@@ -197,6 +236,54 @@ class KeyInputs:
                 h.update(f"file {name} {self.digests.digest(path)}\n".encode())
             found = self._files[memo] = h.hexdigest()
         return found
+
+
+def _read_closures(
+    path: Path, root: Path, every: Sequence[Path], names: Sequence[str]
+) -> dict[str, list[Path] | None] | None:
+    """The kept closures, or None when absent, unreadable or not about these sources."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+        return None
+    kept = data.get("categories")
+    if not isinstance(kept, dict) or sorted(kept) != sorted(names):
+        return None
+    known = set(every)
+    out: dict[str, list[Path] | None] = {}
+    for name, files in kept.items():
+        if files is None:
+            out[name] = None
+            continue
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            return None
+        paths = [root / f for f in files]
+        if not known.issuperset(paths):
+            return None
+        out[name] = paths
+    return out
+
+
+def _write_closures(path: Path, root: Path, closures: Mapping[str, list[Path] | None]) -> None:
+    """Keep the closures; a failure costs the next run the import graph, nothing else."""
+    document = {
+        "format": CACHE_FORMAT,
+        "categories": {
+            name: None if files is None else [f.relative_to(root).as_posix() for f in files]
+            for name, files in closures.items()
+        },
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ignore = path.parent.parent / ".gitignore"  # the folder ignores itself (as _prepare)
+        if not ignore.is_file():
+            _write_atomic(ignore, GITIGNORE.encode())
+        _write_atomic(path, orjson.dumps(document, option=orjson.OPT_SORT_KEYS))
+        _prune(path.parent.glob("*.json"), KEEP_ENTRIES)
+    except OSError:
+        pass
 
 
 def category_key(project: Project, category: Any, inputs: KeyInputs) -> str:
@@ -246,7 +333,7 @@ class ReplayCache:
     def __init__(self, directory: Path, warn: Warn) -> None:
         self.directory = directory
         self._warn = warn
-        self.inputs = KeyInputs()
+        self.inputs = KeyInputs(memo_dir=directory)
         self.replayed: list[str] = []
         self.hits: list[str] = []
         # Whether `diff --baseline-ref`'s baseline came from the cache (None: no such diff).
