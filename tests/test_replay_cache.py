@@ -377,7 +377,10 @@ def test_a_module_one_category_imports_replays_that_category_and_a_shared_one_al
     project = real_project(tmp_path)
     replayed_line(project)
     append(project / "policies" / "awq_moe_admission.py", "\n")
-    assert replayed_line(project) == "replayed: sm70-awq-moe; from the replay cache: 5 categories"
+    others = len(load_project(ROOT).categories) - 1
+    assert replayed_line(project) == (
+        f"replayed: sm70-awq-moe; from the replay cache: {others} categories"
+    )
     (project / "policies" / "unused_helper.py").write_text("VALUE = 1\n")
     assert replayed_line(project).startswith("replayed: none;")
     append(project / "policies" / "variables.py", "\n")
