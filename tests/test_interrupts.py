@@ -227,22 +227,7 @@ def git(repo: Path, *args: str) -> str:
 
 
 def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    shutil.copytree(TEMPLATE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    git(repo, "init", "-q", "-b", "main")
-    (repo / ".gitignore").write_text("__pycache__/\n")
-    git(repo, "add", "-A")
-    git(
-        repo,
-        "-c",
-        "user.email=t@routectl.invalid",
-        "-c",
-        "user.name=t",
-        "commit",
-        "-q",
-        "-m",
-        "toy",
-    )
+    repo = committed_repo(tmp_path)
     temp = tmp_path / "tmp"
     temp.mkdir()
     stops = tmp_path / "stops"
