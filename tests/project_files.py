@@ -1,8 +1,10 @@
-"""Copying the project's own files into a scratch folder, for tests that change a copy and
-review it (the review tests edit one file of the copy and read the review's verdict)."""
+"""Scratch projects for tests: copying the project's own files into a scratch folder (the
+review tests edit one file of the copy and read the review's verdict), and the environment
+that runs git on a scratch repository."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -24,3 +26,14 @@ def copy_project(root: Path, names: tuple[str, ...] = REVIEWED) -> Path:
         else:
             shutil.copy(source, root / name)
     return root
+
+
+def git_environ() -> dict[str, str]:
+    """What every git run on a scratch repository gets: PATH for git, no user or system git
+    configuration (a developer's hooks or signing settings must not reach the tests)."""
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LC_ALL": "C",
+    }

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.toy import TEMPLATE, invoke, make_project, tree_bytes
+from tests.project_files import git_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW = "toy_model/float16/tp1/none/c1/q64"
@@ -51,15 +52,12 @@ def moved(document: dict) -> None:
 
 def environ(stops: Path, **extra: str) -> dict[str, str]:
     return {
-        "PATH": os.environ.get("PATH", os.defpath),
+        **git_environ(),
         "PYTHONPATH": str(ROOT),
         "ROUTECTL_TEST_CHECKPOINTS": str(stops),
         # Every run here stops inside a replay (or a baseline's): none may come from the
         # replay cache (tests/test_replay_cache.py).
         "ROUTECTL_NO_CACHE": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LC_ALL": "C",
         **extra,
     }
 
