@@ -224,7 +224,9 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
-def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
+def diff_at_baseline(tmp_path: Path) -> tuple[Path, Path, Path, subprocess.Popen[str]]:
+    """`routectl diff --baseline-ref HEAD` on a committed toy repository, stopped where its
+    baseline runs (worktree added, TMPDIR `temp`): (repo, temp, stops, process)."""
     repo = committed_repo(tmp_path)
     temp = tmp_path / "tmp"
     temp.mkdir()
@@ -232,6 +234,11 @@ def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
     process = start(repo, stops, ["diff", "--baseline-ref", "HEAD"], TMPDIR=str(temp))
     reached(process, stops, "startup").unlink()
     reached(process, stops, "baseline")
+    return repo, temp, stops, process
+
+
+def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
+    repo, temp, stops, process = diff_at_baseline(tmp_path)
     assert len(list(temp.iterdir())) == 1  # the worktree and the baseline run exist
     code, out, err = interrupt(process, stops)
     assert_interrupted(code, err)
@@ -418,13 +425,7 @@ def test_sigterm_and_sighup_at_each_checkpoint_leave_nothing_behind(
 def test_sigterm_while_the_baseline_runs_removes_worktree_folder_and_process(
     tmp_path: Path, signum: int, group: bool
 ) -> None:
-    repo = committed_repo(tmp_path)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    stops = tmp_path / "stops"
-    process = start(repo, stops, ["diff", "--baseline-ref", "HEAD"], TMPDIR=str(temp))
-    reached(process, stops, "startup").unlink()
-    reached(process, stops, "baseline")
+    repo, temp, stops, process = diff_at_baseline(tmp_path)
     assert len(worktrees(repo)) == 2 and len(list(temp.iterdir())) == 1
     code, out, err = signalled_at(process, stops, "baseline", signum, group=group)
     assert_terminated(code, err, signum)
