@@ -457,41 +457,12 @@ class Dispatcher:
             "indexed": fm.ST_INDEXED_W13_OP,
             "active_dense": fm.ST_DENSE_W13_OP,
         }[v.st_w13]
-        k, n = layer.w13_kn()
-        gate_up = _fp16((slots, n), x)
-        self._call(
-            w13_op,
-            1,
-            "w13",
-            out=gate_up,
-            input=x,
-            topk_ids=ids,
-            strided_ptrs_w=self.banks["w13_ptrs_w"],
-            strided_ptrs_s=self.banks["w13_ptrs_s"],
-            total_slots=slots,
-            k=k,
-            n=n,
-            group_size=fm.BLOCK,
-            hidden_logical_size=layer.hidden,
+        gate_up = self._st_stage(
+            w13_op, "w13", x, ids, layer.w13_kn(), hidden_logical_size=layer.hidden
         )
         inter = self._silu(gate_up, 1)
         w2_op = fm.ST_INDEXED_STAGE_OP if v.st_w2 == "indexed" else fm.ST_DENSE_STAGE_OP
-        k, n = layer.w2_kn()
-        sorted_out = _fp16((slots, n), x)
-        self._call(
-            w2_op,
-            1,
-            "w2",
-            out=sorted_out,
-            input=inter,
-            topk_ids=ids,
-            strided_ptrs_w=self.banks["w2_ptrs_w"],
-            strided_ptrs_s=self.banks["w2_ptrs_s"],
-            total_slots=slots,
-            k=k,
-            n=n,
-            group_size=fm.BLOCK,
-        )
+        sorted_out = self._st_stage(w2_op, "w2", inter, ids, layer.w2_kn())
         if v.st_reduce == "weighted":
             self._call(
                 fm.WEIGHTED_REDUCE_OP,
@@ -506,6 +477,31 @@ class Dispatcher:
         else:
             self._unpermute(sorted_out, weights, out, 1)
         return {"lane": "single_token", "w13": v.st_w13, "w2": v.st_w2, "reduce": v.st_reduce}
+
+    def _st_stage(
+        self, op: str, bank: str, rows: Any, ids: Any, kn: tuple[int, int], **extra: Any
+    ) -> Any:
+        """One single-token stage over `bank`; `extra` goes after the shared arguments, so the
+        call keeps the argument order the recorded stages were taken with."""
+        k, n = kn
+        slots = self.layer.top_k
+        result = _fp16((slots, n), rows)
+        self._call(
+            op,
+            1,
+            bank,
+            out=result,
+            input=rows,
+            topk_ids=ids,
+            strided_ptrs_w=self.banks[f"{bank}_ptrs_w"],
+            strided_ptrs_s=self.banks[f"{bank}_ptrs_s"],
+            total_slots=slots,
+            k=k,
+            n=n,
+            group_size=fm.BLOCK,
+            **extra,
+        )
+        return result
 
     def _routed(self, x: Any, ids: Any, weights: Any, out: Any) -> dict[str, Any]:
         layer, v = self.layer, self.v

@@ -896,6 +896,14 @@ def field(key: str) -> Field:
     raise KeyError(key)
 
 
+def env_var(key: str) -> str:
+    """The environment variable that sets field `key` (the categories' probes name fields by
+    key); a field without one is a mistake in the caller."""
+    variable = field(key).variable
+    assert variable is not None, key
+    return variable
+
+
 def default_description(f: Field) -> str:
     text = f.default_text()
     return f"use_turbomind({text})" if f.effective is _effective_turbomind else text

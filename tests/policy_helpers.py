@@ -82,3 +82,15 @@ QWEN38_LOADED = LoadedRoute(
     w2_n=2560,
     experts=512,
 )
+
+# The model-level layer spec of one Qwen3.8 AWQ MoE layer, as an engine passes it to
+# `EngineSession.load_layer` (a TP4 rank holds 160 of the 640 intermediate columns).
+QWEN38_AWQ_MOE: dict[str, Any] = {
+    "prefix": "model.layers.0.mlp.experts",
+    "layer_id": 0,
+    "experts": 512,
+    "top_k": 10,
+    "hidden": 2560,
+    "intermediate": 640,
+    "group": 32,
+}

@@ -20,6 +20,7 @@ from routectl.io.schemas import schema_violation
 from routectl.review.baseline import ENGINE_PATH, TEMP_PREFIX
 from routectl.review.sources import read_baseline_snapshot
 from tests.fixtures.toy import TEMPLATE, invoke, load, make_project, ok, save, tree_bytes
+from tests.project_files import git_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PATH = Path("tools") / "toy"  # the project is not at the repository root
@@ -51,20 +52,10 @@ with open(_os.path.join({dir!r}, f"{{_os.getpid()}}.json"), "w") as _f:
 """
 
 
-def base_environ() -> dict[str, str]:
-    """What every run gets: PATH for git, no user or system git configuration."""
-    return {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LC_ALL": "C",
-    }
-
-
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(
         ["git", "-C", str(repo), *args],
-        env=base_environ(),
+        env=git_environ(),
         capture_output=True,
         text=True,
         check=False,
@@ -176,7 +167,7 @@ def at(repo: Path, tag: str) -> Path:
 
 
 def diff(project: Path, temp: Path, *args, environ: dict[str, str] | None = None):
-    env = {**base_environ(), "TMPDIR": str(temp), **(environ or {})}
+    env = {**git_environ(), "TMPDIR": str(temp), **(environ or {})}
     return ok(invoke(["diff", *args], cwd=project, environ=env))
 
 
@@ -373,7 +364,7 @@ def test_unknown_ref_in_a_shallow_clone_hints_a_quoted_fetch(repo, tmp_path, tem
     clone = tmp_path / "shallow"
     done = subprocess.run(
         ["git", "clone", "-q", "--depth", "1", "--branch", "base", f"file://{repo}", str(clone)],
-        env=base_environ(),
+        env=git_environ(),
         capture_output=True,
         text=True,
         check=False,
@@ -418,7 +409,7 @@ def test_a_failing_baseline_exits_2_and_cleans_up(repo, temp, ref, message, depe
     assert ("may need dependencies the current environment lacks" in line) is dependencies
     assert_clean(repo, temp)
     if not dependencies:  # --debug adds everything the baseline printed
-        env = {**base_environ(), "TMPDIR": str(temp)}
+        env = {**git_environ(), "TMPDIR": str(temp)}
         debug = invoke(["--debug", "diff", "--baseline-ref", ref], cwd=project, environ=env)
         assert debug.code == 2
         # The baseline ran with --debug too: its traceback comes back.
@@ -432,7 +423,7 @@ def test_a_failing_baseline_exits_2_and_cleans_up(repo, temp, ref, message, depe
 
 def cli_process(project: Path, temp: Path, *args: str) -> subprocess.Popen[str]:
     """`python -m routectl diff ...` as a real process."""
-    env = {**base_environ(), "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)}
+    env = {**git_environ(), "TMPDIR": str(temp), "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
         [sys.executable, "-m", "routectl", "diff", *args],
         cwd=project,

@@ -36,19 +36,12 @@ from routectl.policy.fields import Kind
 from routectl.replay.harness import RecordingNamespace
 from routectl.replay.observe import OpObserver
 from routectl.workload import EngineConfig, Hardware
+from tests.policy_helpers import QWEN38_AWQ_MOE
 
 ROOT = Path(__file__).resolve().parents[1]
 HW = Hardware(70)
 WORKLOAD = EngineConfig(tp=4, max_num_batched_tokens=8192)
-MOE = {
-    "prefix": "model.layers.0.mlp.experts",
-    "layer_id": 0,
-    "experts": 512,
-    "top_k": 10,
-    "hidden": 2560,
-    "intermediate": 640,
-    "group": 32,
-}
+MOE = QWEN38_AWQ_MOE
 QPN_VAR = field("sm70_awq_moe.qpn_m1").variable
 DISABLE_VAR = field("sm70_awq_moe.disable").variable
 DEPRECATED_VAR = next(f.variable for f in FIELDS if f.kind is Kind.DEPRECATED)

@@ -17,6 +17,7 @@ from policies.categories.flash_next_batch import FLASH_NEXT_BATCH_CATEGORY as CA
 from policies.flash_next import Rules, flash_next_route
 from routectl.replay.harness import find_row, replay_category, resolve_row
 from routectl.workload import Hardware
+from tests.contract_literals import FLASH_NEXT_CONTROLS
 
 # The reference's expected-change file, copied unchanged (docs/contracts/flashnext.md §6.4):
 # upstream abcd19886/1Cat-vLLM @ 0e4384ec, tests/models/qwen4_exp/data/, 4,251 bytes.
@@ -32,22 +33,7 @@ KVS = ("float16", "fp8_e4m3", "fp8_e5m2")
 CS = (1, 4, 8)
 BUDGETS = (4096, 8192)
 # docs/contracts/flashnext.md §1.3 rows 1-14, by variable.
-CONTROLS = (
-    "VLLM_SM70_QWEN38_GDN_INPUT_BATCH",
-    "VLLM_SM70_MTP_HC_BATCH",
-    "VLLM_SM70_MTP_HC_COOPERATIVE",
-    "VLLM_SM70_MTP_HC_FULL_UNROLL",
-    "VLLM_SM70_MTP_ROUTER_TOP16",
-    "VLLM_SM70_MTP_ROUTER_BATCH",
-    "VLLM_SM70_MTP_SHARED_BATCH",
-    "VLLM_SM70_MTP_PLE_CONV",
-    "VLLM_SM70_QWEN38_BATCH_FASTPATH",
-    "VLLM_SM70_NVFP4_MOE_GROUPED_MTP5",
-    "VLLM_SM70_RMSNORM_GATED_EXACT",
-    "VLLM_SM70_FUSED_SIGMOID_MIXED_QKV",
-    "VLLM_SM70_MTP_MOE_FP16_EXACT",
-    "VLLM_SM70_QSA_MTP_TOPK",
-)
+CONTROLS = FLASH_NEXT_CONTROLS
 RMSNORM = "VLLM_SM70_RMSNORM_GATED_EXACT"
 
 

@@ -19,6 +19,7 @@ from policies.variables import FIELDS
 from routectl.errors import SelectionError
 from routectl.replay.harness import replay_category
 from routectl.workload import Hardware
+from tests.contract_literals import FP8_MOE_VARIABLES, MOE_SINGLE_TOKEN_VARIABLES
 from tests.fixtures.toy import invoke, ok
 from tests.policy_helpers import resolve
 
@@ -31,29 +32,10 @@ DENSE = "fp8_moe_dense_stage_sm70_out"
 PER_EXPERT = "fp8_moe_gemm_sm70_per_expert_dispatch_out"
 LEGACY = "fp8_moe_single_token_sm70_out"
 
-# docs/contracts/fp8moe.md §1.1: the 18 variables the family adds.
-FP8_VARIABLES = {
-    "VLLM_SM70_FP8_MOE_BATCHED_GEMM",
-    "VLLM_SM70_FP8_MOE_BATCHED_W13_PER_EXPERT_DISPATCH",
-    "VLLM_SM70_FP8_MOE_BATCHED_W2_PER_EXPERT_DISPATCH",
-    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT",
-    "VLLM_SM70_FP8_MOE_PERMUTE_WITH_SCRATCH",
-    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_EXACT_LAYOUT",
-    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_NATIVE_UNPERMUTE",
-    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_DECOMPOSED",
-    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE",
-    "VLLM_SM70_FP8_MOE_LEGACY_SINGLE_TOKEN_COMPACT_COMPARE_REPORTS",
-    "VLLM_SM70_FP8_MOE_COMPACT_STRICT_COMPARE_FAIL",
-    "VLLM_SM70_FP8_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH",
-}
-SHARED_VARIABLES = {
-    "VLLM_SM70_MOE_SINGLE_TOKEN_COMPACT_W13_FASTPATH",
-    "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_STAGE_FASTPATH",
-    "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W13_FASTPATH",
-    "VLLM_SM70_MOE_SINGLE_TOKEN_INDEXED_W2_FASTPATH",
-    "VLLM_SM70_MOE_SINGLE_TOKEN_FASTPATH",
-    "VLLM_SM70_MOE_SINGLE_TOKEN_UNPERMUTE_FASTPATH",
-}
+# docs/contracts/fp8moe.md §1.1: the 18 variables the family adds (its own and the shared
+# single-token switches), as tests/contract_literals.py writes them.
+FP8_VARIABLES = FP8_MOE_VARIABLES
+SHARED_VARIABLES = MOE_SINGLE_TOKEN_VARIABLES
 
 
 @pytest.fixture(scope="module")

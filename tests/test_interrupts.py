@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.toy import TEMPLATE, invoke, make_project, tree_bytes
+from tests.project_files import git_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW = "toy_model/float16/tp1/none/c1/q64"
@@ -51,15 +52,12 @@ def moved(document: dict) -> None:
 
 def environ(stops: Path, **extra: str) -> dict[str, str]:
     return {
-        "PATH": os.environ.get("PATH", os.defpath),
+        **git_environ(),
         "PYTHONPATH": str(ROOT),
         "ROUTECTL_TEST_CHECKPOINTS": str(stops),
         # Every run here stops inside a replay (or a baseline's): none may come from the
         # replay cache (tests/test_replay_cache.py).
         "ROUTECTL_NO_CACHE": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LC_ALL": "C",
         **extra,
     }
 
@@ -226,29 +224,21 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
-def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    shutil.copytree(TEMPLATE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    git(repo, "init", "-q", "-b", "main")
-    (repo / ".gitignore").write_text("__pycache__/\n")
-    git(repo, "add", "-A")
-    git(
-        repo,
-        "-c",
-        "user.email=t@routectl.invalid",
-        "-c",
-        "user.name=t",
-        "commit",
-        "-q",
-        "-m",
-        "toy",
-    )
+def diff_at_baseline(tmp_path: Path) -> tuple[Path, Path, Path, subprocess.Popen[str]]:
+    """`routectl diff --baseline-ref HEAD` on a committed toy repository, stopped where its
+    baseline runs (worktree added, TMPDIR `temp`): (repo, temp, stops, process)."""
+    repo = committed_repo(tmp_path)
     temp = tmp_path / "tmp"
     temp.mkdir()
     stops = tmp_path / "stops"
     process = start(repo, stops, ["diff", "--baseline-ref", "HEAD"], TMPDIR=str(temp))
     reached(process, stops, "startup").unlink()
     reached(process, stops, "baseline")
+    return repo, temp, stops, process
+
+
+def test_ctrl_c_while_the_baseline_worktree_exists(tmp_path: Path) -> None:
+    repo, temp, stops, process = diff_at_baseline(tmp_path)
     assert len(list(temp.iterdir())) == 1  # the worktree and the baseline run exist
     code, out, err = interrupt(process, stops)
     assert_interrupted(code, err)
@@ -435,13 +425,7 @@ def test_sigterm_and_sighup_at_each_checkpoint_leave_nothing_behind(
 def test_sigterm_while_the_baseline_runs_removes_worktree_folder_and_process(
     tmp_path: Path, signum: int, group: bool
 ) -> None:
-    repo = committed_repo(tmp_path)
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    stops = tmp_path / "stops"
-    process = start(repo, stops, ["diff", "--baseline-ref", "HEAD"], TMPDIR=str(temp))
-    reached(process, stops, "startup").unlink()
-    reached(process, stops, "baseline")
+    repo, temp, stops, process = diff_at_baseline(tmp_path)
     assert len(worktrees(repo)) == 2 and len(list(temp.iterdir())) == 1
     code, out, err = signalled_at(process, stops, "baseline", signum, group=group)
     assert_terminated(code, err, signum)

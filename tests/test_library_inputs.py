@@ -17,19 +17,12 @@ from policies import PROJECT
 from routectl.errors import InputError
 from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
+from tests.policy_helpers import QWEN38_AWQ_MOE
 
 HW = Hardware(70)
 WORKLOAD = EngineConfig(tp=4, max_num_batched_tokens=8192)
 FAMILY = "sm70-awq-moe"
-MOE = {
-    "prefix": "model.layers.0.mlp.experts",
-    "layer_id": 0,
-    "experts": 512,
-    "top_k": 10,
-    "hidden": 2560,
-    "intermediate": 640,
-    "group": 32,
-}
+MOE = QWEN38_AWQ_MOE
 
 
 class Raising(Mapping[str, str]):

@@ -18,20 +18,13 @@ from routectl.engine.startup_report import validate_report
 from routectl.errors import InputError
 from routectl.replay.harness import RecordingNamespace
 from routectl.workload import EngineConfig, Hardware
+from tests.policy_helpers import QWEN38_AWQ_MOE
 
 ROOT = Path(__file__).resolve().parents[1]
 HW = Hardware(70)
 WORKLOAD = EngineConfig(tp=4, max_num_seqs=8, max_num_batched_tokens=8192)
 FAMILY = "sm70-awq-moe"
-MOE = {
-    "prefix": "model.layers.0.mlp.experts",
-    "layer_id": 0,
-    "experts": 512,
-    "top_k": 10,
-    "hidden": 2560,
-    "intermediate": 640,
-    "group": 32,
-}
+MOE = QWEN38_AWQ_MOE
 EXPERTS = "model.layers.*.mlp.experts"
 COMPACT_OP = "awq_sm70_prepare_compact"
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from policies.variables import VARIABLE_PREFIX
+from tests.project_files import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIED = ("routectl", "policies", "native", "snapshots", "pyproject.toml")
 # The field's declaration, however the formatter lays it out: section, name, type, default.
 DEFAULT = re.compile(r'(section="sm70_nvfp4",\s*name="prefill_min_m",\s*type=int,\s*default=)1024,')
 TODO = '"TODO: say why route.dispatch[*].plan.prefill_min_m moves"'
@@ -31,16 +30,7 @@ def readme_blocks() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("review") / "project"
-    root.mkdir()
-    for name in COPIED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(
-                source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.json.new")
-            )
-        else:
-            shutil.copy(source, root / name)
+    root = copy_project(tmp_path_factory.mktemp("review") / "project")
     variables = root / "policies" / "variables.py"
     text = variables.read_text()
     changed, count = DEFAULT.subn(r"\g<1>512,", text)

@@ -22,19 +22,11 @@ from routectl.review.cache import (
     dependency_versions,
 )
 from tests.fixtures.toy import Result, invoke, make_project, ok, tree_bytes
+from tests.project_files import git_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = Path("toyproj") / "__init__.py"
 NO_CACHE = {NO_CACHE_VARIABLE: "1"}
-
-
-def git_environ() -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LC_ALL": "C",
-    }
 
 
 def git(repo: Path, *args: str) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from policies.variables import VARIABLE_PREFIX
+from tests.project_files import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIED = ("routectl", "policies", "native", "snapshots", "pyproject.toml")
 CONSTANT = re.compile(r"^INDEXED_MIN_TOKENS = 128$", re.M)
 
 
@@ -28,17 +27,7 @@ EXACT_DENSE = re.compile(r'(name="prefill_exact_dense",\s*type=bool,\s*default=)
 
 
 def project_copy(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
-    root = tmp_path_factory.mktemp(name) / "project"
-    root.mkdir()
-    for name in COPIED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(
-                source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.json.new")
-            )
-        else:
-            shutil.copy(source, root / name)
-    return root
+    return copy_project(tmp_path_factory.mktemp(name) / "project")
 
 
 @pytest.fixture(scope="module")

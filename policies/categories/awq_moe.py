@@ -28,7 +28,7 @@ from policies.categories.matrix import (
     with_probes,
 )
 from policies.categories.route_schemas import route_fragment
-from policies.variables import field
+from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.reasons import refusal_text
 from routectl.replay.harness import ReplayContext, route_from_prepared
@@ -79,12 +79,6 @@ BASE = row_id("qwen38_awq_moe", "fp8_e4m3", 4, "none", 8, 8192)
 # its two configurations are the `example_*` probes, the rows `routectl parity` joins the
 # example's observation records with.
 EXAMPLE_BASE = row_id("qwen38_awq_moe", "float16", 4, "none", 8, 8192)
-
-
-def var(key: str) -> str:
-    variable = field(key).variable
-    assert variable is not None, key
-    return variable
 
 
 def moe(name: str, value: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ from typing import Any
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
-from policies.variables import field
+from policies.variables import env_var as var
 from routectl.rows import Probe
 
 NAME = "sm70-awq-linear"
@@ -28,12 +28,6 @@ MODELS = (
 )
 
 BASE = row_id("35b_a3b_awq", "fp8_e4m3", 4, "none", 4, 8192)
-
-
-def var(key: str) -> str:
-    variable = field(key).variable
-    assert variable is not None
-    return variable
 
 
 FUSED = {var("sm70_awq.fused_silu"): "1"}

@@ -26,7 +26,7 @@ from policies.categories.matrix import NOT_APPLICABLE, ModelScope, matrix_rows, 
 from policies.categories.route_schemas import route_fragment
 from policies.fp8_moe import TURBOMIND, load_fp8_moe
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin
-from policies.variables import field
+from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.errors import SelectionError
 from routectl.replay.harness import ReplayContext, route_from_prepared
@@ -69,12 +69,6 @@ MODELS = (
 BASE = row_id("35b_a3b_fp8", "fp8_e4m3", 4, "none", 8, 8192)
 GRID_BASE = row_id("35b_a3b_fp8", "fp8_e4m3", 2, "none", 4, 8192)
 GRID_FLAG = "policy_grid"
-
-
-def var(key: str) -> str:
-    variable = field(key).variable
-    assert variable is not None, key
-    return variable
 
 
 def moe(name: str, value: str) -> dict[str, str]:

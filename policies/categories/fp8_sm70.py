@@ -22,7 +22,7 @@ from policies.categories.basis import LINEAR_BASIS
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, matrix_rows, row_id
 from policies.categories.route_schemas import route_fragment
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin, load_fp8_sm70
-from policies.variables import field
+from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.errors import SelectionError
 from routectl.replay.harness import ReplayContext, error_route, route_from_prepared
@@ -80,12 +80,6 @@ MODELS = (
     ModelScope("27b_fp8", layer=model_layers),
     ModelScope("35b_a3b_fp8", layer=model_layers),
 )
-
-
-def var(key: str) -> str:
-    variable = field(key).variable
-    assert variable is not None
-    return variable
 
 
 QPN8 = var("sm70_fp8.qpn8")

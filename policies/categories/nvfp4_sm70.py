@@ -7,7 +7,7 @@ from typing import Any
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
-from policies.variables import field
+from policies.variables import env_var as var
 from routectl.rows import Probe
 
 NAME = "sm70-nvfp4-linear"
@@ -54,12 +54,6 @@ BASE = row_id("27b_dflash2_nvfp4", "fp8_e4m3", 4, "dflash", 4, 8192)
 QPN4_ENGINE = {"spec_method": "none", "spec_tokens": 0, "selector_top_k": 0, "max_num_seqs": 1}
 DOWN = layer("nvfp4", "down_proj", 4352, 5120)
 GATE_UP = layer("nvfp4", "gate_up_proj", 5120, 8704)
-
-
-def var(key: str) -> str:
-    variable = field(key).variable
-    assert variable is not None
-    return variable
 
 
 def probe(

@@ -11,7 +11,7 @@ from typing import Any
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
-from policies.variables import field
+from policies.variables import env_var as var
 from routectl.rows import Probe
 
 NAME = "sm75-linear"
@@ -37,12 +37,6 @@ MODELS = (
 
 NVFP4_BASE = row_id("27b_dflash2_nvfp4", "fp8_e4m3", 4, "dflash", 4, 8192)
 FP8_BASE = row_id("27b_fp8", "fp8_e4m3", 4, "none", 4, 8192)
-
-
-def var(key: str) -> str:
-    variable = field(key).variable
-    assert variable is not None
-    return variable
 
 
 def nvfp4(name: str, **changes: Any) -> Probe:

@@ -41,6 +41,16 @@ def atomic_target(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
+def write_new_synced(temp: Path, data: bytes) -> None:
+    """Create `temp` (it must not exist) holding `data`, flushed to disk before it is closed:
+    the temporary file of an atomic write, renamed over its target by the caller."""
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def write_in_place(path: Path, data: bytes, kind: str) -> None:
     """Write `data` into the device or FIFO at `path` as it is (no temporary file, no
     rename); a socket, a folder, or a FIFO no process reads is refused with one line."""

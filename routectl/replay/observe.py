@@ -52,6 +52,16 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
+def _catalogued(catalogue: Catalogue, namespace: str, func: Any) -> tuple[str, OpSpec] | None:
+    """The (op name, spec) of dispatcher op `func` when it is a catalogue op of `namespace`;
+    None for any other op (both observers ignore those)."""
+    if func.namespace != namespace:
+        return None
+    name = func._schema.name.partition("::")[2]
+    spec = catalogue.ops.get(name)
+    return None if spec is None else (name, spec)
+
+
 class OpObserver(TorchDispatchMode):
     """While active (`with OpObserver(catalogue, "routectl") as seen:`), records every call of
     a catalogue op in `namespace`: `calls` as `{"op", "plan"}` records (aggregated),
@@ -82,12 +92,10 @@ class OpObserver(TorchDispatchMode):
     ) -> Any:
         kwargs = dict(kwargs or {})
         out = func(*args, **kwargs)
-        if func.namespace != self._namespace:
+        found = _catalogued(self._catalogue, self._namespace, func)
+        if found is None:
             return out
-        name = func._schema.name.partition("::")[2]
-        spec = self._catalogue.ops.get(name)
-        if spec is None:
-            return out
+        name, spec = found
         plan = derive_plan(spec, bind_arguments(spec, tuple(args), kwargs))
         self._log.add(name, plan, per_expert=spec.per_expert)
         self.observed.append(
@@ -189,11 +197,7 @@ class RouteObserver(TorchDispatchMode):
         return ObservationRecord(header, dict(self.counts))
 
     def _spec(self, func: Any) -> tuple[str, OpSpec] | None:
-        found = None
-        if func.namespace == self._namespace:
-            name = func._schema.name.partition("::")[2]
-            spec = self._catalogue.ops.get(name)
-            found = None if spec is None else (name, spec)
+        found = _catalogued(self._catalogue, self._namespace, func)
         self._specs[func] = found
         return found
 

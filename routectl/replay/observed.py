@@ -25,6 +25,7 @@ from typing import Any
 from routectl.errors import InputError
 from routectl.io.jsonread import parse_json, read_bytes, shorten
 from routectl.io.jsonwrite import dumps_bytes
+from routectl.io.output import write_new_synced
 from routectl.io.schemas import SCHEMA_VERSION, schema_violation
 
 SCHEMA_NAME = "observed"
@@ -138,11 +139,7 @@ def write_record(path: Path, record: ObservationRecord) -> None:
     path = Path(path)
     temp = path.with_name(f".{path.name}.routectl-{os.getpid()}-{os.urandom(6).hex()}.tmp")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        write_new_synced(temp, data)
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)

@@ -33,9 +33,8 @@ from routectl.review.git import (
     MAX_TAIL_CHARS,
     add_worktree,
     file_at,
+    locate_ref,
     remove_worktree,
-    repository_root,
-    resolve_commit,
 )
 from routectl.review.sources import SnapshotFiles
 from routectl.runtime import checkpoints, interrupt
@@ -283,12 +282,7 @@ def baseline_at_ref(
     `temp_parent`, else the mapping's TMPDIR, else the system default.
     """
     root = project_root.resolve()
-    repository = repository_root(root, environ)
-    try:
-        project_path = root.relative_to(repository)
-    except ValueError:
-        raise InputError(f"the project {root} is not inside its repository {repository}") from None
-    commit = resolve_commit(repository, ref, environ)
+    repository, project_path, commit = locate_ref(root, ref, environ)
     check_project_at(repository, commit, ref, project_path, environ)
     try:
         temp_dir = Path(

@@ -491,17 +491,11 @@ def ref_baseline_key(
 ) -> tuple[str, str]:
     """The commit `ref` names and the cache key of the baseline its code computes
     (`baseline_key`); git failures are the InputErrors `routectl diff` gives anyway."""
-    from routectl.errors import InputError
-    from routectl.review.git import file_at, git_error, repository_root, resolve_commit, run_git
+    from routectl.review.git import file_at, git_error, locate_ref, run_git
 
     assert project.root is not None
     root = project.root.resolve()
-    repository = repository_root(root, environ)
-    try:
-        project_path = root.relative_to(repository)
-    except ValueError:
-        raise InputError(f"the project {root} is not inside its repository {repository}") from None
-    commit = resolve_commit(repository, ref, environ)
+    repository, project_path, commit = locate_ref(root, ref, environ)
     done = run_git(repository, ["rev-parse", "--verify", f"{commit}^{{tree}}"], environ)
     if done.returncode != 0 or not done.stdout.strip():
         raise git_error(f"cannot read the tree of {ref} ({commit[:12]})", done)

@@ -112,6 +112,18 @@ def resolve_commit(repo: Path, ref: str, environ: Mapping[str, str]) -> str:
     raise git_error(f"unknown git ref {shorten(ref)} in {repo}{close}{hint}", done)
 
 
+def locate_ref(root: Path, ref: str, environ: Mapping[str, str]) -> tuple[Path, Path, str]:
+    """Where the project at `root` (resolved) stands in its repository and what `ref` names
+    there: (repository root, project path relative to it, commit). The baseline and its
+    cache key both start from these, with the same InputErrors."""
+    repository = repository_root(root, environ)
+    try:
+        project_path = root.relative_to(repository)
+    except ValueError:
+        raise InputError(f"the project {root} is not inside its repository {repository}") from None
+    return repository, project_path, resolve_commit(repository, ref, environ)
+
+
 def file_at(repo: Path, commit: str, path: str, environ: Mapping[str, str]) -> str | None:
     """The text of `path` at `commit`, None when it does not exist there."""
     done = run_git(repo, ["cat-file", "blob", f"{commit}:{path}"], environ)

@@ -114,11 +114,7 @@ def write_text_atomic(
     remove_stale_temp_files(path.parent)
     temp = temp_path(path)
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        output.write_new_synced(temp, data)
         if before_replace is not None:
             before_replace(temp)
         checkpoints.reach("write")
