@@ -108,6 +108,37 @@ CONFIGS = {
     "prefetch-c8w2": triton_qpn.QpnConfig(w13_prefetch=True, w2_columns=8, w2_warps=2),
     "prefetch-words-first": triton_qpn.QpnConfig(w13_prefetch=True, w13_words_first=True),
     "prefetch-previous": dataclasses.replace(PREVIOUS, w13_prefetch=True, w13_pdl=True),
+    # Issue 36, fifth session: the decode with three shifts a word (the fourth session's
+    # default; now one); W13's words first with its registers capped at 144 (so that a W2
+    # program of 220 fits beside it) or beside W2 programs of 2 warps.
+    "three-shift": triton_qpn.QpnConfig(one_shift_decode=False),
+    "words-first-r144": triton_qpn.QpnConfig(w13_words_first=True, w13_maxnreg=144),
+    "words-first-c8w2": triton_qpn.QpnConfig(w13_words_first=True, w2_columns=8, w2_warps=2),
+    # W13's words in 2, 4 or 5 batches, each loaded before its first multiply.
+    "w13-batches2": triton_qpn.QpnConfig(w13_word_batches=2),
+    "w13-batches4": triton_qpn.QpnConfig(w13_word_batches=4),
+    "w13-batches5": triton_qpn.QpnConfig(w13_word_batches=5),
+    "w13-batches2-prefetch": triton_qpn.QpnConfig(w13_word_batches=2, w13_prefetch=True),
+    # W13 not asking L2 for the ids and the input before its wait; W2 loading the router
+    # weights after its chains; the fourth session's schedule (three shifts, weights last).
+    "no-input-prefetch": triton_qpn.QpnConfig(w13_prefetch_inputs=False),
+    # W13 not asking L2, before its wait, for the words and metadata of the expert the route's
+    # id names then (a hint; the id is read again after the wait); asking, and again after it.
+    "no-speculate": triton_qpn.QpnConfig(w13_speculate=False),
+    "speculate-prefetch": triton_qpn.QpnConfig(w13_prefetch=True),
+    "weights-last": triton_qpn.QpnConfig(w2_weights_first=False),
+    "fourth-session": triton_qpn.QpnConfig(
+        w13_prefetch_inputs=False,
+        w2_weights_first=False,
+        one_shift_decode=False,
+        w13_speculate=False,
+    ),
+    # The GPU tests' other configs (tests/test_triton_gpu.py), timed too.
+    "p4w2-c8w2": triton_qpn.QpnConfig(w13_pairs=4, w13_warps=2, w2_columns=8, w2_warps=2),
+    "prefetch-words-first-w2": triton_qpn.QpnConfig(
+        w13_prefetch=True, w2_prefetch=True, w13_words_first=True
+    ),
+    "batches-capped": triton_qpn.QpnConfig(w13_word_batches=2, w13_maxnreg=144),
 }
 LAYOUTS = {"3-byte": True, "4-byte": False}
 

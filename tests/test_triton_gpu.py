@@ -263,7 +263,9 @@ def test_back_to_back_steps_share_the_intermediate(gpu_banks: Banks) -> None:
 # The other code paths of the launch configs the benchmark times: the second session's
 # one-chain-per-thread kernels (W13 not waiting for its predecessor), smaller blocks of the
 # default's kernels, the default's W13 with one-chain-per-thread W2, no programmatic
-# dependent launch at all, and the L2 prefetches with W13's words loaded first.
+# dependent launch at all, the L2 prefetches with W13's words loaded first, the fourth
+# session's schedule (three shifts a word, W2's router weights after its chains, no L2 hints
+# before W13's wait) and W13's words in two batches under a register cap.
 OTHER_CONFIGS = {
     "previous": triton_qpn.QpnConfig(
         w13_pairs=4,
@@ -280,6 +282,13 @@ OTHER_CONFIGS = {
     "prefetch-words-first": triton_qpn.QpnConfig(
         w13_prefetch=True, w2_prefetch=True, w13_words_first=True
     ),
+    "fourth-session": triton_qpn.QpnConfig(
+        one_shift_decode=False,
+        w2_weights_first=False,
+        w13_prefetch_inputs=False,
+        w13_speculate=False,
+    ),
+    "batches-capped": triton_qpn.QpnConfig(w13_word_batches=2, w13_maxnreg=144),
 }
 
 

@@ -34,8 +34,9 @@ IDS = [2, 5, -1, 0, 2, 6, 1, 3, 5, 4]
 # One config is the default's kernels (a thread holds a pair's gate and up chains, resp. two
 # adjacent columns' chains; exchanges by layout conversion) and tiles the blocks (two W13
 # blocks per route, two W2 blocks); the other is the one-chain-per-thread kernels (exchanges by
-# reduction) with one block each, which keeps the slower 4-byte case short, and starts the W13
-# chains without waiting for all their activations (both values of w13_x_first).
+# reduction) with one block each, which keeps the slower 4-byte case short, starts the W13
+# chains without waiting for all their activations (both values of w13_x_first), takes W13's
+# words in two batches and loads W2's router weights after its chains.
 CONFIGS = {
     True: QpnConfig(w13_pairs=16, w13_warps=4, w2_columns=64),
     False: QpnConfig(
@@ -44,6 +45,8 @@ CONFIGS = {
         w13_x_first=False,
         w13_gate_up=False,
         w2_paired=False,
+        w13_word_batches=2,
+        w2_weights_first=False,
     ),
 }
 

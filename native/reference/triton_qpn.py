@@ -18,15 +18,18 @@ load); compiled, a word's 8 weights are decoded with four FP16x2 FMAs and the ac
 read 16 bytes at a time; W2 is launched with programmatic dependent launch, so it loads and
 decodes its weights (to FP16 pairs) while W13 runs and, after the wait, only converts,
 multiplies and adds; W13 is launched with programmatic dependent launch too, so its launch
-overlaps the previous kernel's end (the previous layer's W2). Two chains per thread share
+overlaps the previous kernel's end (the previous layer's W2); before its wait it asks L2 for
+the ids, the input and (from the ids as they stand then, a hint only) its expert's words and
+metadata, so after the wait they come from L2, not DRAM. Two chains per thread share
 their activations' conversions and loads, and need half the registers per chain, so W2's
 programs fit beside W13's and decode meanwhile. What is left on a chain's path is kept off
 it: W13's chains start once all their activations are in registers (loaded together, not one
-cache round trip after another), and the router-weighted sum is one FMA instruction per
-route.
+cache round trip after another), W2's router weights are loaded with its ids, before its
+wait, and the router-weighted sum is one FMA instruction per route.
 
 Rounding points, and why each is exact on a GPU and in Triton's interpreter alike:
-- decode, compiled: fma.rn.f16x2 on q (exact: 1024 + q minus 1024), one rounding, any bias.
+- decode, compiled: fma.rn.f16x2 on q (exact: 1024 + q minus 1024, or 64 + q minus 64), one
+  rounding, any bias.
 - decode, interpreted: q*scale is exact in FP32 (4 + 11 bits). With bias = fp16(-z*scale),
   z in 0..15 (the 3-byte layout always, the 4-byte one by definition), q*scale + bias is a
   multiple of the scale's quantum below 2^16 quanta, hence exact in FP32, and one cast to FP16
@@ -117,8 +120,15 @@ class QpnConfig:
     W13's chains wait for their words too (w13_words_first), and whether W13's programs ask L2
     for their words and metadata in bulk once they know their expert (w13_prefetch) and for
     their route's W2 words and metadata too (w2_prefetch; both compiled for capability 9.0
-    and later only; benchmarks/RESULTS.md says what each gave). The default: 100 W13
-    programs of 8 warps (16 pairs), 160 W2 programs of 4 warps (16 columns)."""
+    and later only); whether the decode takes one shift a word (one_shift_decode; else
+    three); W13's register cap (w13_maxnreg, none by default) and its words in batches
+    each loaded before its first multiply (w13_word_batches; 0: none); whether W13 asks L2,
+    before its grid-dependency wait, for the ids and the input (w13_prefetch_inputs) and
+    for the words and metadata of the expert the route's id names before the wait
+    (w13_speculate: a hint, the id is read again after the wait); whether W2 loads the
+    router weights with its ids, before its wait (w2_weights_first; else after its
+    chains). benchmarks/RESULTS.md says what each gave. The default: 100 W13 programs of 8
+    warps (16 pairs), 160 W2 programs of 4 warps (16 columns)."""
 
     w13_pairs: int = 16
     w13_warps: int = 8
@@ -133,6 +143,12 @@ class QpnConfig:
     w13_prefetch: bool = False
     w2_prefetch: bool = False
     w13_words_first: bool = False
+    one_shift_decode: bool = True
+    w13_maxnreg: int | None = None
+    w13_word_batches: int = 0
+    w13_prefetch_inputs: bool = True
+    w13_speculate: bool = True
+    w2_weights_first: bool = True
 
     def __post_init__(self) -> None:
         for blocks in (self.w13_pairs, self.w2_columns // 2, self.w13_warps, self.w2_warps):
@@ -287,15 +303,82 @@ fma.rn.f16x2 $3, t, s2, b2;
 )
 
 
+# The same weights with one shift a word instead of three: nibbles 0 and 4 (bits 0-3 of each
+# half) OR 0x6400 are the FP16 1024 + q as above; nibbles 1 and 5 (bits 4-7 of each half) OR
+# 0x5400 are 64 + q (64's FP16 quantum is 1/16, so bit 4 is worth 1), and minus 64 is exact
+# too; the word shifted by 8 gives nibbles 2, 6 and 3, 7 likewise. The FMA and its rounding are
+# unchanged, so the weights are bit for bit those of _DECODE8_ASM (two SHF a word fewer).
+_DECODE8_ONE_SHIFT_ASM = tl.constexpr(
+    """{
+.reg .b32 s2, b2, k, k4, t, u;
+.reg .b16 lo, hi;
+mov.b32 s2, {$9, $9};
+mov.b32 b2, {$10, $10};
+mov.b32 k, 0x64006400;
+mov.b32 k4, 0x54005400;
+lop3.b32 t, $8, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $0, lo;
+cvt.f32.f16 $1, hi;
+lop3.b32 t, $8, 0x00F000F0, k4, 0xEA;
+sub.rn.f16x2 t, t, k4;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $2, lo;
+cvt.f32.f16 $3, hi;
+shr.u32 u, $8, 8;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $4, lo;
+cvt.f32.f16 $5, hi;
+lop3.b32 t, u, 0x00F000F0, k4, 0xEA;
+sub.rn.f16x2 t, t, k4;
+fma.rn.f16x2 t, t, s2, b2;
+mov.b32 {lo, hi}, t;
+cvt.f32.f16 $6, lo;
+cvt.f32.f16 $7, hi;
+}"""
+)
+
+
+# _DECODE4_ASM with one shift a word (as _DECODE8_ONE_SHIFT_ASM).
+_DECODE4_ONE_SHIFT_ASM = tl.constexpr(
+    """{
+.reg .b32 s2, b2, k, k4, t, u;
+mov.b32 s2, {$5, $5};
+mov.b32 b2, {$6, $6};
+mov.b32 k, 0x64006400;
+mov.b32 k4, 0x54005400;
+lop3.b32 t, $4, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 $0, t, s2, b2;
+lop3.b32 t, $4, 0x00F000F0, k4, 0xEA;
+sub.rn.f16x2 t, t, k4;
+fma.rn.f16x2 $1, t, s2, b2;
+shr.u32 u, $4, 8;
+lop3.b32 t, u, 0x000F000F, k, 0xEA;
+sub.rn.f16x2 t, t, k;
+fma.rn.f16x2 $2, t, s2, b2;
+lop3.b32 t, u, 0x00F000F0, k4, 0xEA;
+sub.rn.f16x2 t, t, k4;
+fma.rn.f16x2 $3, t, s2, b2;
+}"""
+)
+
+
 @triton.jit
-def _decoded(words, meta, WORDS: tl.constexpr, GROUP: tl.constexpr):
+def _decoded(words, meta, WORDS: tl.constexpr, GROUP: tl.constexpr, ONE_SHIFT: tl.constexpr):
     """Compiled only: the WORDS words' weights as FP16x2 pairs, a tuple of 4 * WORDS int32
     (pair 4j + m: logical k 8j + 2m and 8j + 2m + 1)."""
     pairs = ()
     for j in tl.static_range(WORDS):
         scale, bias = meta[j // (GROUP // 8)]
         pairs = pairs + tl.inline_asm_elementwise(
-            _DECODE4_ASM,
+            _DECODE4_ONE_SHIFT_ASM if ONE_SHIFT else _DECODE4_ASM,
             "=r,=r,=r,=r,r,h,h",
             [words[j], scale, bias],
             dtype=(tl.int32,) * 4,
@@ -341,19 +424,21 @@ def _chains(
     words,
     meta,
     xs,
-    WORDS: tl.constexpr,
+    START: tl.constexpr,
+    STOP: tl.constexpr,
     GROUP: tl.constexpr,
     HW_FMA: tl.constexpr,
     ROUND_SUM: tl.constexpr,
+    ONE_SHIFT: tl.constexpr,
 ):
-    """acc + the dot of WORDS prepared words (8 k each, ascending k) with the activations
-    `xs` (int32 pairs of FP16, 4 per word), one FP32 rounding per k, in k order. `meta`
-    holds a (scale, bias) per group of GROUP k."""
-    for j in tl.static_range(WORDS):
+    """acc + the dot of prepared words START..STOP-1 (8 k each, ascending k) with the
+    activations `xs` (int32 pairs of FP16, 4 per word), one FP32 rounding per k, in k order.
+    `meta` holds a (scale, bias) per group of GROUP k."""
+    for j in tl.static_range(START, STOP):
         scale, bias = meta[j // (GROUP // 8)]
         if HW_FMA:
             weights = tl.inline_asm_elementwise(
-                _DECODE8_ASM,
+                _DECODE8_ONE_SHIFT_ASM if ONE_SHIFT else _DECODE8_ASM,
                 "=r,=r,=r,=r,=r,=r,=r,=r,r,h,h",
                 [words[j], scale, bias],
                 dtype=(tl.float32,) * 8,
@@ -448,16 +533,17 @@ def _activations(at, PAIRS: tl.constexpr, HW_FMA: tl.constexpr, AFTER_WAIT: tl.c
 
 
 @triton.jit
-def _zero_after(xs, PAIRS: tl.constexpr, e):
-    """+0.0 (the chains' start), computed from every activation loaded and the expert index
+def _zero_after(xs, START: tl.constexpr, STOP: tl.constexpr, e):
+    """+0.0 (the chains' start), computed from xs[START:STOP] (every activation loaded, or a
+    batch of the words) and the expert index
     e >= 0 (min(e, 0) is a zero the compiler cannot see through): the first multiply then
     waits for all of them, so ptxas issues the activation loads together, where their
     latencies overlap, instead of each just before its use (to save registers), where each
     is one more cache round trip on the chain's path. (Made from one register of each 16-byte
     load only, which holds the same loads back, W13 ran 0.35 us slower: ptxas then schedules
     the word loads differently.)"""
-    bits = xs[0]
-    for j in tl.static_range(1, PAIRS):
+    bits = xs[START]
+    for j in tl.static_range(START + 1, STOP):
         bits = bits | xs[j]
     return (bits & tl.minimum(e, 0)).to(tl.float32, bitcast=True)
 
@@ -502,6 +588,40 @@ mov.b32 $0, 0;
 
 
 @triton.jit
+def _prefetch_share(
+    w_ptr,
+    meta_ptr,
+    e,
+    block,
+    go,
+    K: tl.constexpr,
+    N: tl.constexpr,
+    GROUP: tl.constexpr,
+    BLOCKS: tl.constexpr,
+    RECORD: tl.constexpr,
+    UNIT: tl.constexpr,
+):
+    """Asks L2 for a W13 block's share of expert e's words and metadata, if `go`: the route's
+    blocks split the expert's words and its metadata into BLOCKS equal contiguous ranges each
+    (a block's share: its own columns or its neighbours', which the route's other blocks,
+    running meanwhile, ask for in turn)."""
+    WORDS_SHARE: tl.constexpr = K * N // 2 // BLOCKS
+    words_from = w_ptr + e * (K * N // 8) + block * (WORDS_SHARE // 4)
+    _prefetch_l2(words_from.to(tl.int64), WORDS_SHARE // 16, WORDS_SHARE // 16, 16, go)
+    META_SHARE: tl.constexpr = K // GROUP * N // BLOCKS * RECORD  # bytes
+    # 8 pieces, or fewer where they would not be multiples of 16 bytes.
+    META_PIECES: tl.constexpr = 8 if META_SHARE % 128 == 0 else 4 if META_SHARE % 64 == 0 else 1
+    meta_from = meta_ptr + (e * (K // GROUP) * N + block * (META_SHARE // RECORD)) * UNIT
+    _prefetch_l2(
+        meta_from.to(tl.int64),
+        META_SHARE // META_PIECES,
+        META_SHARE // META_PIECES,
+        META_PIECES,
+        go,
+    )
+
+
+@triton.jit
 def _w13_kernel(
     x_ptr,
     w_ptr,
@@ -527,6 +647,10 @@ def _w13_kernel(
     WORDS_FIRST: tl.constexpr,
     W2_K: tl.constexpr,
     W2_N: tl.constexpr,
+    ONE_SHIFT: tl.constexpr,
+    WORD_BATCHES: tl.constexpr,
+    PREFETCH_INPUTS: tl.constexpr,
+    SPECULATE: tl.constexpr,
 ):
     """W13, one (column, slice) chain per element (GATE_UP: elements (pair, slice, gate or
     up), a thread holding a pair's gate and up chains, which share its slice's activations);
@@ -539,41 +663,56 @@ def _w13_kernel(
             # Lets W2 (launched with programmatic dependent launch) load its weights while
             # this kernel runs; W2 waits for this grid's completion before reading its output.
             gdc.gdc_launch_dependents()
-    if WAIT:
-        if tl.target_info.cuda_capability_geq(9, 0):
-            # Launched with programmatic dependent launch: this grid may be resident while
-            # the preceding kernel on the stream still runs (its launch latency hidden), but
-            # reads and writes nothing before that kernel has completed: it may write the
-            # input or ids, or still read `intermediate` (the previous layer's W2).
-            gdc.gdc_wait()
     route = tl.program_id(0)
     block = tl.program_id(1)
-    expert = tl.load(ids_ptr + route)
-    valid = (expert >= 0) & (expert < EXPERTS)
-    e = tl.where(valid, expert, 0)
     SLICE_K: tl.constexpr = K // SLICES
     # Bytes of one metadata record, and the element size of meta_ptr / s2_ptr's pointers.
     RECORD: tl.constexpr = 3 if COMPACT else 4
     UNIT: tl.constexpr = 3 if COMPACT else 1
     BLOCKS: tl.constexpr = N // (2 * PAIRS)
+    if WAIT:
+        if tl.target_info.cuda_capability_geq(9, 0):
+            if SPECULATE:
+                # The route's id as it stands before the wait (read through L2 only, so no
+                # stale copy stays in L1 for the load after the wait), used for nothing but
+                # the addresses of a prefetch of the expert's words and metadata: where the
+                # preceding kernel does not change the ids (a step after a step), they arrive
+                # in L2 while that kernel ends; where it does, the hint is wasted, never wrong.
+                hint = tl.load(ids_ptr + route, cache_modifier=".cg")
+                hint_ok = (hint >= 0) & (hint < EXPERTS)
+                _prefetch_share(
+                    w_ptr,
+                    meta_ptr,
+                    tl.where(hint_ok, hint, 0),
+                    block,
+                    hint_ok,
+                    K,
+                    N,
+                    GROUP,
+                    BLOCKS,
+                    RECORD,
+                    UNIT,
+                )
+            if PREFETCH_INPUTS:
+                # Before the wait, L2 is asked for the ids (the 64 bytes from their 16-byte
+                # boundary down) and the input, each by one thread (the bulk prefetch of
+                # _prefetch_l2): a prefetch reads nothing into a register, and L2 is where
+                # the preceding kernel's writes land, so the loads after the wait see them;
+                # without it the id (then the words it addresses) and the input may come
+                # from DRAM after the wait, one round trip after another.
+                ids_line = ids_ptr.to(tl.int64) & -16
+                _prefetch_l2(ids_line, 64, 64, 1, route >= 0)
+                _prefetch_l2(x_ptr.to(tl.int64), 2 * K, 2 * K, 1, route >= 0)
+            # Launched with programmatic dependent launch: this grid may be resident while
+            # the preceding kernel on the stream still runs (its launch latency hidden), but
+            # reads and writes nothing before that kernel has completed: it may write the
+            # input or ids, or still read `intermediate` (the previous layer's W2).
+            gdc.gdc_wait()
+    expert = tl.load(ids_ptr + route)
+    valid = (expert >= 0) & (expert < EXPERTS)
+    e = tl.where(valid, expert, 0)
     if PREFETCH:
-        # The route's blocks split the expert's words and its metadata into BLOCKS equal
-        # contiguous ranges each (a block's share: its own columns or its neighbours', which
-        # the route's other blocks, running meanwhile, ask for in turn).
-        WORDS_SHARE: tl.constexpr = K * N // 2 // BLOCKS
-        words_from = w_ptr + e * (K * N // 8) + block * (WORDS_SHARE // 4)
-        _prefetch_l2(words_from.to(tl.int64), WORDS_SHARE // 16, WORDS_SHARE // 16, 16, valid)
-        META_SHARE: tl.constexpr = K // GROUP * N // BLOCKS * RECORD  # bytes
-        # 8 pieces, or fewer where they would not be multiples of 16 bytes.
-        META_PIECES: tl.constexpr = 8 if META_SHARE % 128 == 0 else 4 if META_SHARE % 64 == 0 else 1
-        meta_from = meta_ptr + (e * (K // GROUP) * N + block * (META_SHARE // RECORD)) * UNIT
-        _prefetch_l2(
-            meta_from.to(tl.int64),
-            META_SHARE // META_PIECES,
-            META_SHARE // META_PIECES,
-            META_PIECES,
-            valid,
-        )
+        _prefetch_share(w_ptr, meta_ptr, e, block, valid, K, N, GROUP, BLOCKS, RECORD, UNIT)
     if PREFETCH_W2:
         # The route's W2 words and metadata (contiguous per expert), a BLOCKS-th each: W2's
         # programs that are not resident yet (no room beside W13's) find them in L2.
@@ -609,10 +748,30 @@ def _w13_kernel(
     xs = _activations(x_at, SLICE_K // 2, HW_FMA, False)
     acc = tl.zeros(words_at.shape, dtype=tl.float32)
     if X_FIRST:
-        acc = acc + _zero_after(xs, SLICE_K // 2, e)
-    if WORDS_FIRST:
-        acc = acc + _zero_after(words, SLICE_K // 8, e)
-    acc = _chains(acc, words, meta, xs, SLICE_K // 8, GROUP, HW_FMA, not COMPACT)
+        acc = acc + _zero_after(xs, 0, SLICE_K // 2, e)
+    # WORD_BATCHES > 0: the chain's words in that many equal batches, each batch's loads
+    # complete before its first multiply (1: all words first, as w13_words_first).
+    BATCHES: tl.constexpr = 1 if WORDS_FIRST else WORD_BATCHES
+    WORDS: tl.constexpr = SLICE_K // 8
+    if BATCHES == 0:
+        acc = _chains(acc, words, meta, xs, 0, WORDS, GROUP, HW_FMA, not COMPACT, ONE_SHIFT)
+    else:
+        tl.static_assert(WORDS % BATCHES == 0)
+        PER: tl.constexpr = WORDS // BATCHES
+        for b in tl.static_range(BATCHES):
+            acc = acc + _zero_after(words, b * PER, (b + 1) * PER, e)
+            acc = _chains(
+                acc,
+                words,
+                meta,
+                xs,
+                b * PER,
+                (b + 1) * PER,
+                GROUP,
+                HW_FMA,
+                not COMPACT,
+                ONE_SHIFT,
+            )
     if GATE_UP:
         # Rows 2p (gate) and 2p + 1 (up) of pair p.
         slices = _split16(tl.reshape(tl.permute(acc, (0, 2, 1)), (2 * PAIRS, SLICES)))
@@ -670,6 +829,8 @@ def _w2_kernel(
     PREDECODE: tl.constexpr,
     TRIGGER: tl.constexpr,
     PAIRED: tl.constexpr,
+    ONE_SHIFT: tl.constexpr,
+    WEIGHTS_FIRST: tl.constexpr,
 ):
     """W2, one (column, route) chain per element of a program's COLUMNS columns x ROUTES (16)
     route slots, of which TOPK are routes (PAIRED: elements (column pair, route slot, column
@@ -695,6 +856,13 @@ def _w2_kernel(
         anchor = col
     in_topk = route < TOPK
     expert = tl.load(ids_ptr + route, mask=in_topk, other=-1)
+    # The router weights too are loaded here, with the ids (neither is written by W13): loaded
+    # after the chains (WEIGHTS_FIRST false), they were one more memory round trip at the very
+    # end of the step.
+    weights = ()
+    if WEIGHTS_FIRST:
+        for r in tl.static_range(TOPK):
+            weights = weights + (tl.load(topk_ptr + r),)
     valid = (in_topk & (expert >= 0) & (expert < EXPERTS)) & (col >= 0)
     e = tl.where(valid, expert, 0)
     words_at = w_ptr + e * (K * N // 8) + ((col // 32) * (K // 8)) * 32 + col % 32
@@ -710,7 +878,7 @@ def _w2_kernel(
     acc = tl.zeros(valid.shape, dtype=tl.float32)
     if HW_FMA and PREDECODE:
         # Decoded to FP16x2 while W13 runs (nothing here reads W13's output), then the wait.
-        pairs = _decoded(words, meta, K // 8, GROUP)
+        pairs = _decoded(words, meta, K // 8, GROUP, ONE_SHIFT)
         if PDL and tl.target_info.cuda_capability_geq(9, 0):
             # +0.0, read after the wait: the chains start after it.
             acc = acc + _wait_after(pairs, K // 2, e).to(tl.float32, bitcast=True)
@@ -723,11 +891,11 @@ def _w2_kernel(
                 # write) are loaded meanwhile; the intermediate only once W13 has completed.
                 gdc.gdc_wait()
         xs = _activations(x_at, K // 2, HW_FMA, PDL)
-        acc = _chains(acc, words, meta, xs, K // 8, GROUP, HW_FMA, not COMPACT)
+        acc = _chains(acc, words, meta, xs, 0, K // 8, GROUP, HW_FMA, not COMPACT, ONE_SHIFT)
     rounded = tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0)
-    weights = ()
-    for r in tl.static_range(TOPK):
-        weights = weights + (tl.load(topk_ptr + r),)
+    if not WEIGHTS_FIRST:
+        for r in tl.static_range(TOPK):
+            weights = weights + (tl.load(topk_ptr + r),)
     if PAIRED:
         # Row 2c + h: the block's column 2c + h.
         routes = _split16(tl.reshape(tl.permute(rounded, (0, 2, 1)), (COLUMNS, ROUTES)))
@@ -802,7 +970,12 @@ def launch_w13(
         WORDS_FIRST=config.w13_words_first,
         W2_K=geometry.w2_k,
         W2_N=geometry.w2_n,
+        ONE_SHIFT=config.one_shift_decode,
+        WORD_BATCHES=config.w13_word_batches,
+        PREFETCH_INPUTS=config.w13_prefetch_inputs,
+        SPECULATE=config.w13_speculate,
         num_warps=config.w13_warps,
+        maxnreg=config.w13_maxnreg,
         launch_pdl=_w13_pdl(config),
     )
 
@@ -847,6 +1020,8 @@ def launch_w2(
         PREDECODE=config.w2_predecode,
         TRIGGER=_w13_pdl(config),
         PAIRED=config.w2_paired,
+        ONE_SHIFT=config.one_shift_decode,
+        WEIGHTS_FIRST=config.w2_weights_first,
         num_warps=config.w2_warps,
         launch_pdl=pdl,
     )
