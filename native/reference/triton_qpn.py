@@ -694,14 +694,15 @@ def _w13_kernel(
                     UNIT,
                 )
             if PREFETCH_INPUTS:
-                # Before the wait, L2 is asked for the ids (the 64 bytes from their 16-byte
-                # boundary down) and the input, each by one thread (the bulk prefetch of
-                # _prefetch_l2): a prefetch reads nothing into a register, and L2 is where
-                # the preceding kernel's writes land, so the loads after the wait see them;
-                # without it the id (then the words it addresses) and the input may come
-                # from DRAM after the wait, one round trip after another.
-                ids_line = ids_ptr.to(tl.int64) & -16
-                _prefetch_l2(ids_line, 64, 64, 1, route >= 0)
+                # Before the wait, L2 is asked for the route's id (the 16-byte granule that
+                # holds it, which never crosses the end of an allocation) and the input, each
+                # by one thread (the bulk prefetch of _prefetch_l2): a prefetch reads nothing
+                # into a register, and L2 is where the preceding kernel's writes land, so the
+                # loads after the wait see them; without it the id (then the words it
+                # addresses) and the input may come from DRAM after the wait, one round trip
+                # after another.
+                ids_granule = (ids_ptr + route).to(tl.int64) & -16
+                _prefetch_l2(ids_granule, 16, 16, 1, route >= 0)
                 _prefetch_l2(x_ptr.to(tl.int64), 2 * K, 2 * K, 1, route >= 0)
             # Launched with programmatic dependent launch: this grid may be resident while
             # the preceding kernel on the stream still runs (its launch latency hidden), but
