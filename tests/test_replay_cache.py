@@ -18,6 +18,7 @@ from routectl.review.cache import (
     CACHE_DIR_NAME,
     NO_CACHE_VARIABLE,
     KeyInputs,
+    ReplayCache,
     category_key,
     dependency_versions,
 )
@@ -394,3 +395,42 @@ def test_a_computed_import_keys_the_category_by_every_source(tmp_path: Path):
     assert replayed_line(project, ("-c", "sm75-linear", "-c", "sm70-nvfp4-linear")) == (
         "replayed: sm75-linear; from the replay cache: 1 categories"
     )
+
+
+def test_keys_computed_beside_the_replay_are_the_keys_a_lookup_computes(tmp_path: Path):
+    """An empty cache needs no key to miss; the keys computed in a forked process while the
+    replay runs are those a later lookup computes here, so the next run hits."""
+    project = load_project(make_project(tmp_path))
+    categories = list(project.categories)
+    cache = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    found, missing = cache.rows(project, categories)
+    assert found == {} and missing == categories
+    assert all(cache.inputs.key_of(project, c) is None for c in categories)
+    with cache.keying(project, missing, background=True):
+        assert all(cache.inputs.key_of(project, c) is None for c in categories)
+    expected = {c.name: category_key(project, c, KeyInputs()) for c in categories}
+    assert {c.name: cache.inputs.key_of(project, c) for c in categories} == expected
+    for category in categories:
+        cache.store_rows(project, category, [("row", "{}")])
+    again = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    found, missing = again.rows(project, categories)
+    assert missing == [] and found == {c.name: [("row", "{}")] for c in categories}
+
+
+def test_keys_without_background_are_computed_before_the_block(tmp_path: Path):
+    project = load_project(make_project(tmp_path))
+    categories = list(project.categories)
+    cache = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    with cache.keying(project, categories, background=False):
+        keys = {c.name: cache.inputs.key_of(project, c) for c in categories}
+    assert keys == {c.name: category_key(project, c, KeyInputs()) for c in categories}
+
+
+def test_a_failing_replay_stops_the_key_process(tmp_path: Path):
+    project = load_project(make_project(tmp_path))
+    cache = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    with pytest.raises(RuntimeError, match="replay failed"):
+        with cache.keying(project, list(project.categories), background=True):
+            raise RuntimeError("replay failed")
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left running or unreaped
