@@ -22,6 +22,7 @@ from routectl.review.cache import (
     category_key,
     dependency_versions,
 )
+from routectl.review.closure import WALK_DEPTH, _Sources, _walk
 from tests.fixtures.toy import Result, invoke, make_project, ok, tree_bytes
 from tests.project_files import git_environ
 
@@ -434,3 +435,36 @@ def test_a_failing_replay_stops_the_key_process(tmp_path: Path):
             raise RuntimeError("replay failed")
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # no child left running or unreaped
+
+
+def test_the_closure_walk_reaches_each_object_at_its_least_depth():
+    """A module named one step below an object that a long path reaches at the depth limit,
+    and a short path at depth 1, is found, whichever path is taken first."""
+    target = ["pkg.target"]
+    chain: list[object] = [target]
+    for _ in range(WALK_DEPTH - 2):
+        chain = [chain]
+    found: set[str] = set()
+    _walk([target, chain], found, {"pkg.target", "pkg.other"})
+    assert found == {"pkg.target"}
+    found = set()
+    _walk([chain, target], found, {"pkg.target"})
+    assert found == {"pkg.target"}
+
+
+@pytest.mark.parametrize(
+    ("source", "dynamic"),
+    [
+        ("evaluated = executor = 1  # an evaluation\n", False),
+        ("def f(x):\n    return eval(x)\n", True),
+        ("import importlib\nm = importlib.import_module('a')\n", True),
+        ("from importlib import import_module as load\n", True),
+        ("'''eval it'''\nVALUE = 1\n", False),
+    ],
+)
+def test_a_module_imports_by_a_computed_name_only_when_it_uses_one(
+    tmp_path: Path, source: str, dynamic: bool
+):
+    path = tmp_path / "mod.py"
+    path.write_text(source)
+    assert _Sources({"mod": path}).dynamic("mod") is dynamic

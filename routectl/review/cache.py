@@ -416,10 +416,9 @@ class ReplayCache:
         pending = in_background(keys)
         try:
             yield
-        except BaseException:
-            pending.cancel()
-            raise
-        by_name = pending.result()
+            by_name = pending.result()
+        finally:
+            pending.cancel()  # stopped if the block (or the wait) failed: nothing else
         for category in todo:
             self.inputs.remember_key(project, category, by_name[category.name])
 
