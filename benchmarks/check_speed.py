@@ -10,9 +10,16 @@
      run imports no torch);
    - `module touched`: one byte added to a policy module first (removed after the run):
      the categories whose key covers it are replayed (the MoE category alone: each key holds
-     its category's import closure, docs/cache.md; target 1.3x).
+     its category's import closure, docs/cache.md; target 1.3x);
+   - `empty cache, six` and `empty cache --jobs 1, six`: the empty-cache states on exactly
+     the six categories of `b5bc212` (`-c` for each; issue 34's targets 1.25x and 1.45x).
    Rows per second and the time per 1,000 rows of the replaying states are printed too;
-   the project's bytecode is compiled first.
+   the project's bytecode is compiled first. Each ratio ends with one `ratio` line: its
+   median, every paired run, the target and whether the median meets it, and the load
+   average over the runs. `--state` picks states (repeatable); `--baseline-tree DIR` times
+   the same states in another checkout too (DIR/.routectl_cache; PYTHONPATH=DIR), each of
+   its checks right after this tree's, between the same torch imports, and prints the
+   paired ratios of both trees.
 2. `import routectl`, the engine's start-up import (target: at most 50 ms), as
    `python -X importtime` reports it: the median of the runs.
 3. A synthetic 100,000-row snapshot, each step timed: generated, made canonical, validated,
@@ -21,7 +28,10 @@
    grouping the changes (signatures and row-id patterns), as `routectl check` does.
 
 Run from the repository root:
-`python benchmarks/check_speed.py [--rows N] [--repeat R] [--only check|import|synthetic]`.
+`python benchmarks/check_speed.py [--rows N] [--repeat R] [--only check|import|synthetic]
+[--state NAME] [--baseline-tree DIR]`. Issue 34's empty-cache figure:
+`python benchmarks/check_speed.py --only check --repeat 7 --state "empty cache, six"
+--state "empty cache --jobs 1, six"`.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import copy
 import gc
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -49,19 +60,30 @@ from policies.variables import VARIABLE_PREFIX  # noqa: E402 - after the path is
 GC_THRESHOLDS = (1_000_000, 30, 30)
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+# The CPU seconds (user + system, its children included) of each `timed` run, in order: on
+# a loaded machine they vary far less than the wall times (not a target: the targets are
+# wall-time ratios).
+CPU_SECONDS: list[float] = []
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> float:
+    """The wall time of one run of `argv` (its CPU time appended to CPU_SECONDS)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall
 
 
-def compile_bytecode(env: dict[str, str]) -> None:
+def compile_bytecode(env: dict[str, str], tree: Path = ROOT) -> None:
     """Bytecode for the project's packages, as an installed package has it (pip compiles at
     install): a checkout run with PYTHONDONTWRITEBYTECODE would otherwise compile every
     module from source on every run, which torch, installed, never does."""
     subprocess.run(
         [sys.executable, "-m", "compileall", "-q", "routectl", "policies", "native"],
-        cwd=ROOT,
+        cwd=tree,
         env=env,
         check=True,
         stdout=subprocess.DEVNULL,
@@ -71,7 +93,17 @@ def compile_bytecode(env: dict[str, str]) -> None:
 CACHE = ROOT / ".routectl_cache"
 # The module `module touched` adds one byte to: one only the MoE category's replay imports
 # (its key alone covers it, docs/cache.md).
-TOUCHED = ROOT / "policies" / "awq_moe_admission.py"
+TOUCHED = Path("policies") / "awq_moe_admission.py"
+# The six categories of b5bc212, which issue 34's empty-cache targets are stated for.
+SIX = (
+    "sm70-nvfp4-linear",
+    "sm70-awq-linear",
+    "sm75-linear",
+    "sm70-awq-moe",
+    "sm70-dflash2-policy",
+    "sm70-fp8-linear",
+)
+_SIX_ARGS = [arg for name in SIX for arg in ("-c", name)]
 # state -> (extra arguments of `routectl check`, target ratio)
 STATES: dict[str, tuple[list[str], float | None]] = {
     "no cache": (["--no-cache"], None),
@@ -80,48 +112,77 @@ STATES: dict[str, tuple[list[str], float | None]] = {
     "empty cache --jobs 1": (["--jobs", "1"], 1.45),
     "unchanged": ([], 0.35),
     "module touched": ([], 1.3),
+    "empty cache, six": (_SIX_ARGS, 1.25),
+    "empty cache --jobs 1, six": ([*_SIX_ARGS, "--jobs", "1"], 1.45),
 }
 
 
-def check_in_state(state: str, env: dict[str, str]) -> float:
-    """One `routectl check` in `state` (prepared here, undone after)."""
+def tree_env(tree: Path, env: dict[str, str]) -> dict[str, str]:
+    """`env` with the tree's packages first on the path (its routectl, policies, native)."""
+    return {**env, "PYTHONPATH": os.pathsep.join([str(tree), env.get("PYTHONPATH", "")])}
+
+
+def check_in_state(state: str, env: dict[str, str], tree: Path = ROOT) -> float:
+    """One `routectl check` of `tree` in `state` (prepared here, undone after)."""
     extra, _ = STATES[state]
     if state.startswith("empty cache"):
-        shutil.rmtree(CACHE, ignore_errors=True)
-    original = TOUCHED.read_bytes()
+        shutil.rmtree(tree / CACHE.name, ignore_errors=True)
+    touched = tree / TOUCHED
+    original = touched.read_bytes()
     if state == "module touched":
-        TOUCHED.write_bytes(original + b"\n")
+        touched.write_bytes(original + b"\n")
     try:
-        return timed([sys.executable, "-m", "routectl", "check", *extra], env)
+        argv = [sys.executable, "-m", "routectl", "check", *extra]
+        return timed(argv, tree_env(tree, env), tree)
     finally:
         if state == "module touched":
-            TOUCHED.write_bytes(original)
+            touched.write_bytes(original)
+
+
+Series = dict[tuple[Path, str], list[float]]
 
 
 def paired(
-    repeat: int, env: dict[str, str], states: list[str]
-) -> tuple[list[float], dict[str, list[float]], dict[str, list[float]]]:
-    """Every torch import, and per state each check's time and its ratio to the mean of the
-    torch imports right before and after it: on a shared 2-core machine the import alone
-    varies by a third from minute to minute."""
+    repeat: int, env: dict[str, str], states: list[str], trees: list[Path]
+) -> tuple[list[float], Series, Series, Series]:
+    """Every torch import, and per (tree, state) each check's time, its ratio to the mean of
+    the torch imports right before and after it (on a shared 2-core machine the import alone
+    varies by a third from minute to minute) and the same ratio of CPU seconds. With several
+    trees, each state's checks run back to back, one per tree, between the same two imports
+    (their order alternates from round to round), so the trees are compared on the same
+    load."""
     torch_times: list[float] = []
-    check_times: dict[str, list[float]] = {name: [] for name in states}
-    ratios: dict[str, list[float]] = {name: [] for name in states}
-    # Filled and current: `unchanged` then finds every category.
-    subprocess.run(
-        [sys.executable, "-m", "routectl", "check"], cwd=ROOT, env=env, capture_output=True
-    )
-    for _ in range(repeat):
+    check_times: Series = {(t, n): [] for t in trees for n in states}
+    ratios: Series = {(t, n): [] for t in trees for n in states}
+    cpu_ratios: Series = {(t, n): [] for t in trees for n in states}
+    for tree in trees:
+        # Filled and current: `unchanged` then finds every category.
+        subprocess.run(
+            [sys.executable, "-m", "routectl", "check"],
+            cwd=tree,
+            env=tree_env(tree, env),
+            capture_output=True,
+        )
+    for round_ in range(repeat):
         before = timed([sys.executable, "-c", "import torch"], env)
+        cpu_before = CPU_SECONDS[-1]
         torch_times.append(before)
         for name in states:
-            c = check_in_state(name, env)
+            order = trees if round_ % 2 == 0 else trees[::-1]
+            times = {}
+            cpu = {}
+            for tree in order:
+                times[tree] = check_in_state(name, env, tree)
+                cpu[tree] = CPU_SECONDS[-1]
             after = timed([sys.executable, "-c", "import torch"], env)
+            cpu_after = CPU_SECONDS[-1]
             torch_times.append(after)
-            check_times[name].append(c)
-            ratios[name].append(c / ((before + after) / 2))
-            before = after
-    return torch_times, check_times, ratios
+            for tree, c in times.items():
+                check_times[(tree, name)].append(c)
+                ratios[(tree, name)].append(c / ((before + after) / 2))
+                cpu_ratios[(tree, name)].append(cpu[tree] / ((cpu_before + cpu_after) / 2))
+            before, cpu_before = after, cpu_after
+    return torch_times, check_times, ratios, cpu_ratios
 
 
 def median(values: list[float]) -> float:
@@ -276,15 +337,28 @@ def main() -> None:
         action="append",
         help="run only these parts (repeatable; default: all)",
     )
+    parser.add_argument(
+        "--state", choices=tuple(STATES), action="append", help="check states to time (repeatable)"
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="another checkout whose checks are timed beside this tree's, paired",
+    )
     args = parser.parse_args()
     parts = set(args.only or ("check", "import", "synthetic"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(VARIABLE_PREFIX)}
     compile_bytecode(env)
+    if args.baseline_tree:
+        compile_bytecode(env, args.baseline_tree)
     summary: dict[str, object] = {}
     print(f"CPUs available: {len(os.sched_getaffinity(0))}; bytecode compiled")
     if "check" in parts:
-        states = list(STATES)
-        torch_s, check_s, ratio = paired(args.repeat, env, states)
+        states = args.state or list(STATES)
+        trees = [ROOT, *([args.baseline_tree.resolve()] if args.baseline_tree else [])]
+        load_before = os.getloadavg()[0]
+        torch_s, check_s, ratio, cpu_ratio = paired(args.repeat, env, states, trees)
+        load_after = os.getloadavg()[0]
         listing = subprocess.run(
             [sys.executable, "-m", "routectl", "list"],
             cwd=ROOT,
@@ -293,27 +367,51 @@ def main() -> None:
             capture_output=True,
             text=True,
         ).stdout
-        rows = sum(int(line.split()[1]) for line in listing.splitlines() if line.strip())
+        counts = {line.split()[0]: int(line.split()[1]) for line in listing.splitlines() if line}
         print(
             f"import torch:   {min(torch_s):6.2f} s best, {median(torch_s):6.2f} s median "
-            f"(of {len(torch_s)})"
+            f"(of {len(torch_s)}); load average {load_before:.1f} before, {load_after:.1f} after"
         )
-        for name in states:
-            best = min(check_s[name])
-            target = STATES[name][1]
-            aim = f"; target <= {target}" if target is not None else ""
-            per = "" if name == "unchanged" else f", {best / rows * 1000:.3f} s per 1,000 rows"
-            print(
-                f"routectl check ({name}): {best:6.2f} s best, {rows} rows{per}; ratio "
-                f"{median(ratio[name]):.2f} (median of {args.repeat}; all "
-                f"{', '.join(f'{r:.2f}' for r in ratio[name])}{aim})"
-            )
+        for tree in trees:
+            label = "" if tree == ROOT else f" [{tree}]"
+            for name in states:
+                rows = (
+                    sum(counts[c] for c in SIX) if name.endswith(", six") else sum(counts.values())
+                )
+                best = min(check_s[(tree, name)])
+                per = "" if name == "unchanged" else f", {best / rows * 1000:.3f} s per 1,000 rows"
+                print(f"routectl check ({name}){label}: {best:6.2f} s best, {rows} rows{per}")
+        for tree in trees:
+            label = "" if tree == ROOT else f" [{tree}]"
+            for name in states:
+                values = ratio[(tree, name)]
+                target = STATES[name][1]
+                verdict = (
+                    ""
+                    if target is None
+                    else f"; target <= {target}: {'met' if median(values) <= target else 'NOT met'}"
+                )
+                print(
+                    f"ratio {name}{label}: {median(values):.2f} (median of {len(values)} paired "
+                    f"runs: {', '.join(f'{r:.2f}' for r in values)}{verdict}; load "
+                    f"{load_before:.1f}-{load_after:.1f})"
+                )
+        for tree in trees:
+            label = "" if tree == ROOT else f" [{tree}]"
+            for name in states:
+                values = cpu_ratio[(tree, name)]
+                print(
+                    f"cpu ratio {name}{label}: {median(values):.2f} (CPU seconds, processes "
+                    f"and children, to the torch imports'; {', '.join(f'{r:.2f}' for r in values)})"
+                )
         summary.update(
             torch_s=round(median(torch_s), 3),
-            check_s={n: round(min(v), 3) for n, v in check_s.items()},
-            ratio={n: round(median(v), 3) for n, v in ratio.items()},
-            ratios={n: [round(r, 3) for r in v] for n, v in ratio.items()},
-            rows=rows,
+            check_s={n: round(min(check_s[(ROOT, n)]), 3) for n in states},
+            ratio={n: round(median(ratio[(ROOT, n)]), 3) for n in states},
+            ratios={n: [round(r, 3) for r in ratio[(ROOT, n)]] for n in states},
+            cpu_ratio={n: round(median(cpu_ratio[(ROOT, n)]), 3) for n in states},
+            rows=sum(counts.values()),
+            load=[round(load_before, 2), round(load_after, 2)],
         )
     if "import" in parts:
         ms = import_ms(max(args.repeat, 5), env)

@@ -1,7 +1,8 @@
 """The Flash-Next qualified batch routes on SM70 (docs/contracts/flashnext.md §2): the decode
 contract, the batch qualifications, and the loader's admissions for the FP16 projections of
 one `model.layers.0.` layer (out_proj, the GDN input pair, the HC module), with the dense
-dispatch admission per token count (§4).
+and packed-GDN dispatch admissions per token count (§4). Preparation and the batch calls
+themselves run in `native.kernels.flash_next_sm70`, driven by the category.
 
 Pure: every decision reads the resolved `sm70_flash_next` section, the hardware, the engine
 (its model, parallelism, speculation and precision facts) and the layer description. `Rules`
@@ -12,11 +13,11 @@ that a test can evaluate the historical settings of §6.4.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from native.ops_flash_next import DENSE_BATCH_OP, GDN_INPUT_BATCH_OP, HC_BATCH_SUPPORT_OP
+from native.kernels.flash_next_sm70 import GDN_PAD_ROWS
 from policies.flash_next_variables import (
     BASE_LANE_KEY,
     BATCH_INVARIANT_VARIABLE,
@@ -43,13 +44,13 @@ QKVZ_TP4 = (4096, 2560)
 BA_TP4 = (24, 2560)
 OUT_PROJ_TP4 = (2560, 1536)
 DENSE_LIMIT = 8  # out_proj at exactly OUT_PROJ_TP4 (§2.4-4)
-# §2.7: the GDN pack holds qkvz plus b/a zero-padded to 32 rows, fp16.
-GDN_PAD_ROWS = 32
 # §2.7: the HC pack per target layer, 2 x (96 x 10240 + 2560 x 320) fp16 values.
 HC_PACK_BYTES = 2 * (96 * 10240 + 2560 * 320) * 2
 # §4: the token counts the dense dispatch is asked about.
 DENSE_M = (1, 2, 4, 5, 8, 10, 16, 8192)
 REDUCED_PRECISION_MIN_M = 8
+# §4 "other M windows": the packed GDN input serves M in 2..16 (no reduced-precision rule).
+GDN_BATCH_M = (2, 16)
 
 ROUTE_FIELDS = (
     "decode_contract",
@@ -235,20 +236,40 @@ def precision(hardware: Hardware, engine: EngineConfig) -> dict[str, bool]:
     }
 
 
+@dataclass(frozen=True)
+class FlashNextDecision:
+    """One row's loader decision: the recorded route, the routes preparation tags (§2.4-9)
+    and the batch calls per token count (§4): `steps` holds (M, packed GDN at M, dense
+    out_proj at M) for each M of `DENSE_M` within the budget that makes a batch call."""
+
+    route: dict[str, Any]
+    dense: bool
+    gdn: bool
+    hc: bool
+    steps: tuple[tuple[int, bool, bool], ...]
+
+
 def flash_next_route(
     policy: ResolvedPolicy,
     hardware: Hardware,
     engine: EngineConfig,
     layer: Mapping[str, Any],
     *,
-    has_op: Callable[[str], bool] | None = None,
     rules: Rules = SHIPPED,
 ) -> dict[str, Any]:
-    """The route of one row: the §3 verdicts, `dense_by_m`, the packed bytes, the methods.
+    """The route of one row: the §3 verdicts, `dense_by_m`, the packed bytes, the methods."""
+    return flash_next_decision(policy, hardware, engine, layer, rules=rules).route
 
-    `has_op` (op name -> bool) is given for device weights only; preparation (§2.4-9) then
-    needs the batch ops and fails closed (SelectionError) without them.
-    """
+
+def flash_next_decision(
+    policy: ResolvedPolicy,
+    hardware: Hardware,
+    engine: EngineConfig,
+    layer: Mapping[str, Any],
+    *,
+    rules: Rules = SHIPPED,
+) -> FlashNextDecision:
+    """The loader's admissions for one row (§2.4-1..8) and the dispatch admissions per M."""
     section = policy.section(SECTION)
     on = section.as_dict()
     cap70 = hardware.capability == CAPABILITY
@@ -342,15 +363,17 @@ def flash_next_route(
         )
     partials = _all(hc, concurrent)
 
-    if has_op is not None:
-        _prepare(dense[0], gdn[0], hc[0], has_op)
-
     precision_flags = precision(hardware, engine)
+    counts = [m for m in DENSE_M if m <= engine.max_num_batched_tokens]
     dense_by_m = {
         str(m): dense[0] and _dense_dispatch(m, limit, out_shape, on, cap70, precision_flags)
-        for m in DENSE_M
-        if m <= engine.max_num_batched_tokens
+        for m in counts
     }
+    steps: list[tuple[int, bool, bool]] = []
+    for m in counts:
+        at_gdn = gdn[0] and _gdn_dispatch(m, cap70, precision_flags)
+        if at_gdn or dense_by_m[str(m)]:
+            steps.append((m, at_gdn, dense_by_m[str(m)]))
     rmsnorm_key = f"{SECTION}.rmsnorm_gated_exact"
     if policy.value(rmsnorm_key):
         rmsnorm = OK
@@ -374,7 +397,7 @@ def flash_next_route(
         "reassociated_down": reassociated,
         "rmsnorm_gated_exact": rmsnorm,
     }
-    return {
+    route = {
         "flash_next_route": {name: _verdict(verdicts[name]) for name in ROUTE_FIELDS},
         "dense_by_m": dense_by_m,
         "methods": {"out_proj": method, "in_proj_qkvz": method, "in_proj_ba": method},
@@ -384,6 +407,7 @@ def flash_next_route(
         },
         "precision": precision_flags,
     }
+    return FlashNextDecision(route, dense[0], gdn[0], hc[0], tuple(steps))
 
 
 def _dense_dispatch(
@@ -403,36 +427,27 @@ def _dense_dispatch(
     return cap70 and 2 <= m <= limit
 
 
-def _prepare(dense: bool, gdn: bool, hc: bool, has_op: Callable[[str], bool]) -> None:
-    """§2.4-9 for device weights: each tagged route needs its op (§5.2-5.4)."""
-    if dense and not has_op(DENSE_BATCH_OP):
-        raise SelectionError(
-            "dense_batch_op_missing",
-            f"Rebuild the SM70 extension for batched dense projections ({DENSE_BATCH_OP} "
-            "is missing)",
-        )
-    if gdn and not has_op(GDN_INPUT_BATCH_OP):
-        raise SelectionError(
-            "gdn_input_batch_op_missing",
-            f"Rebuild the SM70 extension for batched GDN input ({GDN_INPUT_BATCH_OP} is missing)",
-        )
-    if hc and not has_op(HC_BATCH_SUPPORT_OP):
-        raise SelectionError(
-            "hc_batch_unsupported",
-            f"Rebuild the SM70 extension for batched HC ({HC_BATCH_SUPPORT_OP} is missing)",
-        )
+def _gdn_dispatch(m: int, cap70: bool, flags: Mapping[str, bool]) -> bool:
+    """§4's packed GDN window (2..16) with the dispatch guards every batch route shares: no
+    FP16 accumulation, not batch-invariant, capability 70; no reduced-precision rule."""
+    low, high = GDN_BATCH_M
+    if flags["batch_invariant"] or flags["fp16_accumulation"]:
+        return False
+    return cap70 and low <= m <= high
 
 
 __all__ = [
     "DENSE_M",
     "ROUTE_FIELDS",
     "SHIPPED",
+    "FlashNextDecision",
     "Rules",
     "base_lane_default",
     "batch_qualified",
     "decode_contract",
     "engine_environment",
     "flash_next_context",
+    "flash_next_decision",
     "flash_next_hashed",
     "flash_next_qualified",
     "flash_next_route",

@@ -11,16 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
+from native.catalogue import CATALOGUE
+from native.kernels.flash_next_sm70 import prepare_batch
 from policies import PROJECT
 from policies.categories.flash_next_batch import FLASH_NEXT_BATCH_CATEGORY as CATEGORY
 from policies.flash_next import Rules, flash_next_route
-from routectl.replay.harness import find_row, replay_category, resolve_row
+from routectl.errors import SelectionError
+from routectl.replay.harness import RecordingNamespace, find_row, replay_category, resolve_row
 from routectl.workload import Hardware
 from tests.contract_literals import FLASH_NEXT_CONTROLS
+from tests.fixtures.toy import invoke, ok
 
 # The reference's expected-change file, copied unchanged (docs/contracts/flashnext.md §6.4):
 # upstream abcd19886/1Cat-vLLM @ 0e4384ec, tests/models/qwen4_exp/data/, 4,251 bytes.
+ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = (
     Path(__file__).parent / "fixtures" / "reference" / "flash_next_batch_default_changes.json"
 )
@@ -312,3 +318,134 @@ def test_historical_settings_change_exactly_the_reference_ids(routes):
     reference = {reference_id(k) for k in json.loads(data)}
     assert len(reference) == 108
     assert differing == reference
+
+
+# --- docs/contracts/flashnext.md §2.4-9 and §4: preparation and the batch calls -------------
+# Written from the contract: the dense route calls its op on out_proj's TP4 weight
+# (2560, 1536); the packed GDN weight is in_proj_qkvz (4096, 2560) over in_proj_ba zero-padded
+# to 32 rows, so (4128, 2560); the HC route asks the build's support query at preparation.
+DENSE_OP = "qwen38_dense_batch_sm70_out"
+GDN_OP = "qwen38_gdn_input_batch_sm70_out"
+HC_QUERY = [{"op": "supports_sm70_qwen38_hc_batch", "plan": {}}]
+
+
+def dense_call(m: int) -> dict[str, Any]:
+    return {"op": DENSE_OP, "plan": {"m": m, "n": 2560, "k": 1536}}
+
+
+def gdn_call(m: int) -> dict[str, Any]:
+    return {"op": GDN_OP, "plan": {"m": m, "n": 4096 + 32, "k": 2560}}
+
+
+# §4: the dense route at M 2, 4, 5, 8 with reduced precision off, at 8 only with it on; the
+# packed GDN input at every asked M in 2..16 (no reduced-precision rule). One forward step per
+# M: the input projection (GDN), then out_proj.
+GDN_ONLY = [gdn_call(m) for m in (2, 4, 5, 8, 10, 16)]
+NONE_TP4 = [
+    *(call for m in (2, 4, 5, 8) for call in (gdn_call(m), dense_call(m))),
+    gdn_call(10),
+    gdn_call(16),
+]
+MTP_TP4 = [gdn_call(2), gdn_call(4), gdn_call(5), gdn_call(8), dense_call(8)]
+MTP_TP4 += [gdn_call(10), gdn_call(16)]
+TP2_NONE = f"{FN}/float16/tp2/none/c4/q8192"
+# row -> (prepare, dispatch), whole lists.
+CALLS = {
+    B0: (HC_QUERY, NONE_TP4),
+    f"{FN}/fp8_e5m2/tp4/none/c1/q4096": (HC_QUERY, NONE_TP4),
+    B1: (HC_QUERY, MTP_TP4),
+    B2: ([], []),
+    TP2_NONE: ([], []),
+    f"{FN}/float16/tp2/mtp/c4/q8192": ([], []),
+    "27b_dflash2_nvfp4/float16/tp4/none/c4/q8192": ([], []),
+    "35b_a3b_awq/float16/tp4/mtp/c4/q8192": ([], []),
+    "edge:batch_fastpath_off": ([], GDN_ONLY),
+    "edge:batch_fastpath_off_mtp": (HC_QUERY, GDN_ONLY),
+    "edge:gdn_input_batch_off": (HC_QUERY, NONE_TP4),
+    "edge:dflash_gdn_opt_in": ([], GDN_ONLY),
+    "edge:dflash_gdn_opt_in_zero": ([], []),
+    "edge:mtp_hc_batch_off": ([], MTP_TP4),
+    "edge:mtp_hc_batch_off_none": (HC_QUERY, NONE_TP4),
+    "edge:rmsnorm_off": (HC_QUERY, NONE_TP4),
+    "edge:fp16_gemv_off": (HC_QUERY, []),
+    "edge:fused_gdn_input_off": (HC_QUERY, [dense_call(m) for m in (2, 4, 5, 8)]),
+    "edge:fused_hc_off": ([], NONE_TP4),
+    "edge:online_qpn8_on": ([], []),
+    "edge:batch_invariant_on": ([], []),
+    "edge:dbo_on": ([], []),
+    "edge:reduced_precision_off_mtp": (HC_QUERY, NONE_TP4),
+    "edge:fp16_accumulation_on": (HC_QUERY, NONE_TP4),
+    "edge:fp16_accumulation_on_mtp": (HC_QUERY, []),
+    "edge:non_sm70": ([], []),
+    "edge:tp4_shapes_at_tp2": ([], NONE_TP4),
+    "edge:gdn_interleaved_layout": (HC_QUERY, [dense_call(m) for m in (2, 4, 5, 8)]),
+    "edge:conditional_generation_lm_only_false": ([], []),
+}
+
+
+@pytest.mark.parametrize("row_id", sorted(CALLS))
+def test_prepare_and_dispatch_calls_are_the_whole_plans(routes, row_id):
+    route = routes[row_id]
+    assert (route["prepare"], route["dispatch"]) == CALLS[row_id]
+
+
+def test_every_row_records_calls_that_agree_with_its_verdicts(routes):
+    for row_id, route in routes.items():
+        if "error" in route:
+            assert set(route) == {"error", "verdicts"}, row_id
+            continue
+        verdicts = route["flash_next_route"]
+        assert route["prepare"] == (HC_QUERY if verdicts["hc_packed"]["ok"] else []), row_id
+        dense_ms = [c["plan"]["m"] for c in route["dispatch"] if c["op"] == DENSE_OP]
+        assert dense_ms == sorted(int(m) for m, ok in route["dense_by_m"].items() if ok), row_id
+        gdn = [c for c in route["dispatch"] if c["op"] == GDN_OP]
+        assert not gdn or verdicts["gdn_packed"]["ok"], row_id
+        assert all(2 <= c["plan"]["m"] <= 16 for c in gdn), row_id
+
+
+def test_the_native_missing_probes_fail_at_preparation_with_the_op_named(routes):
+    assert routes["edge:dense_native_missing"]["error"]["code"] == "dense_batch_op_missing"
+    assert DENSE_OP in routes["edge:dense_native_missing"]["error"]["message"]
+    assert routes["edge:gdn_native_missing"]["error"]["code"] == "gdn_input_batch_op_missing"
+    assert routes["edge:hc_native_missing"]["error"]["code"] == "hc_batch_unsupported"
+
+
+def test_an_hc_support_query_answering_zero_fails_closed():
+    shapes = {"out_proj": (2560, 1536), "in_proj_qkvz": (4096, 2560), "in_proj_ba": (24, 2560)}
+    weights = {k: torch_meta(v) for k, v in shapes.items()}
+    ns = RecordingNamespace(CATALOGUE, abi={"supports_sm70_qwen38_hc_batch": 0})
+    with pytest.raises(SelectionError, match="answers 0") as err:
+        prepare_batch(ns, **weights, dense=True, gdn=True, hc=True)
+    assert err.value.code == "hc_batch_unsupported"
+    # Answering 1, the same layer prepares and the query is the one recorded call.
+    ns = RecordingNamespace(CATALOGUE, abi={"supports_sm70_qwen38_hc_batch": 1})
+    prepared = prepare_batch(ns, **weights, dense=True, gdn=True, hc=True)
+    assert ns.calls == HC_QUERY
+    assert tuple(prepared.gdn.shape) == (4128, 2560) and prepared.dense is weights["out_proj"]
+
+
+@pytest.mark.parametrize(
+    ("role", "shape"), [("in_proj_qkvz", (8192, 2560)), ("in_proj_ba", (24, 3072))]
+)
+def test_gdn_packing_refuses_other_shapes(role, shape):
+    shapes = {"out_proj": (2560, 1536), "in_proj_qkvz": (4096, 2560), "in_proj_ba": (24, 2560)}
+    weights = {k: torch_meta(shape if k == role else v) for k, v in shapes.items()}
+    ns = RecordingNamespace(CATALOGUE)
+    with pytest.raises(SelectionError, match="Unsupported packed GDN input weight") as err:
+        prepare_batch(ns, **weights, dense=False, gdn=True, hc=False)
+    assert role in err.value.message and err.value.code == "gdn_pack_unsupported"
+
+
+def torch_meta(shape: tuple[int, int]) -> Any:
+    return torch.empty(shape, dtype=torch.float16, device="meta")
+
+
+def test_explain_shows_the_preparation_and_the_batch_calls():
+    result = ok(invoke(["explain", f"sm70-flash-next-batch:{B1}"], cwd=ROOT))
+    lines = result.stdout.splitlines()
+    prepare = lines.index("prepare:")
+    assert lines[prepare + 1].split() == ["supports_sm70_qwen38_hc_batch"]
+    dispatch = lines.index("dispatch:")
+    assert [line.split() for line in lines[dispatch + 1 : dispatch + 8]] == [
+        [call["op"], *(f"{k}={v}" for k, v in sorted(call["plan"].items()))] for call in MTP_TP4
+    ]

@@ -18,9 +18,11 @@ from routectl.review.cache import (
     CACHE_DIR_NAME,
     NO_CACHE_VARIABLE,
     KeyInputs,
+    ReplayCache,
     category_key,
     dependency_versions,
 )
+from routectl.review.closure import WALK_DEPTH, _Sources, _walk
 from tests.fixtures.toy import Result, invoke, make_project, ok, tree_bytes
 from tests.project_files import git_environ
 
@@ -394,3 +396,75 @@ def test_a_computed_import_keys_the_category_by_every_source(tmp_path: Path):
     assert replayed_line(project, ("-c", "sm75-linear", "-c", "sm70-nvfp4-linear")) == (
         "replayed: sm75-linear; from the replay cache: 1 categories"
     )
+
+
+def test_keys_computed_beside_the_replay_are_the_keys_a_lookup_computes(tmp_path: Path):
+    """An empty cache needs no key to miss; the keys computed in a forked process while the
+    replay runs are those a later lookup computes here, so the next run hits."""
+    project = load_project(make_project(tmp_path))
+    categories = list(project.categories)
+    cache = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    found, missing = cache.rows(project, categories)
+    assert found == {} and missing == categories
+    assert all(cache.inputs.key_of(project, c) is None for c in categories)
+    with cache.keying(project, missing, background=True):
+        assert all(cache.inputs.key_of(project, c) is None for c in categories)
+    expected = {c.name: category_key(project, c, KeyInputs()) for c in categories}
+    assert {c.name: cache.inputs.key_of(project, c) for c in categories} == expected
+    for category in categories:
+        cache.store_rows(project, category, [("row", "{}")])
+    again = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    found, missing = again.rows(project, categories)
+    assert missing == [] and found == {c.name: [("row", "{}")] for c in categories}
+
+
+def test_keys_without_background_are_computed_before_the_block(tmp_path: Path):
+    project = load_project(make_project(tmp_path))
+    categories = list(project.categories)
+    cache = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    with cache.keying(project, categories, background=False):
+        keys = {c.name: cache.inputs.key_of(project, c) for c in categories}
+    assert keys == {c.name: category_key(project, c, KeyInputs()) for c in categories}
+
+
+def test_a_failing_replay_stops_the_key_process(tmp_path: Path):
+    project = load_project(make_project(tmp_path))
+    cache = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    with pytest.raises(RuntimeError, match="replay failed"):
+        with cache.keying(project, list(project.categories), background=True):
+            raise RuntimeError("replay failed")
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left running or unreaped
+
+
+def test_the_closure_walk_reaches_each_object_at_its_least_depth():
+    """A module named one step below an object that a long path reaches at the depth limit,
+    and a short path at depth 1, is found, whichever path is taken first."""
+    target = ["pkg.target"]
+    chain: list[object] = [target]
+    for _ in range(WALK_DEPTH - 2):
+        chain = [chain]
+    found: set[str] = set()
+    _walk([target, chain], found, {"pkg.target", "pkg.other"})
+    assert found == {"pkg.target"}
+    found = set()
+    _walk([chain, target], found, {"pkg.target"})
+    assert found == {"pkg.target"}
+
+
+@pytest.mark.parametrize(
+    ("source", "dynamic"),
+    [
+        ("evaluated = executor = 1  # an evaluation\n", False),
+        ("def f(x):\n    return eval(x)\n", True),
+        ("import importlib\nm = importlib.import_module('a')\n", True),
+        ("from importlib import import_module as load\n", True),
+        ("'''eval it'''\nVALUE = 1\n", False),
+    ],
+)
+def test_a_module_imports_by_a_computed_name_only_when_it_uses_one(
+    tmp_path: Path, source: str, dynamic: bool
+):
+    path = tmp_path / "mod.py"
+    path.write_text(source)
+    assert _Sources({"mod": path}).dynamic("mod") is dynamic

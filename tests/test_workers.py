@@ -12,7 +12,7 @@ import time
 import pytest
 
 from routectl.errors import InputError
-from routectl.runtime.workers import WorkerFailed, run_shared, usable_jobs
+from routectl.runtime.workers import WorkerFailed, in_background, run_shared, usable_jobs
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are forked on Linux only"
@@ -133,3 +133,48 @@ def test_the_cli_default_is_one_process_per_cpu_at_most_eight():
 
     assert job_count(0) == min(available_cpus(), MAX_AUTO_JOBS) >= 1
     assert job_count(3) == 3 and job_count(1) == 1
+
+
+def test_background_work_runs_in_another_process_and_answers_here():
+    pending = in_background(lambda: (os.getpid(), "answer"))
+    pid, answer = pending.result()
+    assert pid != os.getpid() and answer == "answer"
+    assert no_children_left()
+
+
+def test_an_exception_in_background_work_is_raised_here_with_its_type():
+    pending = in_background(lambda: (_ for _ in ()).throw(InputError("bad tree")))
+    with pytest.raises(InputError, match="bad tree") as caught:
+        pending.result()
+    assert any("raised in worker process" in note for note in caught.value.__notes__)
+    assert no_children_left()
+
+
+def test_background_work_that_dies_is_computed_here():
+    parent = os.getpid()
+
+    def work() -> int:
+        if os.getpid() != parent:
+            os._exit(3)
+        return os.getpid()
+
+    assert in_background(work).result() == parent
+    assert no_children_left()
+
+
+def test_cancelled_background_work_leaves_no_process():
+    pending = in_background(lambda: time.sleep(30))
+    started = time.monotonic()
+    pending.cancel()
+    assert time.monotonic() - started < 10 and no_children_left()
+
+
+def test_background_work_runs_here_with_threads_running():
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert in_background(os.getpid).result() == os.getpid()
+    finally:
+        stop.set()
+        thread.join()

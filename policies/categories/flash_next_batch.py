@@ -6,8 +6,9 @@ is one `model.layers.0.` layer at the row's real local shapes (§2.7: TP2 shapes
 route): the decode contract and batch qualifications, the loader's admissions for out_proj,
 the GDN input pair and the HC module, the dense dispatch per token count, the 14 tagged
 controls and the four base-lane switches with their sources, the precision facts, and the
-packed bytes where packing happens. Weights are meta, so preparation (§2.4-9) runs only for the
-probes that declare device weights.
+packed bytes where packing happens, and the loader's preparation (§2.4-9) and batch calls
+per token count through the recording native namespace, with their plans (meta weights stand
+for the device weights, as in every category).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from native import meta_tensors
+from native.kernels.flash_next_sm70 import dispatch_batch, prepare_batch
 from native.ops_flash_next import DENSE_BATCH_OP, GDN_INPUT_BATCH_OP, HC_BATCH_SUPPORT_OP
 from policies.categories.matrix import (
     MODEL_FACTS,
@@ -25,7 +28,7 @@ from policies.categories.matrix import (
     with_probes,
 )
 from policies.categories.route_schemas import route_fragment
-from policies.flash_next import flash_next_route
+from policies.flash_next import flash_next_decision
 from policies.flash_next_variables import CONTROL_NAMES, FIELD_NAMES, SECTION, VARIABLES
 from routectl.category import Category
 from routectl.replay.harness import ReplayContext
@@ -47,15 +50,15 @@ LAYER_FLAGS: Mapping[str, Any] = {
     "disable_tp_for_ba_proj": False,
     "hc_method": "unquantized",
 }
-DEVICE_WEIGHTS = "device_weights"
 
 BASIS = (
     "CPU evaluation of the Flash-Next decode contract, the batch qualifications and the SM70 "
     "FP16 loader's admissions for one layer's out_proj, GDN input pair and HC module at the "
     "row's local shapes, with the dense dispatch admission per token count: proves which "
     "batch routes, packings and RMSNorm choice a configuration gets and which switch decided "
-    "them. Does not prove a kernel launch, numerics, the compile-graph lane or a request-time "
-    "route hit; preparation (native ops) is evaluated only for the probes with device weights."
+    "them, and which native batch ops the loader needs and calls at each token count (with "
+    "their plans). Does not prove a kernel launch, numerics, the compile-graph lane, the HC "
+    "batch dispatch (its kernels are not catalogued) or a request-time route hit."
 )
 
 
@@ -70,7 +73,7 @@ B1 = row_id(FLASH_NEXT, "float16", 4, "mtp", 4, 8192)
 B2 = row_id(FLASH_NEXT, "float16", 4, "dflash", 4, 4096)
 TP2_BASE = row_id(FLASH_NEXT, "float16", 2, "none", 4, 8192)
 _FACTS = MODEL_FACTS[FLASH_NEXT]
-_DEVICE = {DEVICE_WEIGHTS: True}
+PROJECTIONS = ("out_proj", "in_proj_qkvz", "in_proj_ba")
 
 
 def _var(name: str) -> str:
@@ -124,9 +127,9 @@ PROBES = (
         B0,
         engine={"model": replace(_FACTS, language_model_only=False)},
     ),
-    Probe("dense_native_missing", B0, remove_ops=(DENSE_BATCH_OP,), engine_facts=_DEVICE),
-    Probe("gdn_native_missing", B0, remove_ops=(GDN_INPUT_BATCH_OP,), engine_facts=_DEVICE),
-    Probe("hc_native_missing", B0, remove_ops=(HC_BATCH_SUPPORT_OP,), engine_facts=_DEVICE),
+    Probe("dense_native_missing", B0, remove_ops=(DENSE_BATCH_OP,)),
+    Probe("gdn_native_missing", B0, remove_ops=(GDN_INPUT_BATCH_OP,)),
+    Probe("hc_native_missing", B0, remove_ops=(HC_BATCH_SUPPORT_OP,)),
     Probe(
         "hc_quantized_projection",
         B0,
@@ -161,11 +164,25 @@ class FlashNextBatchCategory(Category):
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         row = ctx.row
-        has_op = ctx.namespace.has_op if row.engine_facts.get(DEVICE_WEIGHTS) else None
-        route = flash_next_route(ctx.policy, ctx.hardware, row.engine, row.layer, has_op=has_op)
+        decision = flash_next_decision(ctx.policy, ctx.hardware, row.engine, row.layer)
+        ns = ctx.namespace
+        weights = {
+            name: meta_tensors.empty(tuple(row.layer[name]), "float16", "meta")
+            for name in PROJECTIONS
+        }
+        mark = ns.mark()
+        prepared = prepare_batch(
+            ns, **weights, dense=decision.dense, gdn=decision.gdn, hc=decision.hc
+        )
+        prepare = ns.since(mark)
+        mark = ns.mark()
+        for m, gdn, dense in decision.steps:
+            dispatch_batch(ns, prepared, m, dense=dense, gdn=gdn)
         return {
             "capability": ctx.hardware.capability,
-            **route,
+            **decision.route,
+            "prepare": prepare,
+            "dispatch": ns.since(mark),
             "controls": _sourced(ctx.policy, CONTROL_NAMES),
             "base_lane": _sourced(ctx.policy, BASE_LANE_NAMES),
         }

@@ -12,6 +12,7 @@ nothing else. Entries are written atomically (temp file or folder, then a rename
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -27,6 +28,7 @@ import orjson
 from routectl.project import Project
 from routectl.replay.harness import RowText
 from routectl.review.snapshot import remove_stale_temp_files, temp_path
+from routectl.runtime.workers import in_background
 
 CACHE_DIR_NAME = ".routectl_cache"
 # Bumped whenever an entry's layout or the key's recipe changes: older entries then miss.
@@ -362,8 +364,22 @@ class ReplayCache:
             self._warn(f"cannot write the replay cache {what}: {exc.strerror or exc}")
             self._write_failed = True
 
+    def _holds_entries(self, category: str) -> bool:
+        """Whether the folder of `category` holds any entry (an error reading it: yes)."""
+        try:
+            with os.scandir(self.directory / "rows" / category) as entries:
+                return any(entry.name.endswith(".rows") for entry in entries)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+
     def load_rows(self, project: Project, category: Any) -> list[RowText] | None:
-        """The cached rows of `category`, or None (a miss, or an unreadable entry)."""
+        """The cached rows of `category`, or None (a miss, or an unreadable entry). A
+        category without any entry misses whatever its key: the key is left to be
+        computed when the rows are stored (`keying`)."""
+        if not self._holds_entries(category.name):
+            return None
         path = self._rows_path(category.name, category_key(project, category, self.inputs))
         try:
             data = path.read_bytes()
@@ -377,6 +393,34 @@ class ReplayCache:
             self._warn(f"ignoring the unreadable replay cache {path}: replaying {category.name}")
             return None
         return rows
+
+    @contextlib.contextmanager
+    def keying(
+        self, project: Project, categories: Sequence[Any], *, background: bool
+    ) -> Iterator[None]:
+        """The keys of `categories` (those about to be replayed), ready when the block
+        ends. With `background`, a forked process computes them while the block runs (the
+        torch import and the replay, in this process and its workers: the import graph and
+        the row sets cost about a tenth of the torch import); otherwise they are computed
+        here first. Either way they are computed from the state this process had before
+        the replay, the state a later run's lookup computes them from."""
+        todo = [c for c in categories if self.inputs.key_of(project, c) is None]
+
+        def keys() -> dict[str, str]:
+            return {c.name: category_key(project, c, self.inputs) for c in todo}
+
+        if not todo or not background:
+            keys()
+            yield
+            return
+        pending = in_background(keys)
+        try:
+            yield
+            by_name = pending.result()
+        finally:
+            pending.cancel()  # stopped if the block (or the wait) failed: nothing else
+        for category in todo:
+            self.inputs.remember_key(project, category, by_name[category.name])
 
     def store_rows(self, project: Project, category: Any, rows: Sequence[RowText]) -> None:
         path = self._rows_path(category.name, category_key(project, category, self.inputs))

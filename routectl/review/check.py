@@ -92,7 +92,9 @@ def cached_replay(
     if cache is None:
         return replay_texts(project, categories, jobs=jobs, meanwhile=meanwhile)
     found, missing = cache.rows(project, categories)
-    texts, extra = replay_texts(project, missing, jobs=jobs, meanwhile=meanwhile)
+    # With workers, the keys of what is replayed are computed beside the replay.
+    with cache.keying(project, missing, background=jobs > 1):
+        texts, extra = replay_texts(project, missing, jobs=jobs, meanwhile=meanwhile)
     for category in missing:
         cache.store_rows(project, category, texts[category.name])
     found.update(texts)

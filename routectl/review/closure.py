@@ -23,8 +23,10 @@ The closure never leaves out a module the replay can reach:
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import inspect
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -49,6 +51,15 @@ DYNAMIC_NAMES = frozenset(
         "spec_from_file_location",
         "module_from_spec",
     }
+)
+# Any of DYNAMIC_NAMES as a word of its own in a module's bytes: an identifier the parser
+# reads as one of them is spelled so (not inside a longer word such as "evaluate"), so a
+# module without a match uses none and is not parsed.
+_DYNAMIC_BYTES = tuple(n.encode() for n in sorted(DYNAMIC_NAMES))
+_DYNAMIC_WORD = re.compile(
+    rb"(?<![A-Za-z0-9_])(?:"
+    + b"|".join(re.escape(n) for n in _DYNAMIC_BYTES)
+    + rb")(?![A-Za-z0-9_])"
 )
 # The derived or per-family parts of the project object: walked per category through the
 # records instead (walking them here would name every family's modules for every category).
@@ -81,13 +92,18 @@ def _source_file(name: str, tops: Mapping[str, Path]) -> Path | None:
 
 def _walk(obj: Any, modules: set[str], known: Iterable[str]) -> None:
     """Add to `modules` the module of every function, class and instance reachable from
-    `obj` through attributes, closures, defaults and containers (routectl's and the
-    project's own objects only), and every string that names a module in `known`."""
+    `obj` within WALK_DEPTH steps through attributes, closures, defaults and containers
+    (routectl's and the project's own objects only), and every string that names a module
+    in `known`.
+
+    Breadth first: each object is reached at its least depth, so what is found does not
+    depend on the order of the steps, and the walks of several objects together find what
+    their walks one by one find (`_Walker` keeps one walk per object)."""
     names = set(known)
     seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(obj, 0)]
-    while stack:
-        item, depth = stack.pop()
+    queue: collections.deque[tuple[Any, int]] = collections.deque([(obj, 0)])
+    while queue:
+        item, depth = queue.popleft()
         if id(item) in seen or depth > WALK_DEPTH:
             continue
         seen.add(id(item))
@@ -131,7 +147,30 @@ def _walk(obj: Any, modules: set[str], known: Iterable[str]) -> None:
                 if isinstance(slot, str) and hasattr(item, slot):
                     children.append(getattr(item, slot))
         # Any other library's object: its code is not the project's, nor is what it holds.
-        stack.extend((child, depth + 1) for child in children)
+        queue.extend((child, depth + 1) for child in children)
+
+
+class _Walker:
+    """`_walk` of each object once: the modules several objects reach are the union of
+    what each reaches. The objects walked are kept, so that no id is reused while the
+    walker lives (a bound method such as `loader.load` is a new object at each access)."""
+
+    def __init__(self, known: Iterable[str]) -> None:
+        self._known = set(known)
+        self._found: dict[int, frozenset[str]] = {}
+        self._kept: list[Any] = []
+
+    def modules(self, *objects: Any) -> set[str]:
+        out: set[str] = set()
+        for obj in objects:
+            found = self._found.get(id(obj))
+            if found is None:
+                reached: set[str] = set()
+                _walk(obj, reached, self._known)
+                found = self._found[id(obj)] = frozenset(reached)
+                self._kept.append(obj)
+            out |= found
+        return out
 
 
 def _filled(cell: Any) -> bool:
@@ -171,6 +210,7 @@ class _Sources:
         self.files = files
         self._bytes: dict[str, bytes] = {}
         self._names: dict[str, set[str] | None] = {}
+        self._dynamic: dict[str, bool] = {}
 
     def data(self, module: str) -> bytes:
         if module not in self._bytes:
@@ -190,9 +230,17 @@ class _Sources:
         return self._names[module]
 
     def dynamic(self, module: str) -> bool:
+        """Whether the module imports by a computed name (asked once per module)."""
+        found = self._dynamic.get(module)
+        if found is None:
+            found = self._dynamic[module] = self._uses_dynamic(module)
+        return found
+
+    def _uses_dynamic(self, module: str) -> bool:
         data = self.data(module)
-        if not any(n.encode() in data for n in DYNAMIC_NAMES):
-            return False  # cheap: most modules never spell one
+        # Cheap first: most modules never spell one, and few spell one as a word of its own.
+        if not any(n in data for n in _DYNAMIC_BYTES) or _DYNAMIC_WORD.search(data) is None:
+            return False
         names = self.names(module)
         return names is None or bool(names & DYNAMIC_NAMES)
 
@@ -239,11 +287,10 @@ def _closures(project: Project, categories: list[Any]) -> dict[str, list[Path] |
         and inside(_module_file(name))
     }
 
+    walker = _Walker(loaded)
+
     def walked(*objects: Any) -> set[str]:
-        found: set[str] = set()
-        for obj in objects:
-            _walk(obj, found, loaded)
-        return found & loaded
+        return walker.modules(*objects) & loaded
 
     families = list(project.families)
     names_of = {f.name: (f.name, *f.replaces) for f in families}

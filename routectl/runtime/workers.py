@@ -22,8 +22,8 @@ import struct
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 from routectl.runtime import checkpoints, interrupt
 
@@ -52,9 +52,15 @@ def usable_jobs(jobs: int, items: int) -> int:
     safe in a forked child that does not exec; Windows has no fork), with other threads
     running (a forked child would inherit their locks, held), or with fewer than two items
     per process."""
-    if jobs <= 1 or not sys.platform.startswith("linux") or threading.active_count() > 1:
+    if jobs <= 1 or not can_fork():
         return 1
     return max(1, min(jobs, items // 2))
+
+
+def can_fork() -> bool:
+    """Whether a forked child that does not exec is safe here: on Linux, with no other
+    thread running."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
 def _chunks(count: int) -> list[range]:
@@ -71,12 +77,16 @@ def _taken(queue: int, chunks: list[range]) -> Iterator[int]:
 
 def _worker(queue: int, chunks: list[range], work: Callable[[int], T], out: int) -> None:
     """A forked worker's whole life: results or the failure, pickled to `out`; never
-    returns (os._exit skips the parent's atexit handlers and unflushed buffers)."""
+    returns."""
+    _answer(lambda: [(i, work(i)) for i in _taken(queue, chunks)], out)
+
+
+def _answer(results: Callable[[], list[tuple[int, Any]]], out: int) -> None:
+    """`results()` or the failure, pickled to `out`, then exit (os._exit skips the parent's
+    atexit handlers and unflushed buffers)."""
     status = 0
     try:
-        payload = pickle.dumps(
-            ("ok", [(i, work(i)) for i in _taken(queue, chunks)]), protocol=pickle.HIGHEST_PROTOCOL
-        )
+        payload = pickle.dumps(("ok", results()), protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
         status = 1
         text = traceback.format_exc()
@@ -89,6 +99,84 @@ def _worker(queue: int, chunks: list[range], work: Callable[[int], T], out: int)
             stream.write(payload)
     finally:
         os._exit(status)
+
+
+def _fork(
+    child: Callable[[int], None], others: Iterable[int] = (), *, point: str | None = None
+) -> tuple[int, int]:
+    """Fork a process that closes the `others` streams it inherited, reaches checkpoint
+    `point` (if any) and runs `child(out)` (which writes to `out` and never returns); its
+    pid and the stream it writes to."""
+    reader, writer = os.pipe()
+    # Ctrl-C, SIGTERM and SIGHUP are held back across fork until the child is recorded
+    # (parent) or back to the default action (child): a KeyboardInterrupt must never unwind
+    # a child through the caller's code. An ignored signal (a background job, nohup) stays
+    # ignored in the child, as in the parent.
+    dispositions = interrupt.child_dispositions()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(dispositions))
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for signum, disposition in dispositions.items():
+                    signal.signal(signum, disposition)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                os.close(reader)
+                for other in others:
+                    os.close(other)
+                if point is not None:
+                    checkpoints.reach(point)
+                child(writer)
+            finally:
+                os._exit(1)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    os.close(writer)
+    return pid, reader
+
+
+def _send(work: Callable[[], T], out: int) -> None:
+    """A background child's whole life: `work()`'s result (as item 0) or its failure,
+    pickled to `out` in the shape `_collect` reads; never returns."""
+    _answer(lambda: [(0, work())], out)
+
+
+class Background(Generic[T]):
+    """`work()` computed in a forked process while this one goes on (`in_background`);
+    `result()` waits for it. Where no process can be forked (`can_fork`), `work()` has run
+    here already, when it was started: either way it ran from the state of that moment.
+    An exception `work` raised in the child is raised by `result()`; a child that ends
+    without an answer has `result()` compute it here. `cancel()` stops the child, if any."""
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        self._work = work
+        self._child: tuple[int, int] | None = None
+        if can_fork():
+            self._child = _fork(lambda out: _send(work, out))
+        else:
+            self._value = work()
+
+    def result(self) -> T:
+        child, self._child = self._child, None
+        if child is None:
+            return self._value
+        try:
+            [(_, value)] = _collect(*child)
+        except WorkerFailed:
+            self._value = self._work()
+            return self._value
+        self._value = value
+        return self._value
+
+    def cancel(self) -> None:
+        child, self._child = self._child, None
+        if child is not None:
+            _stop(*child)
+
+
+def in_background(work: Callable[[], T]) -> Background[T]:
+    """Start `work()` in a forked process (see `Background`)."""
+    return Background(work)
 
 
 def _collect(pid: int, stream: int) -> list[tuple[int, Any]]:
@@ -141,31 +229,10 @@ def run_shared(
     workers: dict[int, int] = {}
     try:
         for _ in range(jobs - 1):
-            reader, writer = os.pipe()
-            # Ctrl-C, SIGTERM and SIGHUP are held back across fork until the worker is
-            # recorded (parent) or back to the default action (worker): a KeyboardInterrupt
-            # must never unwind a worker through the caller's code. An ignored signal (a
-            # background job, nohup) stays ignored in the worker, as in the parent.
-            dispositions = interrupt.child_dispositions()
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(dispositions))
-            try:
-                pid = os.fork()
-                if pid == 0:
-                    try:
-                        for signum, disposition in dispositions.items():
-                            signal.signal(signum, disposition)
-                        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-                        os.close(reader)
-                        for other in workers.values():
-                            os.close(other)
-                        checkpoints.reach("worker")
-                        _worker(queue, chunks, work, writer)
-                    finally:
-                        os._exit(1)
-                workers[pid] = reader
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            os.close(writer)
+            pid, reader = _fork(
+                lambda out: _worker(queue, chunks, work, out), workers.values(), point="worker"
+            )
+            workers[pid] = reader
         extra = meanwhile()
         results: list[Any] = [None] * count
         for i in _taken(queue, chunks):
