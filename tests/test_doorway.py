@@ -226,6 +226,17 @@ def test_the_turing_pair_is_one_group():
     assert len(groups) == len(FAMILIES) - 1
 
 
+def test_the_project_catalogue_is_the_whole_package_catalogue():
+    # Every native ops module is named by a family record, and the records name no other:
+    # the project's merge (in list order) and the package's (by module name) agree.
+    import native.catalogue as whole
+
+    assert PROJECT.catalogue == whole.CATALOGUE
+    assert set(whole.KERNEL_NAMES) <= set(PROJECT.catalogue.kernels)
+    named = {m.__name__ for f in FAMILIES for m in f.ops}
+    assert named == {m.__name__ for m in whole.ops_modules()}
+
+
 # --- a project without one family ---------------------------------------------------------
 
 FLASH_NEXT = "sm70-flash-next-batch"
