@@ -2,12 +2,13 @@
 parser and default, declared once (docs/contracts/core.md §1).
 
 This module holds the shared table (`SHARED_FIELDS`: the sections several families read, the
-engine-wide fields, and the DFlash2 verifier's section, which the shared `sm70_fp8.qpn8`
-bridge reads and so must resolve first). A family with sections of its own declares their
-fields in its own module (`policies/<family>_variables.py`) and names them in its record
-(`Family.fields`); `FIELDS` is the project's whole table, the shared one followed by the
-families' in list order, assembled on first use. These modules are the only ones that spell
-variable names; messages and prefixes are built from them.
+engine-wide fields, the AWQ dense section of a family older than own tables, and the DFlash2
+verifier's section, which the shared `sm70_fp8.qpn8` bridge reads and so must resolve first).
+A family with sections of its own declares their fields in its own module
+(`policies/<family>_variables.py`) and names them in its record (`Family.fields`); `FIELDS`
+is the project's whole table, the shared one followed by the families' in list order,
+assembled on first use. These modules are the only ones that spell variable names; messages
+and prefixes are built from them.
 """
 
 from __future__ import annotations
