@@ -1,14 +1,17 @@
 """What is decided: the KernelConfig, its variables, qualification, selectors and categories.
 
-`PROJECT` is the object routectl receives (named in pyproject's `[tool.routectl]`).
+`PROJECT` is the object routectl receives (named in pyproject's `[tool.routectl]`), built by
+`project_of` from the family list: the variable table is the shared fields followed by each
+family's own, the native catalogue merges the ops modules the records name, and routectl
+derives the selectors, loaders, categories and hashed sections from the same records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from native.catalogue import CATALOGUE
+from native.merge import build_catalogue
 from policies.categories.matrix import MODEL_FACTS
 from policies.families import FAMILIES
 from policies.qualification import (
@@ -16,7 +19,9 @@ from policies.qualification import (
     nvfp4_workload_qualified,
     qualification_verdicts,
 )
-from policies.variables import FIELDS, RETIRED, UNKNOWN_PREFIX, VARIABLE_PREFIX
+from policies.variables import RETIRED, SHARED_FIELDS, UNKNOWN_PREFIX, VARIABLE_PREFIX
+from routectl.family import Family, field_table, ops_modules
+from routectl.policy.fields import Field
 from routectl.project import Project
 from routectl.workload import EngineConfig, Hardware
 
@@ -44,19 +49,39 @@ def _context(hardware: Hardware, engine: EngineConfig) -> Mapping[str, Any]:
     }
 
 
-PROJECT = Project(
-    name="routectl-sm70",
-    config_model=_kernel_config,
-    fields=FIELDS,
-    catalogue=CATALOGUE,
-    # Selectors, engine loaders, categories and hashed sections: from the family records.
-    families=FAMILIES,
-    qualification=qualification_verdicts,
-    context=_context,
-    unknown_prefix=UNKNOWN_PREFIX,
-    retired=RETIRED,
-    models=MODEL_FACTS,
-    variable_prefix=VARIABLE_PREFIX,
-)
+def _config_model(fields: tuple[Field, ...]) -> Callable[[], Any]:
+    """A builder of the KernelConfig of another family list's table (built on first use)."""
 
-__all__ = ["PROJECT", "KernelConfig"]
+    def build() -> Any:
+        from routectl.policy.configmodel import build_config_model
+
+        return build_config_model(fields, "KernelConfig")
+
+    return build
+
+
+def project_of(families: Sequence[Family]) -> Project:
+    """The project of a family list: its variable table, KernelConfig and native catalogue
+    assembled from the records (a test builds one without a family)."""
+    fields = field_table(SHARED_FIELDS, families)
+    catalogue, _ = build_catalogue(ops_modules(families))
+    return Project(
+        name="routectl-sm70",
+        # The project's own list: the public `policies.KernelConfig` class.
+        config_model=_kernel_config if families is FAMILIES else _config_model(fields),
+        fields=fields,
+        catalogue=catalogue,
+        # Selectors, engine loaders, categories and hashed sections: from the family records.
+        families=families,
+        qualification=qualification_verdicts,
+        context=_context,
+        unknown_prefix=UNKNOWN_PREFIX,
+        retired=RETIRED,
+        models=MODEL_FACTS,
+        variable_prefix=VARIABLE_PREFIX,
+    )
+
+
+PROJECT = project_of(FAMILIES)
+
+__all__ = ["PROJECT", "KernelConfig", "project_of"]

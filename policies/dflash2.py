@@ -18,13 +18,13 @@ from native.kernels.gdn_sm70 import (
     GdnLayout,
     can_implement_combined_split,
 )
-from policies.variables import FIELDS
+from policies.variables import SHARED_FIELDS
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.reasons import OK, Check, reject
 from routectl.workload import EngineConfig, Hardware
 
 SECTION = "sm70_dflash2"
-FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS if f.section == SECTION)
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in SHARED_FIELDS if f.section == SECTION)
 GDN_CAPABILITY = 70
 SELECTOR_METHOD = "dflash"
 MERGED_CODE = "policy_hardware_or_speculation"
@@ -41,6 +41,18 @@ GDN_GUARDS: tuple[tuple[str, str], ...] = (
 # The combined split's layout rule: (engine, layout) -> Check. The shipped rule is the
 # kernel's local-layout predicate as the layer constructor calls it (8 rows, float16).
 CombinedSplitRule = Callable[[EngineConfig, GdnLayout], Check]
+
+
+DFLASH_METHODS = ("dflash",)
+
+
+def dflash2_hashed(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
+    """The family's hashing rule (docs/contracts/dflash2.md §2, hash): a DFlash engine, or
+    any field of the section explicit."""
+    if engine.spec_method in DFLASH_METHODS:
+        return True
+    prefix = SECTION + "."
+    return any(source != "default" for key, source in policy.sources if key.startswith(prefix))
 
 
 def local_layout_rule(engine: EngineConfig, layout: GdnLayout) -> Check:

@@ -2,16 +2,20 @@
 
 Each record declares a family's name, the policy sections it reads and on which hardware it
 is live (the policy hash covers exactly those sections), how it selects and loads a layer and
-replays it for the startup report, and the snapshot categories that prove its routes.
-`PROJECT` is built from this list: its selectors, engine loaders, category registry (in the
-order `routectl list` shows it) and hashed sections are all derived from it. Adding a family
-is its own modules plus one entry here (CONTRIBUTING.md walks through it).
+replays it for the startup report, the snapshot categories that prove its routes, the field
+table of the sections it alone declares (`fields`) and the native ops modules its kernels
+call (`ops`). `PROJECT` is built from this list: its selectors, engine loaders, category
+registry (in the order `routectl list` shows it) and hashed sections are derived from it, and
+its variable table, KernelConfig and native catalogue are assembled from it
+(`policies.project_of`). Adding a family is its own modules plus one entry here
+(CONTRIBUTING.md walks through it).
 """
 
 from __future__ import annotations
 
 import warnings
 
+from native import ops_flash_next, ops_fp8, ops_fp8_moe, ops_linear, ops_moe
 from policies.awq_moe import select_awq_moe
 from policies.categories import awq_sm70, nvfp4_sm70, sm75
 from policies.categories.awq_moe import AWQ_MOE_CATEGORY
@@ -19,34 +23,25 @@ from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.categories.flash_next_batch import FLASH_NEXT_BATCH_CATEGORY
 from policies.categories.fp8_moe import FP8_MOE_CATEGORY
 from policies.categories.fp8_sm70 import FP8_CATEGORY
-from policies.engine_loaders import AWQ_MOE_LOADER, FP8_MOE_LOADER, linear_loader
+from policies.dflash2 import SECTION as DFLASH2_SECTION
+from policies.dflash2 import dflash2_hashed
+from policies.engine_loaders import AWQ_MOE_LOADER, linear_loader
 from policies.flash_next import (
     engine_environment,
     flash_next_context,
     flash_next_hashed,
     flash_next_verdicts,
 )
+from policies.flash_next_variables import FLASH_NEXT_FIELDS
 from policies.flash_next_variables import SECTION as FLASH_NEXT_SECTION
 from policies.fp8_moe import ROUTE_FIELDS as FP8_MOE_ROUTE_FIELDS
+from policies.fp8_moe_loader import FP8_MOE_LOADER
+from policies.fp8_moe_variables import FP8_MOE_FIELDS
 from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
 from routectl.family import Family, FamilyNameWarning, category_sections, replaced_by
-from routectl.policy.resolve import ResolvedPolicy
-from routectl.workload import EngineConfig
-
-DFLASH2_SECTION = "sm70_dflash2"
-DFLASH_METHODS = ("dflash",)
-
-
-def dflash2_hashed(engine: EngineConfig, policy: ResolvedPolicy) -> bool:
-    """docs/contracts/dflash2.md §2 (hash): a DFlash engine, or any field of the section
-    explicit."""
-    if engine.spec_method in DFLASH_METHODS:
-        return True
-    prefix = DFLASH2_SECTION + "."
-    return any(source != "default" for key, source in policy.sources if key.startswith(prefix))
 
 
 def _volta(cc: int) -> bool:
@@ -72,6 +67,7 @@ FAMILIES: tuple[Family, ...] = (
         _volta,
         loader=linear_loader(load_nvfp4_sm70),
         categories=(nvfp4_sm70.category({"nvfp4": load_nvfp4_sm70}),),
+        ops=(ops_linear,),
     ),
     Family(
         "sm70-awq-linear",
@@ -79,6 +75,7 @@ FAMILIES: tuple[Family, ...] = (
         _volta,
         loader=linear_loader(load_awq_dense),
         categories=(awq_sm70.category({"awq": load_awq_dense}),),
+        ops=(ops_linear,),
     ),
     # The two Turing families read the Volta sections their kernels share
     # (docs/contracts/core.md §2.2); once hashed as one family `sm75-linear` (the name of
@@ -90,6 +87,7 @@ FAMILIES: tuple[Family, ...] = (
         loader=linear_loader(load_turing_nvfp4),
         categories=(SM75_CATEGORY,),
         replaces=("sm75-linear",),
+        ops=(ops_linear,),
     ),
     Family(
         "sm75-fp8-linear",
@@ -98,6 +96,7 @@ FAMILIES: tuple[Family, ...] = (
         loader=linear_loader(load_turing_fp8),
         categories=(SM75_CATEGORY,),
         replaces=("sm75-linear",),
+        ops=(ops_linear,),
     ),
     Family(
         "sm70-awq-moe",
@@ -106,6 +105,7 @@ FAMILIES: tuple[Family, ...] = (
         selector=select_awq_moe,
         loader=AWQ_MOE_LOADER,
         categories=(AWQ_MOE_CATEGORY,),
+        ops=(ops_linear, ops_moe),
     ),
     # The verifier's options are read whatever the GPU (its GDN guards check capability 70
     # themselves); upstream hashes them under the method/explicit rule alone. It loads no
@@ -123,6 +123,7 @@ FAMILIES: tuple[Family, ...] = (
         _volta_class,
         loader=linear_loader(load_fp8_sm70),
         categories=(FP8_CATEGORY,),
+        ops=(ops_linear, ops_fp8),
     ),
     # Policy-only like the verifier: its category evaluates the loader's admissions
     # (docs/contracts/flashnext.md §6); hashed on SM70 under the decode contract or when a
@@ -136,6 +137,8 @@ FAMILIES: tuple[Family, ...] = (
         context=flash_next_context,
         qualification=flash_next_verdicts,
         engine_environment=engine_environment,
+        fields=FLASH_NEXT_FIELDS,
+        ops=(ops_flash_next,),
     ),
     # docs/contracts/fp8moe.md: the loader gates stay in sm70_fp8; of its own section only
     # the 11 route fields are hashed (the diagnostics never are).
@@ -149,6 +152,10 @@ FAMILIES: tuple[Family, ...] = (
         _volta_class,
         loader=FP8_MOE_LOADER,
         categories=(FP8_MOE_CATEGORY,),
+        fields=FP8_MOE_FIELDS,
+        # The AWQ MoE family's permute and reduce ops and the FP8 linears' prepare and
+        # grouped-decode ops, then its own.
+        ops=(ops_linear, ops_moe, ops_fp8, ops_fp8_moe),
     ),
 )
 

@@ -3,8 +3,9 @@ the family itself: the 14 controls tagged "Flash-Next qualified batch" and the f
 switches, each `bool | None` with integer-text parsing (`INT_BOOL`), and the variable of the
 one engine fact the family reads (`VLLM_BATCH_INVARIANT`, no field).
 
-`policies/variables.py` aggregates this table into the project's one variable table; like
-that module, this one may spell variable names (tests/test_source_rules.py).
+The family record (`policies/families.py`) names this table (`Family.fields`), and the
+project appends it to the shared table of `policies/variables.py`; like that module, this one
+may spell variable names (tests/test_source_rules.py).
 """
 
 from __future__ import annotations

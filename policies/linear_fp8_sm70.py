@@ -19,7 +19,7 @@ from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
 from policies.linear_common import KernelLoader, candidate, unselected
 from policies.qualification import fp8_pp2_tp4_contract
-from policies.variables import FIELDS, field, use_turbomind
+from policies.variables import SHARED_FIELDS, field, use_turbomind
 from routectl.errors import SelectionError
 from routectl.namespaces.native_ns import NativeNamespace
 from routectl.policy.loaded import PreparedLayer
@@ -57,7 +57,7 @@ DEQUANT_CODE = "dequant_fallback"
 OTHER_BACKEND_CODE = "other_backend"
 NO_KERNEL_MESSAGE = "Failed to find a kernel that can implement the ScaledMM linear layer."
 
-_SECTION_FIELDS = tuple(f for f in FIELDS if f.section == SECTION)
+_SECTION_FIELDS = tuple(f for f in SHARED_FIELDS if f.section == SECTION)
 
 
 def _variable(key: str) -> str:

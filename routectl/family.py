@@ -3,10 +3,12 @@
 A family is what an engine names when it selects or loads a layer (`routectl.select`,
 `EngineSession.load`). Its record says which policy sections it reads and on which hardware
 (the policy hash covers them), how it selects and loads a layer, how the startup report
-replays a loaded layer on meta tensors (the `LayerLoader`), and which snapshot categories
-prove its routes. A project lists its families once (`Project(families=...)`); the selector
-and loader maps, the category registry and the hashed sections are derived from that list, so
-adding a family is its own modules plus one entry in that list.
+replays a loaded layer on meta tensors (the `LayerLoader`), which snapshot categories prove
+its routes, the field table of the policy sections it alone declares and the native ops
+modules its kernels call. A project lists its families once (`Project(families=...)`); the
+selector and loader maps, the category registry and the hashed sections are derived from that
+list, and a project assembles its variable table (`field_table`) and its native catalogue
+(`ops_modules`) from it, so adding a family is its own modules plus one entry in that list.
 
 Old spellings of a family's name stay accepted: `replaces` lists them, and a lookup by an old
 name warns (FamilyNameWarning) and answers for the new one. An old name that several families
@@ -19,10 +21,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from routectl.category import Category
 from routectl.errors import InputError
+from routectl.policy.fields import Field
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.reasons import Check
 from routectl.workload import EngineConfig, Hardware
@@ -74,6 +78,14 @@ class Family:
     # (engine, environment) -> the engine with the facts this family reads from the given
     # environment (an InputError names an invalid variable); None: none.
     engine_environment: Callable[[EngineConfig, Mapping[str, str]], EngineConfig] | None = None
+    # The fields of the policy sections this family declares itself (its own field table,
+    # `policies/<family>_variables.py`): `field_table` appends them, in list order, to the
+    # project's shared fields (the sections several families read).
+    fields: tuple[Field, ...] = ()
+    # The native ops modules its kernels require or call (each exports `OPS`, `KERNELS` and
+    # optionally `STAGES`, `ABI_GETTERS`; a module shared with other families is listed by
+    # each): `ops_modules` gives them to the project's catalogue, each once.
+    ops: tuple[ModuleType, ...] = ()
 
     @property
     def select(self) -> Callable[..., Any] | None:
@@ -92,6 +104,28 @@ def check_families(families: Sequence[Family]) -> None:
         for old in family.replaces:
             if old in names:
                 raise ValueError(f"{family.name!r} replaces {old!r}, which is still a family")
+
+
+def field_table(shared: Iterable[Field], families: Iterable[Family]) -> tuple[Field, ...]:
+    """The project's variable table: the shared fields, then every family's own fields in
+    list order (resolution runs in this order). A field key declared twice is a ValueError
+    naming both tables (two declarations would answer for the same setting)."""
+    out: dict[str, Field] = {f.key: f for f in shared}
+    owner = dict.fromkeys(out, "the shared table")
+    for family in families:
+        for f in family.fields:
+            if f.key in out:
+                raise ValueError(
+                    f"family {family.name!r} redeclares field {f.key!r} of {owner[f.key]}"
+                )
+            out[f.key], owner[f.key] = f, f"family {family.name!r}"
+    return tuple(out.values())
+
+
+def ops_modules(families: Iterable[Family]) -> tuple[ModuleType, ...]:
+    """Every family's native ops modules in list order, each once: what the project's
+    catalogue merges."""
+    return tuple(dict.fromkeys(m for family in families for m in family.ops))
 
 
 def selectors(families: Iterable[Family]) -> dict[str, Callable[..., Any]]:
@@ -207,7 +241,9 @@ __all__ = [
     "engine_from_environment",
     "every_engine",
     "family_context",
+    "field_table",
     "loaders",
+    "ops_modules",
     "replaced_by",
     "selectors",
 ]

@@ -18,7 +18,7 @@ from policies.categories.matrix import ModelScope, matrix_rows, row_id, with_pro
 from policies.categories.route_schemas import route_fragment
 from policies.dflash2 import FIELD_NAMES, SECTION, gdn_admissions
 from policies.qualification import dflash2_verifier_qualified
-from policies.variables import FIELDS, RETIRED, field
+from policies.variables import RETIRED, field, whole_table
 from routectl.category import Category
 from routectl.policy.resolve import variable_notices
 from routectl.policy.text import value_lines
@@ -98,7 +98,7 @@ def warning_codes(variables: Mapping[str, str]) -> list[dict[str, str]]:
     """Stable codes of the warnings a row's variables raise (not the message texts)."""
     return [
         {"variable": variable, "kind": str(kind)}
-        for variable, kind, _ in variable_notices(FIELDS, RETIRED, variables)
+        for variable, kind, _ in variable_notices(whole_table(), RETIRED, variables)
     ]
 
 

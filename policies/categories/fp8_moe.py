@@ -25,6 +25,7 @@ from policies.categories.basis import MOE_BASIS
 from policies.categories.matrix import NOT_APPLICABLE, ModelScope, matrix_rows, row_id
 from policies.categories.route_schemas import route_fragment
 from policies.fp8_moe import TURBOMIND, load_fp8_moe
+from policies.fp8_moe_variables import field_of
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin
 from policies.variables import env_var as var
 from routectl.category import Category
@@ -71,12 +72,20 @@ GRID_BASE = row_id("35b_a3b_fp8", "fp8_e4m3", 2, "none", 4, 8192)
 GRID_FLAG = "policy_grid"
 
 
+def _own(key: str) -> str:
+    # The family's own fields: looked up in its table (the project's whole table is
+    # assembled from the family list, which imports this module).
+    variable = field_of(key).variable
+    assert variable is not None, key
+    return variable
+
+
 def moe(name: str, value: str) -> dict[str, str]:
-    return {var(f"sm70_fp8_moe.{name}"): value}
+    return {_own(f"sm70_fp8_moe.{name}"): value}
 
 
 def st(name: str, value: str) -> dict[str, str]:
-    return {var(f"sm70_moe_single_token.{name}"): value}
+    return {_own(f"sm70_moe_single_token.{name}"): value}
 
 
 BATCHED_OFF = moe("batched", "0")
