@@ -1,0 +1,226 @@
+"""Declared invariances, verified: a category states that some matrix dimensions never change
+some row fields (`routectl.rows.Invariance`, returned by `Category.invariances`), and this
+module proves or refutes each statement on a category's fresh rows.
+
+The matrix rows (ids `model/kv/tpN/spec/cN/qN`; edge probes are not grid cells and are left
+out) are split into classes that agree on every dimension the invariance does not name; the
+statement holds when, within each class, every row has the same values at the declared
+fields. A class that disagrees breaks it: the break names the first such class's pair of rows
+that differ in the fewest dimensions (first in the category's declared order), the first field
+change between them, and every row of the classes that disagree (the change groups that hold
+one of those rows and move a declared field name the invariance).
+
+The cost is one pass over the rows per declaration, each row's declared fields serialised
+once (orjson, sorted keys, so 1, 1.0 and true stay apart as in the snapshot files); a pair is
+diffed only for a class that disagrees.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from routectl.review.compare import FieldChange, field_changes
+from routectl.review.matrix import split_matrix_id
+from routectl.rows import MATRIX_DIMENSIONS, Invariance
+
+Row = dict[str, Any]  # a row as read or replayed: {"id", "route"}
+_ABSENT = [0]  # a declared field a row does not have: unequal to any value it could hold
+
+
+@dataclass(frozen=True)
+class InvarianceBreak:
+    """One declared invariance the fresh rows refute: `rows` the first pair that breaks it
+    (bare ids), `change` the first declared field that differs between them, `classes` how
+    many row classes disagree, `involved` every row of those classes."""
+
+    category: str
+    invariance: Invariance
+    rows: tuple[str, str]
+    change: FieldChange
+    classes: int
+    involved: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return self.invariance.name
+
+    def text(self) -> str:
+        """`invariance NAME broken (kv, c and q never change ...): A and B differ at FIELD`;
+        the values are the renderer's (`report.show_change`)."""
+        a, b = self.rows
+        more = f" (and {self.classes - 1} more row classes)" if self.classes > 1 else ""
+        return (
+            f"invariance {self.name} broken ({self.invariance.statement}): "
+            f"{self.category}:{a} and {self.category}:{b} differ{more}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invariance": self.name,
+            "dimensions": list(self.invariance.dimensions),
+            "fields": list(self.invariance.fields),
+            "statement": self.invariance.statement,
+            "rows": [f"{self.category}:{i}" for i in self.rows],
+            "change": self.change.to_json(),
+            "classes": self.classes,
+        }
+
+
+def _value(value: Any, parts: Sequence[str]) -> Any:
+    """A row's value at a declared path; `*` maps over every key or item; absent: _ABSENT."""
+    for n, part in enumerate(parts):
+        if part == "*":
+            rest = parts[n + 1 :]
+            if isinstance(value, Mapping):
+                return {k: _value(v, rest) for k, v in value.items()}
+            if isinstance(value, list):
+                return [_value(v, rest) for v in value]
+            return _ABSENT
+        if not isinstance(value, Mapping) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return [1, value]
+
+
+def signature(row: Row, fields: Sequence[str]) -> bytes:
+    """The declared fields' values of one row as canonical bytes (equal bytes: equal JSON)."""
+    return b"\x00".join(_field_bytes(row, f) for f in fields)
+
+
+def _field_bytes(row: Row, declared: str) -> bytes:
+    value = _value(row, declared.split("."))
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # integers beyond 64 bits: what `row_text` falls back to
+        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+class Signatures:
+    """Each row's declared fields as canonical bytes, computed once per (row, field) for all
+    of a category's invariances. Given the rows' canonical texts (`replay_texts`: sorted keys,
+    `{"id": ..., "route": ...}`), the whole `route` is the slice of its row's text, not
+    serialised again: the field most invariances declare costs nothing."""
+
+    def __init__(self, rows: Mapping[str, Row], texts: Mapping[str, str] | None = None) -> None:
+        self._rows = rows
+        self._texts = texts or {}
+        self._memo: dict[tuple[str, str], bytes] = {}
+
+    def _route_text(self, row_id: str) -> bytes | None:
+        text = self._texts.get(row_id)
+        head = '{"id":' + orjson.dumps(row_id).decode() + ',"route":'
+        if text is None or not text.startswith(head) or not text.endswith("}"):
+            return None
+        # [1, ...]: the same framing `_value` gives a present field.
+        return b"[1," + text[len(head) : -1].encode() + b"]"
+
+    def of(self, row_id: str, fields: Sequence[str]) -> bytes:
+        parts = []
+        for declared in fields:
+            key = (row_id, declared)
+            found = self._memo.get(key)
+            if found is None:
+                found = self._route_text(row_id) if declared == "route" else None
+                if found is None:
+                    found = _field_bytes(self._rows[row_id], declared)
+                self._memo[key] = found
+            parts.append(found)
+        return b"\x00".join(parts)
+
+
+def _pair(members: Sequence[tuple[str, Mapping[str, str], bytes]]) -> tuple[int, int]:
+    """The first pair of a disagreeing class with unequal values and the fewest differing
+    dimensions (one, when the class has such a pair)."""
+    best: tuple[int, int, int] | None = None
+    for i, (_, dims_a, sig_a) in enumerate(members):
+        for j in range(i + 1, len(members)):
+            _, dims_b, sig_b = members[j]
+            if sig_a == sig_b:
+                continue
+            apart = sum(1 for d in MATRIX_DIMENSIONS if dims_a[d] != dims_b[d])
+            if best is None or apart < best[0]:
+                best = (apart, i, j)
+                if apart == 1:
+                    return i, j
+    assert best is not None, "a disagreeing class holds two unequal rows"
+    return best[1], best[2]
+
+
+def verify_invariance(
+    category: str,
+    invariance: Invariance,
+    rows: Sequence[Row],
+    order: Sequence[str] = (),
+    *,
+    signatures: Signatures | None = None,
+) -> InvarianceBreak | None:
+    """None when `rows` (the category's, `{"id", "route"}`) bear the invariance out, else its
+    break. `order` is the category's declared row order (rows it does not list follow by id);
+    `signatures` may be shared by the invariances of one category."""
+    by_id = {r["id"]: r for r in rows}
+    sigs = signatures if signatures is not None else Signatures(by_id)
+    ids = [i for i in dict.fromkeys([*order, *sorted(by_id)]) if i in by_id]
+    free = [d for d in MATRIX_DIMENSIONS if d not in invariance.dimensions]
+    classes: dict[tuple[str, ...], list[tuple[str, Mapping[str, str], bytes]]] = {}
+    for row_id in ids:
+        dims = split_matrix_id(row_id)
+        if dims is None:
+            continue
+        key = tuple(dims[d] for d in free)
+        classes.setdefault(key, []).append((row_id, dims, sigs.of(row_id, invariance.fields)))
+    broken = [m for m in classes.values() if len({sig for _, _, sig in m}) > 1]
+    if not broken:
+        return None
+    first = broken[0]
+    i, j = _pair(first)
+    a, b = first[i][0], first[j][0]
+    changes = [c for c in field_changes(by_id[a], by_id[b]) if invariance.covers(c.path)]
+    # Equal signatures are equal JSON, so two unequal ones differ at some declared path;
+    # the fallback only guards a path spelling the pattern does not foresee.
+    change = changes[0] if changes else FieldChange(invariance.fields[0], "changed", None, None)
+    involved = frozenset(row_id for m in broken for row_id, _, _ in m)
+    return InvarianceBreak(category, invariance, (a, b), change, len(broken), involved)
+
+
+def verify_category(
+    category: Any, rows: Sequence[Row], *, texts: Sequence[tuple[str, str]] | None = None
+) -> tuple[InvarianceBreak, ...]:
+    """Every invariance `category` declares that its `rows` break, in declaration order.
+    `texts` are the rows' canonical texts when the caller has them (`replay_texts`)."""
+    declared = tuple(category.invariances())
+    if not declared:
+        return ()
+    listed = [spec.id for spec in category.rows()]
+    sigs = Signatures({r["id"]: r for r in rows}, dict(texts) if texts is not None else None)
+    found = (
+        verify_invariance(category.name, inv, rows, listed, signatures=sigs) for inv in declared
+    )
+    return tuple(b for b in found if b is not None)
+
+
+def breaks_of(
+    paths: Iterable[str], row_ids: Iterable[str], broken: Sequence[InvarianceBreak]
+) -> tuple[str, ...]:
+    """The names of the broken invariances a change breaks: it moves a declared field
+    (`paths`: its change paths, none for an added row) of a row in a disagreeing class."""
+    ids = set(row_ids)
+    moved = list(paths)
+    return tuple(
+        b.name
+        for b in broken
+        if ids & b.involved and (not moved or any(b.invariance.covers(p) for p in moved))
+    )
+
+
+__all__ = [
+    "InvarianceBreak",
+    "breaks_of",
+    "signature",
+    "verify_category",
+    "verify_invariance",
+]
