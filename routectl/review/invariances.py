@@ -72,68 +72,74 @@ class InvarianceBreak:
 
 
 def _value(value: Any, parts: Sequence[str]) -> Any:
-    """A row's value at a declared path; `*` maps over every key or item; absent: _ABSENT."""
+    """A row's value at a declared path; `*` maps over every key or item; absent: _ABSENT.
+    Rows are plain JSON values (dicts and lists), so types are tested exactly (fast)."""
     for n, part in enumerate(parts):
         if part == "*":
             rest = parts[n + 1 :]
-            if isinstance(value, Mapping):
+            if type(value) is dict:
                 return {k: _value(v, rest) for k, v in value.items()}
-            if isinstance(value, list):
+            if type(value) is list:
                 return [_value(v, rest) for v in value]
             return _ABSENT
-        if not isinstance(value, Mapping) or part not in value:
+        if type(value) is not dict or part not in value:
             return _ABSENT
         value = value[part]
     return [1, value]
 
 
-def signature(row: Row, fields: Sequence[str]) -> bytes:
-    """The declared fields' values of one row as canonical bytes (equal bytes: equal JSON)."""
-    return b"\x00".join(_field_bytes(row, f) for f in fields)
-
-
-def _field_bytes(row: Row, declared: str) -> bytes:
-    value = _value(row, declared.split("."))
+def _dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # integers beyond 64 bits: what `row_text` falls back to
         return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
+def signature(row: Row, fields: Sequence[str]) -> bytes:
+    """The declared fields' values of one row as canonical bytes (equal bytes: equal JSON)."""
+    return _dumps([_value(row, f.split(".")) for f in fields])
+
+
 class Signatures:
-    """Each row's declared fields as canonical bytes, computed once per (row, field) for all
-    of a category's invariances. Given the rows' canonical texts (`replay_texts`: sorted keys,
-    `{"id": ..., "route": ...}`), the whole `route` is the slice of its row's text, not
-    serialised again: the field most invariances declare costs nothing."""
+    """Each row's declared fields as canonical bytes, once per row and invariance (shared by
+    a category's invariances). Given the canonical texts of all the rows (`replay_texts`:
+    sorted keys, `{"id": ..., "route": ...}`), a declared whole `route` is the slice of its
+    row's text, never serialised again, and rows with the same route text share one
+    serialisation of their declared fields (most rows of a class are equal, status rows
+    always): the cost is one pass over the texts plus one serialisation per distinct route."""
 
     def __init__(self, rows: Mapping[str, Row], texts: Mapping[str, str] | None = None) -> None:
         self._rows = rows
-        self._texts = texts or {}
-        self._memo: dict[tuple[str, str], bytes] = {}
+        self._routes: dict[str, str] = {}
+        if texts is not None and rows.keys() <= texts.keys():
+            found = {row_id: _route_slice(row_id, texts[row_id]) for row_id in rows}
+            if all(v is not None for v in found.values()):
+                self._routes = {k: v for k, v in found.items() if v is not None}
+        self._memo: dict[tuple[str, tuple[str, ...]], bytes | str] = {}
 
-    def _route_text(self, row_id: str) -> bytes | None:
-        text = self._texts.get(row_id)
-        head = '{"id":' + orjson.dumps(row_id).decode() + ',"route":'
-        if text is None or not text.startswith(head) or not text.endswith("}"):
-            return None
-        # [1, ...]: the same framing `_value` gives a present field.
-        return b"[1," + text[len(head) : -1].encode() + b"]"
-
-    def of(self, row_id: str, fields: Sequence[str]) -> bytes:
-        parts = []
-        for declared in fields:
-            key = (row_id, declared)
-            found = self._memo.get(key)
-            if found is None:
-                found = self._route_text(row_id) if declared == "route" else None
-                if found is None:
-                    found = _field_bytes(self._rows[row_id], declared)
-                self._memo[key] = found
-            parts.append(found)
-        return b"\x00".join(parts)
+    def of(self, row_id: str, fields: tuple[str, ...]) -> bytes | str:
+        route = self._routes.get(row_id)
+        if route is None:  # no texts: each row serialised
+            return signature(self._rows[row_id], fields)
+        if fields == ("route",):
+            return route
+        key = (route, fields)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = signature(self._rows[row_id], fields)
+        return found
 
 
-def _pair(members: Sequence[tuple[str, Mapping[str, str], bytes]]) -> tuple[int, int]:
+def _route_slice(row_id: str, text: str) -> str | None:
+    """The canonical text of a row's route, cut from the row's text; None when the text is
+    not `{"id":ID,"route":ROUTE}` as `row_text` writes it."""
+    head = '{"id":' + orjson.dumps(row_id).decode() + ',"route":'
+    if not text.startswith(head) or not text.endswith("}"):
+        return None
+    return text[len(head) : -1]
+
+
+def _pair(members: Sequence[tuple[str, Mapping[str, str], bytes | str]]) -> tuple[int, int]:
     """The first pair of a disagreeing class with unequal values and the fewest differing
     dimensions (one, when the class has such a pair)."""
     best: tuple[int, int, int] | None = None
@@ -151,34 +157,46 @@ def _pair(members: Sequence[tuple[str, Mapping[str, str], bytes]]) -> tuple[int,
     return best[1], best[2]
 
 
+class GridRows:
+    """A category's rows as every invariance reads them: by id, the matrix rows in the
+    declared order with their dimensions (parsed once), and their `Signatures`."""
+
+    def __init__(
+        self, rows: Sequence[Row], order: Sequence[str] = (), texts: Mapping[str, str] | None = None
+    ) -> None:
+        self.by_id = {r["id"]: r for r in rows}
+        ids = [i for i in dict.fromkeys([*order, *sorted(self.by_id)]) if i in self.by_id]
+        parsed = ((i, split_matrix_id(i)) for i in ids)
+        self.grid = [(i, dims) for i, dims in parsed if dims is not None]
+        self.signatures = Signatures(self.by_id, texts)
+
+
 def verify_invariance(
     category: str,
     invariance: Invariance,
     rows: Sequence[Row],
     order: Sequence[str] = (),
     *,
-    signatures: Signatures | None = None,
+    grid: GridRows | None = None,
 ) -> InvarianceBreak | None:
     """None when `rows` (the category's, `{"id", "route"}`) bear the invariance out, else its
     break. `order` is the category's declared row order (rows it does not list follow by id);
-    `signatures` may be shared by the invariances of one category."""
-    by_id = {r["id"]: r for r in rows}
-    sigs = signatures if signatures is not None else Signatures(by_id)
-    ids = [i for i in dict.fromkeys([*order, *sorted(by_id)]) if i in by_id]
+    `grid`, those rows prepared once for all of a category's invariances."""
+    prepared = grid if grid is not None else GridRows(rows, order)
     free = [d for d in MATRIX_DIMENSIONS if d not in invariance.dimensions]
-    classes: dict[tuple[str, ...], list[tuple[str, Mapping[str, str], bytes]]] = {}
-    for row_id in ids:
-        dims = split_matrix_id(row_id)
-        if dims is None:
-            continue
+    sig = prepared.signatures.of
+    fields = invariance.fields
+    classes: dict[tuple[str, ...], list[tuple[str, Mapping[str, str], bytes | str]]] = {}
+    for row_id, dims in prepared.grid:
         key = tuple(dims[d] for d in free)
-        classes.setdefault(key, []).append((row_id, dims, sigs.of(row_id, invariance.fields)))
-    broken = [m for m in classes.values() if len({sig for _, _, sig in m}) > 1]
+        classes.setdefault(key, []).append((row_id, dims, sig(row_id, fields)))
+    broken = [m for m in classes.values() if any(s != m[0][2] for _, _, s in m)]
     if not broken:
         return None
     first = broken[0]
     i, j = _pair(first)
     a, b = first[i][0], first[j][0]
+    by_id = prepared.by_id
     changes = [c for c in field_changes(by_id[a], by_id[b]) if invariance.covers(c.path)]
     # Equal signatures are equal JSON, so two unequal ones differ at some declared path;
     # the fallback only guards a path spelling the pattern does not foresee.
@@ -195,11 +213,9 @@ def verify_category(
     declared = tuple(category.invariances())
     if not declared:
         return ()
-    listed = [spec.id for spec in category.rows()]
-    sigs = Signatures({r["id"]: r for r in rows}, dict(texts) if texts is not None else None)
-    found = (
-        verify_invariance(category.name, inv, rows, listed, signatures=sigs) for inv in declared
-    )
+    order = [spec.id for spec in category.rows()]
+    grid = GridRows(rows, order, dict(texts) if texts is not None else None)
+    found = (verify_invariance(category.name, inv, rows, grid=grid) for inv in declared)
     return tuple(b for b in found if b is not None)
 
 
@@ -218,6 +234,7 @@ def breaks_of(
 
 
 __all__ = [
+    "GridRows",
     "InvarianceBreak",
     "breaks_of",
     "signature",
