@@ -342,7 +342,13 @@ def test_a_kv_dtype_that_moves_one_nvfp4_route_fails_check_naming_the_invariance
     ]
     assert broken[1]["rows"] == [f"{NVFP4}:{PARTNER}", f"{NVFP4}:{MOVED}"]
     assert broken[1]["dimensions"] == ["kv", "c", "q"]
-    assert broken[1]["change"]["path"].startswith("route.")
+    # The change shown first: the kernel (a changed value, the least deep).
+    assert broken[1]["change"] == {
+        "path": "route.kernel",
+        "kind": "changed",
+        "old": "Qpn2NvFp4LinearKernel",
+        "new": "TurboMindNvFp4LinearKernel",
+    }
     (group,) = data["categories"][NVFP4]["groups"]
     assert group["breaks"] == ["kv_never_changes_a_route", "linear_route_ignores_kv_c_q"]
 
@@ -354,6 +360,15 @@ def test_a_kv_dtype_that_moves_one_nvfp4_route_fails_check_naming_the_invariance
         f"q never change route.kernel, route.prepared_layout, route.fallbacks or "
         f"route.dispatch): {NVFP4}:{PARTNER} and {NVFP4}:{MOVED} differ: "
     ) in again.stdout
+
+
+def test_accept_all_does_not_accept_a_broken_invariance(planted):
+    retained = planted / "snapshots" / f"{NVFP4}.json"
+    before = retained.read_bytes()
+    done = run(planted, "check", "-c", NVFP4, "--update", "--accept-all", "-q")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "retained snapshots not updated: a declared invariance is broken" in done.stderr
+    assert retained.read_bytes() == before
 
 
 def test_the_planted_change_keeps_the_matrix_whole(planted):

@@ -35,8 +35,9 @@ _ABSENT = [0]  # a declared field a row does not have: unequal to any value it c
 @dataclass(frozen=True)
 class InvarianceBreak:
     """One declared invariance the fresh rows refute: `rows` the first pair that breaks it
-    (bare ids), `change` the first declared field that differs between them, `classes` how
-    many row classes disagree, `involved` every row of those classes."""
+    (bare ids), `change` a declared field that differs between them (a changed value, the
+    least deep, first), `classes` how many row classes disagree, `involved` every row of
+    those classes."""
 
     category: str
     invariance: Invariance
@@ -198,8 +199,11 @@ def verify_invariance(
     a, b = first[i][0], first[j][0]
     by_id = prepared.by_id
     changes = [c for c in field_changes(by_id[a], by_id[b]) if invariance.covers(c.path)]
-    # Equal signatures are equal JSON, so two unequal ones differ at some declared path;
-    # the fallback only guards a path spelling the pattern does not foresee.
+    # The change a reader takes in first: a value that changed (not an item added or
+    # removed), the least deep first (`route.kernel` before `route.bytes.total`). Equal
+    # signatures are equal JSON, so two unequal ones differ at some declared path; the
+    # fallback only guards a path spelling the pattern does not foresee.
+    changes.sort(key=lambda c: (c.kind != "changed", c.path.count(".") + c.path.count("[")))
     change = changes[0] if changes else FieldChange(invariance.fields[0], "changed", None, None)
     involved = frozenset(row_id for m in broken for row_id, _, _ in m)
     return InvarianceBreak(category, invariance, (a, b), change, len(broken), involved)
