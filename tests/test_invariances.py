@@ -409,9 +409,19 @@ def test_the_collapsed_nvfp4_matrix_fits_80_columns():
 
 
 def test_the_full_grid_is_one_option_away():
-    result = ok(invoke(["matrix", "-c", NVFP4, "--no-collapse", "--color", "never"], cwd=ROOT))
+    """--no-collapse: every row, and at 80 columns the grid no longer fits in one block."""
+    result = ok(
+        invoke(
+            ["matrix", "-c", NVFP4, "--no-collapse", "--color", "never"],
+            environ={"COLUMNS": "80"},
+            cwd=ROOT,
+        )
+    )
     assert "collapsed" not in result.stdout
-    assert any(line.split()[:2] == ["kv:", "float16"] for line in result.stdout.splitlines())
+    headers = [
+        line.split() for line in result.stdout.splitlines() if line.lstrip().startswith("kv: ")
+    ]
+    assert headers[0][:2] == ["kv:", "float16"] and len(headers) > 1  # cut into blocks
 
 
 def test_a_field_collapses_only_by_the_invariances_that_declare_it():

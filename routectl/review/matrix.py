@@ -536,7 +536,7 @@ def _collapse(
         else:
             notes.append(
                 f"not collapsed by invariance {inv.name}: rows differing only in "
-                f"{', '.join(inv.dimensions)} show different cells ; the grid keeps them"
+                f"{', '.join(inv.dimensions)} show different cells: the grid keeps them"
             )
     if not dims:
         return (), tuple(notes)

@@ -159,7 +159,7 @@ def _breaks(group: ChangeGroup) -> str:
 
 def break_lines(verdict: CategoryVerdict, s: Painter, full: bool = False) -> list[str]:
     """Each broken invariance of a category: what it states, its first pair of rows and
-    the first declared field that differs between them."""
+    the declared field that differs between them (`InvarianceBreak.change`)."""
     lines = []
     for b in verdict.broken:
         lines.append(f"  {_alarm(s, 'broken')} {b.text().replace(' broken (', ' (', 1)}")
