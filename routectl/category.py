@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from routectl.rows import RowSpec
+from routectl.rows import Invariance, RowSpec
 
 Route = Mapping[str, Any]
 
@@ -70,6 +70,14 @@ class Category:
         ...). routectl composes every category's fragment into the snapshot schema it
         validates the project's snapshots with (`Project.snapshot_schema`). None: none."""
         return None
+
+    # --- declared invariances (routectl.review.invariances verifies them) -----------------
+
+    def invariances(self) -> Sequence[Invariance]:
+        """The matrix dimensions this category states never change some row fields (data:
+        `routectl.rows.Invariance`). `routectl check` verifies each on every run and the
+        route matrix collapses them; the default declares none."""
+        return ()
 
 
 __all__ = ["Category", "Route"]

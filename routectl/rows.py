@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -78,3 +79,55 @@ class Probe:
             ),
             engine_facts={**base.engine_facts, **self.engine_facts},
         )
+
+
+# --- declared invariances ------------------------------------------------------------------
+
+# The dimensions of a matrix row id (`model/kv/tpN/spec/cN/qN`), in id order.
+MATRIX_DIMENSIONS = ("model", "kv", "tp", "spec", "c", "q")
+
+
+@dataclass(frozen=True)
+class Invariance:
+    """A category's statement that some matrix dimensions never change some row fields:
+    any two matrix rows that differ only in `dimensions` have equal values at every path of
+    `fields` (dotted, from the row: `route.kernel`; `*` stands for every key of a mapping or
+    item of a list, `route.layers.*.kernel`). `routectl check` verifies it on every run; the
+    route matrix collapses the dimensions it declares. `why` says what makes it true."""
+
+    name: str
+    dimensions: tuple[str, ...]
+    fields: tuple[str, ...]
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = [d for d in self.dimensions if d not in MATRIX_DIMENSIONS]
+        if unknown or not self.dimensions or not self.fields:
+            raise ValueError(
+                f"invariance {self.name!r} needs dimensions among {MATRIX_DIMENSIONS} and at "
+                f"least one field (got dimensions {self.dimensions}, fields {self.fields})"
+            )
+
+    def covers(self, path: str) -> bool:
+        """Whether a change path (`route.dispatch[M=8,0].plan.m`, as the review spells it)
+        lies at or below one of the declared fields (`*`: one key or list item)."""
+        return any(_field_pattern(f).match(path) for f in self.fields)
+
+    @property
+    def statement(self) -> str:
+        """`kv, c and q never change route.kernel or route.dispatch`."""
+        verb = "changes" if len(self.dimensions) == 1 else "change"
+        return f"{_listed(self.dimensions, 'and')} never {verb} {_listed(self.fields, 'or')}"
+
+
+@functools.cache
+def _field_pattern(declared: str) -> re.Pattern[str]:
+    parts = declared.split(".")
+    text = re.escape(parts[0])
+    for part in parts[1:]:
+        text += r"(?:\.[^.\[]+|\[[^\]]*\])" if part == "*" else r"\." + re.escape(part)
+    return re.compile(text + r"(?=$|[.\[])")
+
+
+def _listed(items: tuple[str, ...], word: str) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {word} {items[-1]}"

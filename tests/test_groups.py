@@ -70,6 +70,7 @@ def test_rows_with_the_same_change_form_one_group_with_places_per_row():
         ],
         "rows": ["cat:m/float16/tp2/none/c4/q4096"],
         "patterns": ["cat:m/float16/tp2/none/c4/q4096"],
+        "breaks": [],
     }
 
 

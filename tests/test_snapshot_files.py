@@ -523,6 +523,23 @@ def valid_documents(tmp_path_factory):
                         ],
                         "rows": ["toy-a:edge:slow"],
                         "patterns": ["toy-a:edge:slow"],
+                        "breaks": ["kv_never_moves"],
+                    }
+                ],
+                "invariances": [
+                    {
+                        "invariance": "kv_never_moves",
+                        "dimensions": ["kv"],
+                        "fields": ["route.kernel"],
+                        "statement": "kv never changes route.kernel",
+                        "rows": ["toy-a:m/float16/tp1/none/c1/q64", "toy-a:m/fp8/tp1/none/c1/q64"],
+                        "change": {
+                            "path": "route.kernel",
+                            "kind": "changed",
+                            "old": "A",
+                            "new": "B",
+                        },
+                        "classes": 1,
                     }
                 ],
             }

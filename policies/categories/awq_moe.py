@@ -20,6 +20,7 @@ from policies.awq_moe import TURBOMIND, bank_bytes, load_awq_moe
 from policies.awq_moe_admission import TOKEN_COUNT_CODE
 from policies.categories.basis import MOE_BASIS
 from policies.categories.matrix import (
+    KV_NEVER_READ,
     NOT_APPLICABLE,
     NOT_MODELLED,
     ModelScope,
@@ -32,7 +33,7 @@ from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.reasons import refusal_text
 from routectl.replay.harness import ReplayContext, route_from_prepared
-from routectl.rows import Probe, RowSpec
+from routectl.rows import Invariance, Probe, RowSpec
 
 NAME = "sm70-awq-moe"
 CAPABILITY = 70
@@ -191,6 +192,30 @@ def stage_summary(m: int, choice: Any) -> dict[str, Any]:
     return {"m": m, "chosen": full["chosen"], "rejected": rejected}
 
 
+INVARIANCES = (
+    Invariance(
+        "moe_route_ignores_kv_spec_c",
+        ("kv", "spec", "c"),
+        ("route",),
+        why=f"{KV_NEVER_READ}; the AWQ MoE admission and lanes read the TP size and the "
+        "token count only, never speculation or concurrency",
+    ),
+    Invariance(
+        "moe_kernel_ignores_q",
+        ("kv", "spec", "c", "q"),
+        (
+            "route.kernel",
+            "route.prepared_layout",
+            "route.fallbacks",
+            "route.bytes",
+            "route.prepare",
+        ),
+        why="the budget only drops the token counts above it from route.stages and "
+        "route.dispatch; selection and the prepared banks never read it",
+    ),
+)
+
+
 class AwqMoeCategory(Category):
     name = NAME
     basis = MOE_BASIS
@@ -204,6 +229,9 @@ class AwqMoeCategory(Category):
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def invariances(self) -> Sequence[Invariance]:
+        return INVARIANCES
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         """Load the row's layer (every expert of both banks) and dispatch each token count

@@ -6,9 +6,9 @@ from typing import Any
 
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
-from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
+from policies.categories.matrix import KV_NEVER_READ, NOT_APPLICABLE, ModelScope, row_id
 from policies.variables import env_var as var
-from routectl.rows import Probe
+from routectl.rows import Invariance, Probe
 
 NAME = "sm70-awq-linear"
 TOKEN_COUNTS = (1, 4, 8, 4096, 8192)
@@ -58,6 +58,30 @@ PROBES = (
 )
 
 
+INVARIANCES = (
+    Invariance(
+        "awq_route_ignores_kv_spec_c",
+        ("kv", "spec", "c"),
+        ("route",),
+        why=f"{KV_NEVER_READ}; the AWQ policy reads the TP size only (the fused gate/up "
+        "call), no qualification rule reads speculation or concurrency",
+    ),
+    Invariance(
+        "awq_kernel_ignores_q",
+        ("kv", "spec", "c", "q"),
+        (
+            "route.kernel",
+            "route.prepared_layout",
+            "route.fallbacks",
+            "route.bytes",
+            "route.prepare",
+        ),
+        why="the budget only drops the token counts above it from route.dispatch "
+        "(M <= max_num_batched_tokens); selection and preparation never read it",
+    ),
+)
+
+
 def category(loaders: dict[str, Any]) -> LinearCategory:
     return LinearCategory(
         name=NAME,
@@ -69,4 +93,5 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         token_counts=TOKEN_COUNTS,
         gated_call_m=1,
         description="AWQ dense linears on SM70: TurboMind, Triton, fail-closed",
+        declared_invariances=INVARIANCES,
     )

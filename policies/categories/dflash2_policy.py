@@ -14,7 +14,7 @@ from typing import Any
 
 from native.kernels.gdn_sm70 import GdnLayout
 from policies.categories.basis import DFLASH2_POLICY_BASIS
-from policies.categories.matrix import ModelScope, matrix_rows, row_id, with_probes
+from policies.categories.matrix import KV_NEVER_READ, ModelScope, matrix_rows, row_id, with_probes
 from policies.categories.route_schemas import route_fragment
 from policies.dflash2 import FIELD_NAMES, SECTION, gdn_admissions
 from policies.qualification import dflash2_verifier_qualified
@@ -24,7 +24,7 @@ from routectl.policy.resolve import variable_notices
 from routectl.policy.text import value_lines
 from routectl.reasons import Check, reason_text
 from routectl.replay.harness import ReplayContext
-from routectl.rows import Probe, RowSpec
+from routectl.rows import Invariance, Probe, RowSpec
 
 NAME = "sm70-dflash2-policy"
 CAPABILITY = 70
@@ -106,6 +106,17 @@ def warning_codes(variables: Mapping[str, str]) -> list[dict[str, str]]:
 GUARD_PREFIX = "enable_sm70_dflash2_fused_gdn_"
 
 
+INVARIANCES = (
+    Invariance(
+        "verifier_policy_ignores_kv_c_q",
+        ("kv", "c", "q"),
+        ("route",),
+        why=f"{KV_NEVER_READ}; the verifier qualification and the GDN admission read the "
+        "model, the TP size and speculation only",
+    ),
+)
+
+
 class Dflash2PolicyCategory(Category):
     name = NAME
     basis = DFLASH2_POLICY_BASIS
@@ -120,6 +131,9 @@ class Dflash2PolicyCategory(Category):
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def invariances(self) -> Sequence[Invariance]:
+        return INVARIANCES
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         engine = ctx.row.engine

@@ -21,6 +21,7 @@ from native import meta_tensors
 from native.kernels.flash_next_sm70 import dispatch_batch, prepare_batch
 from native.ops_flash_next import DENSE_BATCH_OP, GDN_INPUT_BATCH_OP, HC_BATCH_SUPPORT_OP
 from policies.categories.matrix import (
+    KV_NEVER_READ,
     MODEL_FACTS,
     ModelScope,
     matrix_rows,
@@ -32,7 +33,7 @@ from policies.flash_next import flash_next_decision
 from policies.flash_next_variables import CONTROL_NAMES, FIELD_NAMES, SECTION, VARIABLES
 from routectl.category import Category
 from routectl.replay.harness import ReplayContext
-from routectl.rows import Probe, RowSpec
+from routectl.rows import Invariance, Probe, RowSpec
 
 NAME = "sm70-flash-next-batch"
 CAPABILITY = 70
@@ -150,6 +151,28 @@ def _sourced(policy: Any, names: Sequence[str]) -> dict[str, dict[str, Any]]:
 BASE_LANE_NAMES = tuple(n for n in FIELD_NAMES if n not in CONTROL_NAMES)
 
 
+INVARIANCES = (
+    Invariance(
+        "batch_route_ignores_kv_c",
+        ("kv", "c"),
+        ("route",),
+        why=f"{KV_NEVER_READ}; the Flash-Next batch routes never read concurrency",
+    ),
+    Invariance(
+        "batch_lanes_ignore_q",
+        ("kv", "c", "q"),
+        (
+            "route.flash_next_route",
+            "route.controls",
+            "route.packed_bytes",
+            "route.precision",
+            "route.methods",
+        ),
+        why="the budget only drops the token counts above it from route.dense_by_m",
+    ),
+)
+
+
 class FlashNextBatchCategory(Category):
     name = NAME
     basis = BASIS
@@ -161,6 +184,9 @@ class FlashNextBatchCategory(Category):
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def invariances(self) -> Sequence[Invariance]:
+        return INVARIANCES
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         row = ctx.row

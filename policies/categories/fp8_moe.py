@@ -22,7 +22,13 @@ from native import meta_tensors
 from native.kernels import fp8_moe as fm
 from native.kernels.fp8_sm70 import FP8_PREPARE_OP
 from policies.categories.basis import MOE_BASIS
-from policies.categories.matrix import NOT_APPLICABLE, ModelScope, matrix_rows, row_id
+from policies.categories.matrix import (
+    KV_NEVER_READ,
+    NOT_APPLICABLE,
+    ModelScope,
+    matrix_rows,
+    row_id,
+)
 from policies.categories.route_schemas import route_fragment
 from policies.fp8_moe import TURBOMIND, load_fp8_moe
 from policies.fp8_moe_variables import field_of
@@ -31,7 +37,7 @@ from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.errors import SelectionError
 from routectl.replay.harness import ReplayContext, route_from_prepared
-from routectl.rows import Probe, RowSpec
+from routectl.rows import Invariance, Probe, RowSpec
 
 NAME = "sm70-fp8-moe"
 CAPABILITY = 70
@@ -259,6 +265,24 @@ def grid_flags(ctx: ReplayContext) -> dict[str, Any]:
     }
 
 
+INVARIANCES = (
+    Invariance(
+        "fp8_moe_route_ignores_kv_spec_c",
+        ("kv", "spec", "c"),
+        ("route",),
+        why=f"{KV_NEVER_READ}; the FP8 MoE lanes read the TP size and the token count "
+        "only, never speculation or concurrency",
+    ),
+    Invariance(
+        "fp8_moe_kernel_ignores_q",
+        ("kv", "spec", "c", "q"),
+        ("route.kernel", "route.fallback", "route.bytes", "route.prepare", "route.warnings"),
+        why="the budget only drops the token counts above it from route.stages and "
+        "route.dispatch; selection and preparation never read it",
+    ),
+)
+
+
 class Fp8MoeCategory(Category):
     name = NAME
     basis = MOE_BASIS
@@ -274,6 +298,9 @@ class Fp8MoeCategory(Category):
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def invariances(self) -> Sequence[Invariance]:
+        return INVARIANCES
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         ns = ctx.namespace

@@ -19,14 +19,20 @@ from native import meta_tensors
 from native.kernels import fp8_sm70 as fs
 from native.layers import BlockFp8Layer
 from policies.categories.basis import LINEAR_BASIS
-from policies.categories.matrix import NOT_APPLICABLE, ModelScope, matrix_rows, row_id
+from policies.categories.matrix import (
+    KV_NEVER_READ,
+    NOT_APPLICABLE,
+    ModelScope,
+    matrix_rows,
+    row_id,
+)
 from policies.categories.route_schemas import route_fragment
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin, load_fp8_sm70
 from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.errors import SelectionError
 from routectl.replay.harness import ReplayContext, error_route, route_from_prepared
-from routectl.rows import Probe, RowSpec
+from routectl.rows import Invariance, Probe, RowSpec
 
 NAME = "sm70-fp8-linear"
 CAPABILITY = 70
@@ -189,6 +195,30 @@ GRID_PROBES = tuple(
 )
 
 
+INVARIANCES = (
+    Invariance(
+        "fp8_route_ignores_kv_c",
+        ("kv", "c"),
+        ("route",),
+        why=f"{KV_NEVER_READ}; concurrency reaches only the block-QPN8 decode limit and "
+        "the PP2 x TP4 qualification, which no matrix row (PP 1, block QPN8 unset) reaches",
+    ),
+    Invariance(
+        "fp8_kernels_ignore_q",
+        ("kv", "c", "q"),
+        (
+            "route.layers.*.kernel",
+            "route.layers.*.prepared_layout",
+            "route.layers.*.fallbacks",
+            "route.layers.*.bytes",
+            "route.workspaces",
+        ),
+        why="the budget only drops the token counts above it from each layer's dispatch; "
+        "selection, preparation and the shared workspace never read it",
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Fp8LinearCategory(Category):
     name: str = NAME
@@ -209,6 +239,9 @@ class Fp8LinearCategory(Category):
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def invariances(self) -> Sequence[Invariance]:
+        return INVARIANCES
 
     def route_schema(self) -> Mapping[str, Any]:
         """`layers_route`: each layer's linear or error route by name, shared workspaces."""

@@ -14,7 +14,7 @@ from policies.categories.matrix import ModelScope, matrix_rows, with_probes
 from routectl.category import Category
 from routectl.policy.loaded import PreparedLayer
 from routectl.replay.harness import ReplayContext, replay_calls, route_from_prepared
-from routectl.rows import Probe, RowSpec
+from routectl.rows import Invariance, Probe, RowSpec
 
 LAYER_PREFIX = "model.layers.0."
 
@@ -52,6 +52,8 @@ class LinearCategory(Category):
     gated_call_m: int | None = None  # one fused gate/up call at this M for gated layers
     probe_bases: Mapping[str, RowSpec] | None = None
     description: str = ""  # one line, for `routectl list`
+    # What the matrix dimensions never change (`Category.invariances`).
+    declared_invariances: tuple[Invariance, ...] = ()
 
     @cached_property
     def _rows(self) -> tuple[RowSpec, ...]:
@@ -61,6 +63,9 @@ class LinearCategory(Category):
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def invariances(self) -> Sequence[Invariance]:
+        return self.declared_invariances
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         description = ctx.row.layer

@@ -43,6 +43,10 @@ MODEL_FACTS: Mapping[str, ModelFacts] = {
     "35b_a3b_fp8": ModelFacts((_QWEN3_5,), "float16", 2048, 24, 4, 256, BLOCK_FP8),
 }
 
+# Why the KV cache dtype never changes a route: no policy field, qualification rule or kernel
+# capability reads EngineConfig.kv_dtype (the categories' invariances state it).
+KV_NEVER_READ = "no policy field, qualification rule or kernel reads the KV cache dtype"
+
 NOT_APPLICABLE = "not_applicable"
 NOT_MODELLED = "not_modelled"
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
-from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
+from policies.categories.matrix import KV_NEVER_READ, NOT_APPLICABLE, ModelScope, row_id
 from policies.variables import env_var as var
-from routectl.rows import Probe
+from routectl.rows import Invariance, Probe
 
 NAME = "sm70-nvfp4-linear"
 TOKEN_COUNTS = (1, 8, 32, 64, 1024)
@@ -99,6 +99,19 @@ PROBES = (
 )
 
 
+INVARIANCES = (
+    Invariance("kv_never_changes_a_route", ("kv",), ("route",), why=KV_NEVER_READ),
+    Invariance(
+        "linear_route_ignores_kv_c_q",
+        ("kv", "c", "q"),
+        ("route.kernel", "route.prepared_layout", "route.fallbacks", "route.dispatch"),
+        why="the matrix layer (the GDN in_proj_qkvz) is no QPN4 role, so QPN4's C1 limit "
+        "never decides (only its verdict's message names max_num_seqs); every token count "
+        "(at most 1024) fits every budget",
+    ),
+)
+
+
 def category(loaders: dict[str, Any]) -> LinearCategory:
     return LinearCategory(
         name=NAME,
@@ -109,4 +122,5 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         loaders=loaders,
         token_counts=TOKEN_COUNTS,
         description="CT NVFP4 weight-only linears on SM70: Qpn4, Qpn2, TurboMind",
+        declared_invariances=INVARIANCES,
     )

@@ -10,9 +10,9 @@ from typing import Any
 
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
-from policies.categories.matrix import NOT_APPLICABLE, ModelScope, row_id
+from policies.categories.matrix import KV_NEVER_READ, NOT_APPLICABLE, ModelScope, row_id
 from policies.variables import env_var as var
-from routectl.rows import Probe
+from routectl.rows import Invariance, Probe
 
 NAME = "sm75-linear"
 TOKEN_COUNTS = (1, 8, 9, 32, 64, 1024)
@@ -96,6 +96,18 @@ PROBES = (
 )
 
 
+INVARIANCES = (
+    Invariance(
+        "turing_route_ignores_kv_spec_c_q",
+        ("kv", "spec", "c", "q"),
+        ("route",),
+        why=f"{KV_NEVER_READ}; the Turing policy reads no engine field (the kernel depends "
+        "on the layer, its TP split, the capability and the build) and every token count "
+        "fits every budget",
+    ),
+)
+
+
 def category(loaders: dict[str, Any]) -> LinearCategory:
     return LinearCategory(
         name=NAME,
@@ -106,4 +118,5 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         loaders=loaders,
         token_counts=TOKEN_COUNTS,
         description="Turing QPN2 NVFP4 and QPN8 FP8 linears",
+        declared_invariances=INVARIANCES,
     )

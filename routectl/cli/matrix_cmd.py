@@ -39,9 +39,11 @@ def matrices(
     field_path: str | None,
     rows_text: str | None,
     cols_text: str | None,
+    collapse: bool = True,
 ) -> tuple[list[Matrix], CheckResult | None]:
     """Replay the categories (and compute or read the baseline when asked, judged as `diff`
-    judges it) and lay each out."""
+    judges it) and lay each out, collapsed by the declared invariances unless `collapse` is
+    false."""
     if ref is not None and baseline_path is not None:
         raise click.UsageError("give at most one of --baseline-ref REF and --baseline PATH")
     rows_dims, cols_dims = layout(rows_text, cols_text)
@@ -49,7 +51,13 @@ def matrices(
     if ref is None and baseline_path is None:
         fresh = fresh_snapshots(project, selected, jobs=job_count(jobs))
         built = build_matrices(
-            selected, fresh, None, field_path=field_path, rows_dims=rows_dims, cols_dims=cols_dims
+            selected,
+            fresh,
+            None,
+            field_path=field_path,
+            rows_dims=rows_dims,
+            cols_dims=cols_dims,
+            collapse=collapse,
         )
         return built, None
     result = against_baseline(
@@ -69,8 +77,18 @@ def matrices(
         field_path=field_path,
         rows_dims=rows_dims,
         cols_dims=cols_dims,
+        collapse=collapse,
     )
     return built, result
+
+
+COLLAPSE_OPTION = click.option(
+    "--collapse/--no-collapse",
+    default=True,
+    show_default=True,
+    help="Merge the dimensions a declared invariance says never change the cells "
+    "(docs/invariances.md); --no-collapse shows every row.",
+)
 
 
 @cli.command("matrix")
@@ -98,6 +116,7 @@ def matrices(
     "bytes.total, fallback, status ...",
 )
 @click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True)
+@COLLAPSE_OPTION
 @baseline_options
 @jobs_option
 @project_option
@@ -109,6 +128,7 @@ def matrix_command(
     cols_text: str | None,
     field_path: str | None,
     color: str,
+    collapse: bool,
     ref: str | None,
     baseline_path: Path | None,
     jobs: int,
@@ -129,6 +149,7 @@ def matrix_command(
         field_path=field_path,
         rows_text=rows_text,
         cols_text=cols_text,
+        collapse=collapse,
     )
     environ = state(ctx).environ
     paint = Painter(use_color(color, environ, sys.stdout.isatty()))
@@ -159,6 +180,7 @@ def matrix_command(
     default=None,
     help="Colour cells by this route field instead of the kernel.",
 )
+@COLLAPSE_OPTION
 @baseline_options
 @jobs_option
 @project_option
@@ -168,6 +190,7 @@ def report_command(
     html_file: Path,
     categories: tuple[str, ...],
     field_path: str | None,
+    collapse: bool,
     ref: str | None,
     baseline_path: Path | None,
     jobs: int,
@@ -185,6 +208,7 @@ def report_command(
         field_path=field_path,
         rows_text=None,
         cols_text=None,
+        collapse=collapse,
     )
     against = ref if ref is not None else baseline_path.name if baseline_path is not None else None
     page = render_report_page(

@@ -250,8 +250,14 @@ def warn_todo_reasons(
         )
 
 
-def next_step(command: str, options: VerdictOptions) -> str:
-    """The one line a failing text check ends with: what to run next."""
+def next_step(command: str, options: VerdictOptions, *, broken: bool = False) -> str:
+    """The one line a failing text check ends with: what to run next (for a broken
+    invariance, which no expected change excuses: the change or the declaration)."""
+    if broken:
+        return (
+            "next: a declared invariance is broken: fix the change, or, if that dimension "
+            "now matters on purpose, change the category's invariances (docs/invariances.md)"
+        )
     if options.expected_changes is None:
         if options.write_expected is not None:
             target = options.write_expected
@@ -404,7 +410,8 @@ def finish(result: CheckResult, options: VerdictOptions, command: str) -> None:
     if result.ok:
         return
     if options.fmt == "text":
-        note(next_step(command, options))
+        broken = any(v.broken for v in result.outcome.categories.values())
+        note(next_step(command, options, broken=broken))
     raise CheckFailed()
 
 

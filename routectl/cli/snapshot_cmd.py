@@ -218,7 +218,9 @@ def check_command(
         note(line)
     if checked.updated:
         return
-    if checked.update_refused:
+    if checked.update_refused and any(v.broken for v in result.outcome.categories.values()):
+        warn("retained snapshots not updated: a declared invariance is broken")
+    elif checked.update_refused:
         warn(
             "retained snapshots not updated: the differences are not exactly the expected "
             "ones (list them with --expected-changes, or pass --accept-all)"

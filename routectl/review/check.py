@@ -5,6 +5,7 @@ built at another git ref is just another source of snapshot files (`routectl.rev
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,8 @@ from routectl.review.expected import (
     resolve_stated,
     unmatched_fields,
 )
-from routectl.review.groups import group_changes
+from routectl.review.groups import ChangeGroup, group_changes
+from routectl.review.invariances import InvarianceBreak, breaks_of, verify_category
 from routectl.review.snapshot import (
     Row,
     Snapshot,
@@ -217,17 +219,25 @@ def run_check(
     stated = resolve_stated(changes.entries, list(snapshots), known_ids, listed)
     verdicts = {}
     covered: set[tuple[int, int]] = set()
+    by_name = {c.name: c for c in selected}
     for name, comparison in comparisons.items():
         base = loaded[name]
-        groups = group_changes(
-            name,
-            comparison,
-            {r["id"]: r for r in snapshots[name].rows if r["id"] in comparison.added},
-            {}
-            if base is None
-            else {r["id"]: r for r in base.rows if r["id"] in comparison.removed},
+        # Every declared invariance, on every run: against the rows just replayed or read
+        # from the cache (the same rows), whether or not anything moved.
+        broken = verify_category(by_name[name], snapshots[name].rows, texts=texts.get(name))
+        groups = _naming_breaks(
+            group_changes(
+                name,
+                comparison,
+                {r["id"]: r for r in snapshots[name].rows if r["id"] in comparison.added},
+                {}
+                if base is None
+                else {r["id"]: r for r in base.rows if r["id"] in comparison.removed},
+            ),
+            broken,
         )
-        verdicts[name], hits = judge_category(name, comparison, stated.by_category[name], groups)
+        verdict, hits = judge_category(name, comparison, stated.by_category[name], groups)
+        verdicts[name] = dataclasses.replace(verdict, broken=broken) if broken else verdict
         covered |= hits
     missing_stated = (*stated.missing, *unmatched_fields(stated.judged, covered))
     by_id = {name: {r["id"]: r for r in snap.rows} for name, snap in snapshots.items()}
@@ -247,6 +257,24 @@ def run_check(
         ),
     )
     return CheckResult(outcome, snapshots, loaded)
+
+
+def _naming_breaks(
+    groups: Sequence[ChangeGroup], broken: Sequence[InvarianceBreak]
+) -> tuple[ChangeGroup, ...]:
+    """The change groups, each naming the broken invariances it breaks (a removed row is in
+    no fresh class: it breaks none)."""
+    if not broken:
+        return tuple(groups)
+    out = []
+    for group in groups:
+        names = (
+            breaks_of((f.path for f in group.fields), group.row_ids, broken)
+            if group.kind != "removed"
+            else ()
+        )
+        out.append(dataclasses.replace(group, breaks=names) if names else group)
+    return tuple(out)
 
 
 def expected_document(result: CheckResult) -> list[dict[str, str]]:

@@ -499,10 +499,13 @@ class CategoryVerdict:
     unexpected_fields: Mapping[str, tuple[FieldChange, ...]] = field(default_factory=dict)
     reasons: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     groups: tuple[Any, ...] = ()
+    # The declared invariances the fresh rows break (`routectl.review.invariances`): each
+    # fails the check, whatever the expected changes say.
+    broken: tuple[Any, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not (self.unexpected or self.missing)
+        return not (self.unexpected or self.missing or self.broken)
 
     @functools.cached_property
     def unexpected_set(self) -> frozenset[str]:

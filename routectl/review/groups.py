@@ -89,6 +89,8 @@ class ChangeGroup:
     row_ids: tuple[str, ...]  # bare ids, sorted
     fields: tuple[SignatureField, ...] = ()
     label: str = ""
+    # The declared invariances this change breaks (`routectl.review.invariances.breaks_of`).
+    breaks: tuple[str, ...] = ()
 
     @cached_property
     def description(self) -> Description:
@@ -112,6 +114,7 @@ class ChangeGroup:
             "signature": [f.to_json() for f in self.fields],
             "rows": list(self.qualified_ids),
             "patterns": None if self.patterns is None else list(self.patterns),
+            "breaks": list(self.breaks),
         }
 
 

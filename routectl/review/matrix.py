@@ -27,6 +27,7 @@ from routectl.errors import InputError
 from routectl.io.jsonread import shorten
 from routectl.reasons import reason_text, refusal_text
 from routectl.review.patterns import describe
+from routectl.rows import Invariance
 from routectl.suggest import did_you_mean
 
 DIMENSIONS = ("model", "kv", "tp", "spec", "c", "q")
@@ -51,6 +52,8 @@ _SYMBOLS = {
     "none": "-",
 }
 CHANGE_MARKS = {"changed": "*", "added": "+", "removed": "-"}
+# The value of a collapsed dimension in the grid: one cell stands for every value.
+ANY = "*"
 
 Route = Mapping[str, Any]
 LabelHook = Callable[[Route], "tuple[str, str] | None"]
@@ -121,6 +124,15 @@ class Matrix:
     # What a cell shows when no field is asked for: a kernel, or a category's own label
     # (`matrix_subject`, e.g. a policy category selects no kernel).
     subject: str = "kernel"
+    # The dimensions a declared invariance collapsed (their value is ANY) and what the view
+    # says about the collapse: the invariances applied, or why the grid is whole.
+    collapsed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    grid_rows: int = 0  # matrix rows the grid stands for (collapsed, more than its cells)
+
+    @property
+    def total_rows(self) -> int:
+        return self.grid_rows + len(self.probes)
 
     @property
     def shows(self) -> str:
@@ -192,7 +204,9 @@ def split_matrix_id(row_id: str) -> dict[str, str] | None:
 
 
 def value_text(dim: str, value: str) -> str:
-    """A dimension value as a header shows it: `tp2`, `c4`, `q8k`."""
+    """A dimension value as a header shows it: `tp2`, `c4`, `q8k`; a collapsed one `*`."""
+    if value == ANY:
+        return ANY
     if dim == "q":
         n = int(value)
         return f"q{n // 1024}k" if n >= 1024 and n % 1024 == 0 else f"q{n}"
@@ -393,11 +407,13 @@ def build_matrix(
     hook: LabelHook | None = None,
     reason_hook: Callable[[Route], str | None] | None = None,
     subject: str = "kernel",
+    collapse: Sequence[Invariance] = (),
 ) -> Matrix:
     """Lay `rows` ({"id", "route"}) out as a grid. `order` lists row ids in the category's
     declared order (dimension values appear in that order; numbers sort by value);
     `baseline`, when given, marks the rows that changed, appeared or disappeared; `hook` and
-    `reason_hook` are a category's own label and deciding reason of a route, if it has them."""
+    `reason_hook` are a category's own label and deciding reason of a route, if it has them;
+    `collapse` the declared invariances whose dimensions may collapse (`_collapse`)."""
 
     def reason(route: Route) -> str:
         own = reason_hook(route) if reason_hook is not None else None
@@ -435,19 +451,24 @@ def build_matrix(
     grid_ids = {i: split_matrix_id(i) for i in ids}
     present = {i: dims for i, dims in grid_ids.items() if dims is not None}
     rows_dims, cols_dims = tuple(rows_dims), tuple(cols_dims)
+    collapsed, notes = _collapse(collapse, present, cells)
+    if collapsed:
+        present = {i: {**p, **dict.fromkeys(collapsed, ANY)} for i, p in present.items()}
 
     def keys(dims: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
         values = {d: _ordered(p[d] for p in present.values()) for d in dims}
         for d in dims:
-            if d in PREFIXES:
+            if d in PREFIXES and d not in collapsed:
                 values[d].sort(key=int)
         seen = {tuple(p[d] for d in dims) for p in present.values()}
         return tuple(k for k in itertools.product(*(values[d] for d in dims)) if k in seen)
 
-    grid = {
-        (tuple(p[d] for d in rows_dims), tuple(p[d] for d in cols_dims)): cells[i]
-        for i, p in present.items()
-    }
+    grid: dict[tuple[tuple[str, ...], tuple[str, ...]], CellRow] = {}
+    for i, p in present.items():
+        key = (tuple(p[d] for d in rows_dims), tuple(p[d] for d in cols_dims))
+        # A collapsed cell stands for its rows: the first that moved, else the first.
+        if key not in grid or (grid[key].change is None and cells[i].change is not None):
+            grid[key] = cells[i]
     probes = tuple(cells[i] for i in ids if grid_ids[i] is None)
 
     counts: dict[Label, int] = {}
@@ -472,7 +493,60 @@ def build_matrix(
         subject=subject,
         compared=baseline is not None,
         symbols=symbols,
+        collapsed=collapsed,
+        notes=notes,
+        grid_rows=len(present),
     )
+
+
+def _agrees(
+    dims: set[str], present: Mapping[str, Mapping[str, str]], cells: Mapping[str, CellRow]
+) -> bool:
+    """Whether every class of grid rows equal but for `dims` shows one label (and had one
+    before, against a baseline)."""
+    seen: dict[tuple[str, ...], tuple[Label, Label | None]] = {}
+    for row_id, p in present.items():
+        key = tuple(p[d] for d in DIMENSIONS if d not in dims)
+        cell = cells[row_id]
+        labels = (cell.label, cell.old_label if cell.change != "added" else None)
+        if seen.setdefault(key, labels) != labels:
+            return False
+    return True
+
+
+def _collapse(
+    declared: Sequence[Invariance],
+    present: Mapping[str, Mapping[str, str]],
+    cells: Mapping[str, CellRow],
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The dimensions the declared invariances collapse, in DIMENSIONS order, and the notes
+    that say so. An invariance applies only where every cell it would merge shows the same
+    label (the view never hides a difference, even one `check` fails on): one that would
+    merge different labels leaves its dimensions whole, and a note names it."""
+    dims: set[str] = set()
+    applied: list[Invariance] = []
+    notes: list[str] = []
+    for inv in declared:
+        wanted = dims | set(inv.dimensions)
+        if wanted == dims:
+            applied.append(inv)
+        elif _agrees(wanted, present, cells):
+            dims = wanted
+            applied.append(inv)
+        else:
+            notes.append(
+                f"not collapsed by invariance {inv.name}: rows differing only in "
+                f"{', '.join(inv.dimensions)} show different cells: the grid keeps them"
+            )
+    if not dims:
+        return (), tuple(notes)
+    shown = [d for d in DIMENSIONS if d in dims]
+    head = (
+        f"{', '.join(shown)} collapsed: a {ANY} cell stands for every value, by the declared "
+        f"invariance{'s' if len(applied) > 1 else ''} (verified by routectl check):"
+    )
+    lines = [head, *(f"  {inv.name}: {inv.statement}" for inv in applied)]
+    return tuple(shown), (*lines, *notes)
 
 
 def _transitions(cells: Iterable[CellRow]) -> tuple[Transition, ...]:
@@ -505,10 +579,12 @@ def build_matrices(
     field_path: str | None,
     rows_dims: Sequence[str],
     cols_dims: Sequence[str],
+    collapse: bool = True,
 ) -> list[Matrix]:
     """Each category's fresh rows laid out, marked against its baseline snapshot when a
-    baseline is given (a category the baseline lacks: every row new). A `field_path` no
-    route has is an InputError naming the closest field."""
+    baseline is given (a category the baseline lacks: every row new), collapsed by its
+    declared invariances unless `collapse` is false. A `field_path` no route has is an
+    InputError naming the closest field."""
     if field_path is not None:
         routes = [r["route"] for c in categories for r in fresh[c.name].rows]
         check_field(field_path, routes)
@@ -530,9 +606,20 @@ def build_matrices(
                 hook=category.matrix_label,
                 reason_hook=category.matrix_reason,
                 subject=category.matrix_subject,
+                collapse=collapsible(category, field_path) if collapse else (),
             )
         )
     return built
+
+
+def collapsible(category: Any, field_path: str | None) -> tuple[Invariance, ...]:
+    """The declared invariances a matrix of `category` may collapse: all of them for the
+    default view (which still collapses only where every merged cell shows one label),
+    those declaring the field for `--field FIELD`."""
+    declared = tuple(category.invariances())
+    if field_path is None:
+        return declared
+    return tuple(inv for inv in declared if inv.covers(f"route.{field_path}"))
 
 
 def transition_patterns(built: Sequence[Matrix]) -> dict[tuple[str, ...], list[str]]:

@@ -354,6 +354,14 @@ def _changes(groups: Sequence[ChangeGroup], cell_ids: Mapping[str, int]) -> str:
     return "".join(out)
 
 
+def _notes(matrix: Matrix) -> str:
+    """What the declared invariances collapsed (a `*` cell stands for every value), one
+    paragraph."""
+    if not matrix.notes:
+        return ""
+    return '<p class="note">' + "<br>".join(esc(n.strip()) for n in matrix.notes) + "</p>"
+
+
 def render_html(
     matrices: Sequence[Matrix],
     *,
@@ -384,10 +392,11 @@ def render_html(
             f'<section class="category" id="cat-{esc(matrix.category)}">'
             f"<h2>{esc(matrix.category)}</h2>"
             f'<p class="basis">{esc((basis or {}).get(matrix.category, ""))}</p>'
-            f"<p>{len(matrix.grid) + len(matrix.probes)} rows: {len(matrix.grid)} in the grid "
+            f"<p>{matrix.total_rows} rows: {matrix.grid_rows} in the grid "
             f"(rows {esc(' × '.join(matrix.rows_dims))}, columns "
             f"{esc(' × '.join(matrix.cols_dims))}; each cell the {what}), "
             f"{len(matrix.probes)} edge probes.</p>"
+            + _notes(matrix)
             + _grid(page, matrix, cat, membership)
             + _legend(matrix, cat)
             + _probes(page, matrix, cat, membership)
@@ -434,7 +443,7 @@ def render_report_page(
     """`routectl report --html`: the matrices of a project as one page, with the review's
     change groups when judged `against` a baseline."""
     count = f"{len(built)} categor{'y' if len(built) == 1 else 'ies'}"
-    rows = sum(len(m.grid) + len(m.probes) for m in built)
+    rows = sum(m.total_rows for m in built)
     changes = f"; changes against {against}" if against is not None else ""
     return render_html(
         built,

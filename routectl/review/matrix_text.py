@@ -10,6 +10,7 @@ own headers and every row (the row labels too wide for one column stay as they a
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Sequence
 
 from routectl.io.terminal import DEFAULT_WIDTH, ERROR_COLOR, MUTED_COLOR, PALETTE, Painter
@@ -275,6 +276,15 @@ def _change_lines(
     return lines
 
 
+def _note_lines(matrix: Matrix, width: int) -> list[str]:
+    """What the declared invariances collapsed (or left whole), wrapped to `width`."""
+    lines: list[str] = []
+    for note in matrix.notes:
+        indent = " " * (len(note) - len(note.lstrip()))
+        lines += textwrap.wrap(note, width, initial_indent="", subsequent_indent=indent + "  ")
+    return lines
+
+
 def render_matrix_text(
     matrix: Matrix,
     *,
@@ -285,13 +295,13 @@ def render_matrix_text(
     """The whole view of one category. `patterns` maps a transition's ids to the row
     patterns that describe them (the review's pattern synthesis), else ids are listed."""
     paint = paint or Painter()
-    total = len(matrix.grid) + len(matrix.probes)
     title = (
-        f"{matrix.category}: {matrix.shows} per row; {total} rows ({len(matrix.grid)} in the "
-        f"grid, {len(matrix.probes)} edge probes)"
+        f"{matrix.category}: {matrix.shows} per row; {matrix.total_rows} rows "
+        f"({matrix.grid_rows} in the grid, {len(matrix.probes)} edge probes)"
     )
     lines = [
         fit(title, width),
+        *_note_lines(matrix, width),
         *_grid_lines(matrix, paint, width),
         "",
         *_legend_lines(matrix, paint, width),

@@ -58,6 +58,7 @@ def category_report(verdict: CategoryVerdict) -> dict[str, Any]:
             for i, changes in sorted(verdict.unexpected_fields.items())
         },
         "groups": [g.to_json() for g in verdict.groups],
+        "invariances": [b.to_json() for b in verdict.broken],
     }
 
 
@@ -145,7 +146,25 @@ def show_field(field: SignatureField, full: bool = False) -> str:
 
 def group_title(group: ChangeGroup) -> str:
     rows = _counted(len(group.row_ids), "row")
-    return f"{group.kind} {rows}" + (f", {group.label}" if group.label else "")
+    return f"{group.kind} {rows}" + (f", {group.label}" if group.label else "") + _breaks(group)
+
+
+def _breaks(group: ChangeGroup) -> str:
+    """`, breaks invariance NAME`: the declared invariances the group's change breaks."""
+    if not group.breaks:
+        return ""
+    word = "invariance" if len(group.breaks) == 1 else "invariances"
+    return f", breaks {word} {', '.join(group.breaks)}"
+
+
+def break_lines(verdict: CategoryVerdict, s: Painter, full: bool = False) -> list[str]:
+    """Each broken invariance of a category: what it states, its first pair of rows and
+    the declared field that differs between them (`InvarianceBreak.change`)."""
+    lines = []
+    for b in verdict.broken:
+        lines.append(f"  {_alarm(s, 'broken')} {b.text().replace(' broken (', ' (', 1)}")
+        lines.append(f"    {show_change(b.change, full)}")
+    return lines
 
 
 def row_lines(ids: Sequence[str], patterns: Sequence[str] | None, max_rows: int) -> list[str]:
@@ -222,8 +241,8 @@ def _child_text(
         if len(rows) == 1 and len(cluster.fields) == 1:  # one line says it all
             (f,) = cluster.fields
             flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
-            return [f"{indent}+ {rows[0]}{said}: {show_field(f, full)}{flag}"]
-        lines = [f"{indent}+ {_counted(len(group.row_ids), 'row')}{said}"]
+            return [f"{indent}+ {rows[0]}{said}{_breaks(group)}: {show_field(f, full)}{flag}"]
+        lines = [f"{indent}+ {_counted(len(group.row_ids), 'row')}{_breaks(group)}{said}"]
         lines.extend(
             _field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  ", full)
         )
@@ -288,13 +307,15 @@ def category_line(verdict: CategoryVerdict, s: Painter) -> str:
         parts.append(f"{expected} expected")
     status = s("ok", color=OK_COLOR) if verdict.ok else _alarm(s, "FAILED")
     summary = ", ".join(parts) if (c.moved or verdict.missing) else "no changes"
+    if verdict.broken:
+        summary += ", " + _counted(len(verdict.broken), "broken invariance")
     return f"{s(verdict.name, bold=True)}: {status}: {_counted(verdict.rows, 'row')}, {summary}"
 
 
 def _category_text(
     verdict: CategoryVerdict, s: Painter, max_fields: int, max_rows: int, full: bool = False
 ) -> list[str]:
-    lines = [category_line(verdict, s)]
+    lines = [category_line(verdict, s), *break_lines(verdict, s, full)]
     if not verdict.comparison.baseline_present:
         lines.append("  no baseline snapshot of this category: every row is added")
     for cluster in cluster_groups(verdict.groups):
@@ -321,6 +342,9 @@ def summary_line(outcome: CheckOutcome) -> str:
     if outcome.ok:
         return f"ok: {scope}, {_counted(expected, 'expected change')}"
     problems = [f"{unexpected} unexpected", f"{missing} missing"]
+    broken = sum(len(v.broken) for v in outcome.categories.values())
+    if broken:
+        problems.append(_counted(broken, "broken invariance"))
     if outcome.stale:
         problems.append(_counted(len(outcome.stale), "stale category", "stale categories"))
     return f"FAILED: {', '.join(problems)} ({scope})"
@@ -392,13 +416,17 @@ def group_problem(verdict: CategoryVerdict, group: ChangeGroup) -> str | None:
     shown = [f for f in group.fields if not unstated or f.path in unstated]
     more = f" (+{len(shown) - 1} more)" if len(shown) > 1 else ""
     what = "not stated" if unstated else "changed unexpectedly"
-    return f"{rows}{scope} {what}: {show_field(shown[0], True)}{more}: {group_rows_text(group)}"
+    return (
+        f"{rows}{scope} {what}: {show_field(shown[0], True)}{more}: {group_rows_text(group)}"
+        + _breaks(group)
+    )
 
 
 def problems(outcome: CheckOutcome) -> list[str]:
     """Every problem of a failing outcome, one line each: a group once, not once per row."""
     out = [f"stale snapshot category {name}: it is no longer listed" for name in outcome.stale]
     for v in outcome.categories.values():
+        out.extend(f"{b.text()}: {show_change(b.change, True)}" for b in v.broken)
         out.extend(p for p in (group_problem(v, g) for g in v.groups) if p is not None)
         for row_id in v.missing:
             why = "names no row (unknown id)" if row_id in v.unknown else "did not change"

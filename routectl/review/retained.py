@@ -44,13 +44,16 @@ def check_retained(
     cache: ReplayCache | None = None,
 ) -> RetainedCheck:
     """Replay, compare with the retained snapshots in `directory` and judge; then rewrite
-    them (`update`, when the check passes or `accept_all`), or leave `.json.new` files for
-    the categories that differ (a failing check) and remove stale ones. `cache` holds rows
-    replayed before (`routectl.review.cache`)."""
+    them (`update`, when the check passes, or with `accept_all` when no declared invariance
+    is broken), or leave `.json.new` files for the categories that differ (a failing check)
+    and remove stale ones. `cache` holds rows replayed before (`routectl.review.cache`)."""
     schema = project.snapshot_schema
     baseline = SnapshotFiles.retained(directory, schema=schema)
     result = run_check(project, names, baseline=baseline, expected=expected, jobs=jobs, cache=cache)
-    if update and (result.ok or accept_all):
+    # --accept-all accepts differences; a broken declared invariance is no difference to
+    # accept: the retained files are left alone until the code or the declaration is fixed.
+    broken = any(v.broken for v in result.outcome.categories.values())
+    if update and (result.ok or (accept_all and not broken)):
         notes = update_retained(result, directory, schema=schema)
         notes += settle_new_files(result, directory, failed=False, schema=schema)
         return RetainedCheck(result, tuple(notes), updated=True, update_refused=False)
