@@ -15,6 +15,7 @@ from routectl.category import Category
 from routectl.policy.loaded import PreparedLayer
 from routectl.replay.harness import ReplayContext, replay_calls, route_from_prepared
 from routectl.rows import Probe, RowSpec
+from routectl.sites import DecisionSites
 
 LAYER_PREFIX = "model.layers.0."
 
@@ -52,6 +53,8 @@ class LinearCategory(Category):
     gated_call_m: int | None = None  # one fused gate/up call at this M for gated layers
     probe_bases: Mapping[str, RowSpec] | None = None
     description: str = ""  # one line, for `routectl list`
+    # The category's declared decision sites (`routectl coverage`); None: none declared.
+    sites: Callable[[], DecisionSites] | None = None
 
     @cached_property
     def _rows(self) -> tuple[RowSpec, ...]:
@@ -61,6 +64,9 @@ class LinearCategory(Category):
 
     def rows(self) -> Sequence[RowSpec]:
         return self._rows
+
+    def decision_sites(self) -> DecisionSites | None:
+        return None if self.sites is None else self.sites()
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         description = ctx.row.layer
