@@ -116,8 +116,13 @@ def candidate_sites(name: str, codes: Iterable[str]) -> list[Site]:
     return [
         Site("chosen", name),
         Site("rejected", name),
-        *(Site("reason", name, c) for c in dict.fromkeys(codes)),
+        *reason_sites(name, codes),
     ]
+
+
+def reason_sites(subject: str, codes: Iterable[str]) -> list[Site]:
+    """One reason site per code a candidate or rule can return."""
+    return [Site("reason", subject, c) for c in dict.fromkeys(codes)]
 
 
 def variable_sites(keys: Iterable[str]) -> list[Site]:
@@ -205,6 +210,7 @@ __all__ = [
     "candidate_sites",
     "fallback_sites",
     "op_sites",
+    "reason_sites",
     "recorded_only",
     "route_sites",
     "rule_outcomes",

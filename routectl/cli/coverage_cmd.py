@@ -20,6 +20,7 @@ from routectl.review.check import fresh_snapshots, select_categories
 from routectl.review.coverage import (
     compute_coverage,
     coverage_document,
+    failure_line,
     render_coverage_json,
     render_markdown,
     render_text,
@@ -87,19 +88,7 @@ def coverage_command(
         click.echo(render_markdown(coverage), nl=False)
     else:
         click.echo(render_text(coverage, verbose=all_sites), nl=False)
-    failed: list[str] = []
-    if strict and not coverage.strict_ok:
-        failing = [
-            f"{c.name}: {s.site.text()} ({s.state})"
-            for c in coverage.categories
-            for s in c.failures
-        ]
-        silent = [c.name for c in coverage.categories if not c.declares]
-        named = (failing + [f"{n}: declares no decision sites" for n in silent])[:3]
-        count = len(failing) + len(silent)
-        failed.append(f"{count} failing: " + "; ".join(named) + ("; ..." if count > 3 else ""))
-    if fail_under is not None and coverage.percent < fail_under:
-        failed.append(f"{coverage.percent:.1f}% covered, under {fail_under:g}%")
-    if failed:
-        note("coverage FAILED: " + "; ".join(failed))
+    line = failure_line(coverage, strict=strict, fail_under=fail_under)
+    if line is not None:
+        note(line)
         raise CheckFailed

@@ -30,6 +30,8 @@ COVERAGE_SCHEMA_VERSION = 1
 # Site states in the order text output lists them: what fails first.
 FAILING_STATES = ("uncovered", "undeclared", "stale")
 STATES = (*FAILING_STATES, "unreachable", "recorded-only", "reached")
+# How many sites one line names before "+N more".
+MAX_NAMED = 3
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,26 @@ def compute_coverage(
     return Coverage(tuple(category_coverage(project, c, rows[c.name]) for c in categories))
 
 
+def failure_line(coverage: Coverage, *, strict: bool, fail_under: float | None) -> str | None:
+    """The one line `routectl coverage` ends a failed check with (naming the first failing
+    sites); None when it passes."""
+    failed: list[str] = []
+    if strict and not coverage.strict_ok:
+        named = [
+            f"{c.name}: {s.site.text()} ({s.state})"
+            for c in coverage.categories
+            for s in c.failures
+        ]
+        named += [
+            f"{c.name}: declares no decision sites" for c in coverage.categories if not c.declares
+        ]
+        shown = "; ".join(named[:MAX_NAMED]) + ("; ..." if len(named) > MAX_NAMED else "")
+        failed.append(f"{len(named)} failing: {shown}")
+    if fail_under is not None and coverage.percent < fail_under:
+        failed.append(f"{coverage.percent:.1f}% covered, under {fail_under:g}%")
+    return "coverage FAILED: " + "; ".join(failed) if failed else None
+
+
 # --- the review line -------------------------------------------------------------------------
 
 
@@ -189,9 +211,6 @@ def reached_delta(
     gained = sorted(new - old - common)
     lost = sorted(old - new - common)
     return gained, lost
-
-
-MAX_NAMED = 3
 
 
 def _named(sites: Sequence[tuple[str, Site]], more_than_one: bool) -> str:
