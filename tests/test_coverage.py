@@ -79,6 +79,18 @@ def test_the_project_passes_strictly_with_every_figure_in_the_json_document():
                 assert site["row"] is not None
     totals = document["totals"]
     assert totals["declared"] == sum(c["declared"] for c in document["categories"])
+    # docs/coverage.md shows the figures of this very run.
+    shown = [
+        line
+        for line in (ROOT / "docs" / "coverage.md").read_text().splitlines()
+        if line.startswith("| sm7") or line.startswith("| **total**")
+    ]
+    rows = [(c["name"], c) for c in document["categories"]] + [("**total**", totals)]
+    assert shown == [
+        f"| {name} | {f['declared']} | {f['reached']} | {f['unreachable']} | "
+        f"{f['recorded_only']} | {f['uncovered']} |"
+        for name, f in rows
+    ]
 
 
 def test_text_lists_uncovered_sites_first_and_every_category_figure(awq_rows):
