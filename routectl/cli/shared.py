@@ -452,7 +452,10 @@ def emit_verdict(
     line = coverage_line(result, project)
     if line is not None:
         # One line for the reviewer; stdout holds only the document in the other formats.
-        (click.echo if fmt == "text" else note)(line)
+        if fmt == "text":
+            click.echo(line)
+        else:
+            note(line)
 
 
 def coverage_line(result: CheckResult, project: Project) -> str | None:
