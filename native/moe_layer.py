@@ -23,6 +23,10 @@ BANKS = (W13, W2)
 AWQ_BITS = 4
 
 
+# The codes `AwqMoeLayer.partition_check` can return (declared for `routectl coverage`).
+PARTITION_CODES = ("misaligned_partition", "group_size")
+
+
 @dataclass(frozen=True)
 class AwqMoeLayer:
     """A rank's local view. W13 = gate and up stacked: K = hidden, N = 2 * intermediate

@@ -17,7 +17,14 @@ from native import meta_tensors
 from native import moe_stages as st
 from native.awq_layout import metadata_layout
 from native.awq_schemas import PREPARE_COMPACT_OP, PREPARE_OP
-from native.moe_layer import BANKS, W13, AwqMoeLayer, MoeCheckpoint, meta_checkpoint
+from native.moe_layer import (
+    BANKS,
+    PARTITION_CODES,
+    W13,
+    AwqMoeLayer,
+    MoeCheckpoint,
+    meta_checkpoint,
+)
 from native.ops_moe import (
     CHUNKED_W2_OP,
     INDEXED_W13_OP,
@@ -27,6 +34,7 @@ from native.ops_moe import (
     SINGLE_TOKEN_OP,
 )
 from policies.awq_moe_admission import (
+    FAMILY_GATE_CODES,
     CallFacts,
     admit_indexed_prefill,
     admit_qpn_m1,
@@ -51,6 +59,16 @@ TURBOMIND = METHOD_NAME
 MOE_WNA16 = "MoeWNA16"
 TURBOMIND_GROUPS = (32, 64, 128)
 WNA16_BITS = (4, 8)
+# The reason codes each method candidate can return (`select_method`), declared once.
+TURBOMIND_CODES = (
+    *FAMILY_GATE_CODES,
+    "weight_bits",
+    "zero_points",
+    "bias",
+    *PARTITION_CODES,
+    "missing_native_ops",
+)
+WNA16_CODES = ("weight_bits", *PARTITION_CODES)
 RESIDENT = {
     (W13, "weights"): "w13_weights",
     (W13, "metadata"): "w13_metadata",

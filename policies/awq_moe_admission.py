@@ -27,6 +27,8 @@ INDEXED_MIN_TOKENS = 128
 ACTIVE_EXACT_W2_MAX_SLOTS = 128
 QWEN38_TOP_K = TOP_K
 FAMILY_CAPABILITIES = (70, 75)  # 70 <= capability < 75
+# The codes `family_gate` can return (declared for `routectl coverage`).
+FAMILY_GATE_CODES = ("moe_disabled", "backend_override", "turbomind_off", "capability")
 
 QPN_M1_CONTRACT_MESSAGE = "AWQ QPN M1 requires native-g32 TP4 E512 C1"
 QPN_M1_NATIVE_MESSAGE = "AWQ QPN M1 requires a native build with CUDA arch 7.0"

@@ -66,6 +66,10 @@ def selector_engine(engine: EngineConfig) -> bool:
     return engine.spec_method == SELECTOR_METHOD and engine.selector_top_k > 0
 
 
+# The codes `guard_prerequisites` can return (declared for `routectl coverage`).
+GUARD_CODES = ("policy_disabled", "capability_not_70", "not_dflash_selector")
+
+
 def guard_prerequisites(
     field: str, policy: ResolvedPolicy, hardware: Hardware, engine: EngineConfig
 ) -> Check:

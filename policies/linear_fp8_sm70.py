@@ -196,6 +196,13 @@ def route_outcome(
 # --- selection ---------------------------------------------------------------------------------
 
 
+# The codes of the policy gates every candidate passes (`_w8a16_rule`, `_disabled`) and of
+# QPN8's own (`block_qpn8_policy`), declared once for `routectl coverage`.
+W8A16_RULE_CODES = ("not_w8a16_consumer",)
+DISABLED_CODES = ("disabled_kernel",)
+BLOCK_QPN8_POLICY_CODES = ("block_qpn8_disabled", "explicit_variant_retained", "marlin_selected")
+
+
 def block_qpn8_policy(options: fs.Fp8Sm70Options) -> Check:
     """The policy gate of QPN8Fp8BlockScaledMMLinearKernel (docs/contracts/fp8.md §2.3):
     block_qpn8 on, no explicitly configured fused or prescaled variant to retain (named in

@@ -36,6 +36,44 @@ FP8_PP2_TP4 = (2, 4)
 QPN4_DOWN_N = 5120
 QPN4_GATE_UP_K = 5120
 
+# The reason codes each rule can return, declared once (`routectl coverage` declares a site
+# for each; tests/test_coverage.py holds every code a rule returns to its tuple).
+NVFP4_WORKLOAD_CODES = (
+    "spec_method_not_dflash",
+    "spec_tokens_not_7",
+    "selector_top_k_not_16",
+    "pp_not_1",
+    "dbo_enabled",
+    "ubatch_above_1",
+)
+DFLASH2_VERIFIER_CODES = (
+    "capability_not_70",
+    "architecture_not_qwen3_5",
+    "dtype_not_float16",
+    *(code for _, _, code, _ in DFLASH2_DIMENSIONS),
+    *NVFP4_WORKLOAD_CODES,
+)
+QPN2_ROLE_CODES = ("qpn2_role_unqualified",)
+QPN4_WORKLOAD_CODES = ("qpn4_concurrency", "qpn4_speculation")
+QPN4_LAYER_CODES = (
+    "qpn4_down_k",
+    "qpn4_down_n",
+    "qpn4_gate_up_needs_dense_gated_silu",
+    "qpn4_gate_up_k",
+    "qpn4_gate_up_n",
+    "qpn4_gate_up_widths",
+    "qpn4_role_unqualified",
+)
+AWQ_EXACT_DENSE_ROLE_CODES = ("exact_dense_role_unqualified",)
+FP8_PP2_TP4_CODES = (
+    "fp8_pp_not_2",
+    "fp8_tp_not_4",
+    "fp8_pp2_tp4_concurrency",
+    "fp8_pp2_tp4_dbo",
+    "fp8_pp2_tp4_ubatch",
+    "fp8_pp2_tp4_speculation",
+)
+
 
 def nvfp4_workload_qualified(engine: EngineConfig) -> Check:
     """DFlash with 7 speculative tokens and selector top-k 16, PP 1, no DBO, ubatch <= 1."""

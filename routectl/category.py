@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from routectl.rows import Invariance, RowSpec
+from routectl.sites import DecisionSites, Site, route_sites
 
 Route = Mapping[str, Any]
 
@@ -78,6 +79,21 @@ class Category:
         `routectl.rows.Invariance`). `routectl check` verifies each on every run and the
         route matrix collapses them; the default declares none."""
         return ()
+
+    # --- decision coverage (`routectl coverage`, docs/coverage.md) -------------------------
+    # Kept as one block: the category's declared decision sites and what one route reaches.
+
+    def decision_sites(self) -> DecisionSites | None:
+        """Every decision site this category's rows should reach (candidates with the reason
+        codes each can return, fallbacks, variables, qualification rules, native ops) and the
+        sites declared unreachable or recorded-only; None: the category declares none."""
+        return None
+
+    def reached_sites(self, route: Route) -> set[Site]:
+        """The sites one replayed route reaches. The default walks routectl's generic shapes
+        (`routectl.sites.route_sites`); a category whose own route shape records rules adds
+        them. Variables are not read from routes: routectl resolves each row's policy."""
+        return route_sites(route)
 
 
 __all__ = ["Category", "Route"]

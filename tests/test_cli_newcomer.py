@@ -36,6 +36,7 @@ def test_help_summaries_are_whole_sentences():
     assert commands == [
         "  check     Replay every row and compare it with the retained snapshots.",
         "  config    Print a resolved policy: values, sources, warnings, hash.",
+        "  coverage  Report the decision sites the rows reach.",
         "  diff      Compare the working tree's rows with another git ref's.",
         "  explain   Show why one row routes where it does.",
         "  list      List the categories, their row counts and descriptions.",
@@ -57,7 +58,7 @@ def test_misspelled_command_category_and_row_id_suggest_the_closest(tmp_path):
         (
             ["chekc"],
             "error: no such command 'chekc'; did you mean check? (commands: check, "
-            "config, diff, explain, list, matrix, native, parity, report, snapshot)",
+            "config, coverage, diff, explain, list, matrix, native, parity, report, snapshot)",
         ),
         (
             ["native", "prob"],

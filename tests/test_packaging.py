@@ -22,6 +22,7 @@ SCHEMAS = {
     "startup-report",
     "observed",
     "profile",
+    "coverage",
 }
 
 

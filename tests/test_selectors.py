@@ -682,6 +682,7 @@ def test_awq_nothing_can_serve_when_both_are_disabled():
         awq_load(env={DISABLED: both})
     assert info.value.code == "no_kernel"
     assert all(v.stage == "disabled" for v in info.value.verdicts)
+    assert [v.code for v in info.value.verdicts] == ["disabled_kernel"] * len(AWQ_DENSE_ORDER)
 
 
 def test_awq_verdict_stages_name_the_policy_gates():

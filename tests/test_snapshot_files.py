@@ -750,6 +750,55 @@ def valid_documents(tmp_path_factory):
         "startup-report": startup,
         "observed": observed,
         "profile": {"schema_version": 1, "routes": {"model.layers.*": ["K", "no fallback"]}},
+        "coverage": _coverage_document(),
+    }
+
+
+def _coverage_document() -> dict:
+    figures = {
+        "declared": 2,
+        "reached": 1,
+        "unreachable": 0,
+        "recorded_only": 0,
+        "uncovered": 1,
+        "undeclared": 0,
+        "stale": 0,
+    }
+    site = {
+        "site": "reason:K:k_off",
+        "kind": "reason",
+        "subject": "K",
+        "code": "k_off",
+        "state": "reached",
+        "row": "edge:refused",
+        "reason": None,
+        "test": None,
+    }
+    return {
+        "schema_version": 1,
+        "ok": False,
+        "percent": 50.0,
+        "totals": figures,
+        "categories": [
+            {
+                "name": "toy-a",
+                "declares": True,
+                "rows": 3,
+                **figures,
+                "by_kind": {"reason": {"declared": 1, "reached": 1}},
+                "sites": [
+                    site,
+                    {
+                        **site,
+                        "site": "chosen:K",
+                        "kind": "chosen",
+                        "code": None,
+                        "state": "uncovered",
+                        "row": None,
+                    },
+                ],
+            }
+        ],
     }
 
 

@@ -162,8 +162,16 @@ def test_ci_runs_the_readme_test_command_verbatim():
         for line in (ROOT / ".ci" / "run").read_text().splitlines()
         if line and not line.startswith("#")
     ]
-    # Exactly the README's test command, then the linters its `dev` extra installs.
-    assert ci[2:] == [commands[0], "ruff check .", "ruff format --check .", "mypy", "lint-imports"]
+    # Exactly the README's test command, the strict decision coverage, then the linters its
+    # `dev` extra installs.
+    assert ci[2:] == [
+        commands[0],
+        "python -m routectl coverage --strict",
+        "ruff check .",
+        "ruff format --check .",
+        "mypy",
+        "lint-imports",
+    ]
     assert "'.[test,dev]'" in commands[0]
     main_job = [b.strip() for b in blocks if "routectl check" in b and "pip install" in b]
     assert set(main_job) == {"pip install torch==2.13.0 && pip install . && routectl check"}

@@ -44,6 +44,20 @@ LAYOUT_TURBOMIND = "awq_sm70"
 LAYOUT_TRITON = "awq_gemm"
 
 
+# The codes of the shared checks below, declared once for the classes' `reason_codes`.
+PACKING_CODES = ("not_awq_gemm_packing",)
+GROUP_AND_DIMS_CODES = (
+    "unsupported_group_size",
+    "k_not_positive",
+    "n_not_positive",
+    "k_not_multiple_of_group",
+    "n_not_multiple_of_8",
+    "packing_mismatch",
+    "g_idx_unsupported",
+)
+SM70_OR_NEWER_CODES = ("requires_sm70_or_newer",)
+
+
 def _packing_check(layer: Any) -> Check:
     if not isinstance(layer, AwqLayer):
         return reject("not_awq_gemm_packing", "requires AWQ GEMM checkpoint packing")
@@ -105,6 +119,14 @@ def _sm70_or_newer(capability: int) -> Check:
 class TurboMindAwqLinearKernel(LinearKernel):
     required_ops = (PREPARE_OP,)
     ops_label = "AWQ"
+    reason_codes = (
+        *SM70_OR_NEWER_CODES,
+        *PACKING_CODES,
+        "not_asymmetric_uint4",
+        "activation_not_fp16",
+        *GROUP_AND_DIMS_CODES,
+        "missing_native_ops",
+    )
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
@@ -155,6 +177,7 @@ class TurboMindAwqLinearKernel(LinearKernel):
 
 class TritonAwqLinearKernel(LinearKernel):
     required_ops = ()
+    reason_codes = (*SM70_OR_NEWER_CODES, *PACKING_CODES, *GROUP_AND_DIMS_CODES)
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:

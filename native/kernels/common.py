@@ -28,6 +28,9 @@ class LinearKernel:
     required_ops: ClassVar[tuple[str, ...]] = ()
     # Label in the missing-operator reason ("missing native <label> operators: [...]").
     ops_label: ClassVar[str] = ""
+    # Every reason code is_supported and can_implement can return (`routectl coverage`
+    # declares a site for each; selection refuses a code not listed). None: undeclared.
+    reason_codes: ClassVar[tuple[str, ...] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

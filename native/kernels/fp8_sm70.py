@@ -205,6 +205,13 @@ class TurboMindFp8LinearKernel(LinearKernel):
     preparation (`plan_turbomind`)."""
 
     required_ops: ClassVar[tuple[str, ...]] = (FP8_PREPARE_OP,)
+    reason_codes: ClassVar[tuple[str, ...] | None] = (
+        "requires_volta",
+        "not_w8a16_layout",
+        "not_block_scaled",
+        "activation_not_fp16",
+        "missing_native_ops",
+    )
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
@@ -257,6 +264,16 @@ class QPN8Fp8BlockScaledMMLinearKernel(TurboMindFp8LinearKernel):
     inherited one, which declines."""
 
     required_ops = BLOCK_QPN8_OPS
+    reason_codes = (
+        "requires_volta_or_turing",
+        "not_w8a16_layout",
+        "grouped_bmm",
+        "input_output_not_fp16",
+        "not_static_e4m3_block",
+        "weight_rank",
+        "n_k_not_multiple_of_128",
+        "missing_native_ops",
+    )
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:

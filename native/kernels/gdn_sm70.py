@@ -46,6 +46,10 @@ class GdnLayout:
         }
 
 
+# The codes `can_implement_combined_split` can return (declared for `routectl coverage`).
+COMBINED_SPLIT_CODES = ("query_rows", "dtype", "local_tail_layout")
+
+
 def can_implement_combined_split(rows: int, dtype: str, qkv: int, z: int, ba: int) -> Check:
     """The combined split kernel's predicate: query rows, then dtype, then the local
     widths (the order in which upstream's reason codes are pinned)."""

@@ -97,6 +97,10 @@ def packed_dims(layer: Nvfp4Layer) -> tuple[int, int]:
 
 class TurboMindNvFp4LinearKernel(LinearKernel):
     required_ops: ClassVar[tuple[str, ...]] = ()
+    reason_codes: ClassVar[tuple[str, ...] | None] = (
+        "requires_sm70_or_sm72",
+        "not_ct_nvfp4_layout",
+    )
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
@@ -127,6 +131,17 @@ class TurboMindNvFp4LinearKernel(LinearKernel):
 class Qpn2NvFp4LinearKernel(TurboMindNvFp4LinearKernel):
     required_ops = QPN2_REQUIRED_OPS
     ops_label = "QPN2"
+    reason_codes = (
+        "requires_sm70_or_sm72",
+        "not_ct_nvfp4_layout",
+        "packed_weight_rank",
+        "k_not_positive",
+        "k_not_multiple_of_128",
+        "n_not_positive",
+        "local_dims_mismatch",
+        "gated_n_not_multiple_of_64",
+        "missing_native_ops",
+    )
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:
@@ -176,6 +191,7 @@ class Qpn2NvFp4LinearKernel(TurboMindNvFp4LinearKernel):
 class Qpn4NvFp4LinearKernel(TurboMindNvFp4LinearKernel):
     required_ops = QPN4_REQUIRED_OPS
     ops_label = "QPN4"
+    reason_codes = ("requires_sm70_or_sm72", "not_ct_nvfp4_layout", "missing_native_ops")
 
     @classmethod
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check:

@@ -72,6 +72,20 @@ class TuringQpn8Options:
 
 class TuringQpn2NvFp4LinearKernel(LinearKernel):
     required_ops = TURING_QPN2_REQUIRED_OPS
+    reason_codes = (
+        "requires_sm75",
+        "not_turing_nvfp4_layer",
+        "activation_not_fp16",
+        "packed_weight_rank",
+        "n_not_positive",
+        "k_not_positive",
+        "k_not_multiple_of_128",
+        "nvfp4_dtypes",
+        "scale_shape",
+        "missing_native_ops",
+    )
+    # The codes `policy_check` can return.
+    policy_codes = ("dense_qpn2_disabled", "legacy_backend_override")
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:
@@ -137,6 +151,20 @@ class TuringQpn2NvFp4LinearKernel(LinearKernel):
 
 class TuringQpn8Fp8LinearKernel(LinearKernel):
     required_ops = QPN8_REQUIRED_OPS
+    reason_codes = (
+        "requires_sm75",
+        "not_turing_fp8_layer",
+        "input_output_not_fp16",
+        "not_static_per_tensor_e4m3",
+        "weight_rank",
+        "n_not_positive",
+        "k_not_positive",
+        "n_not_multiple_of_32",
+        "k_not_multiple_of_128",
+        "missing_native_ops",
+    )
+    # The codes `policy_check` can return.
+    policy_codes = ("qpn8_disabled",)
 
     @classmethod
     def is_supported(cls, capability: int) -> Check:

@@ -12,11 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from native import meta_tensors
-from native.awq_schemas import PREPARE_COMPACT_OP, QPN_M1_OP
+from native import meta_tensors, ops_moe
+from native.awq_schemas import PREPARE_COMPACT_OP, PREPARE_OP, QPN_M1_OP
 from native.moe_layer import AwqMoeLayer
 from native.ops_moe import INDEXED_W13_OP, PERMUTE_METADATA_OP, SINGLE_TOKEN_OP
-from policies.awq_moe import TURBOMIND, bank_bytes, load_awq_moe
+from policies.awq_moe import (
+    MOE_WNA16,
+    TURBOMIND,
+    TURBOMIND_CODES,
+    WNA16_CODES,
+    bank_bytes,
+    load_awq_moe,
+)
 from policies.awq_moe_admission import TOKEN_COUNT_CODE
 from policies.categories.basis import MOE_BASIS
 from policies.categories.matrix import (
@@ -29,11 +36,22 @@ from policies.categories.matrix import (
     with_probes,
 )
 from policies.categories.route_schemas import route_fragment
+from policies.categories.sites import field_keys
+from policies.variables import FIELDS
 from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.reasons import refusal_text
 from routectl.replay.harness import ReplayContext, route_from_prepared
 from routectl.rows import Invariance, Probe, RowSpec
+from routectl.sites import (
+    DecisionSites,
+    Site,
+    candidate_sites,
+    fallback_sites,
+    op_sites,
+    recorded_only,
+    variable_sites,
+)
 
 NAME = "sm70-awq-moe"
 CAPABILITY = 70
@@ -214,6 +232,62 @@ INVARIANCES = (
         "route.dispatch; selection and the prepared banks never read it",
     ),
 )
+# The method candidates (policies/awq_moe.py select_method), every op the family prepares or
+# dispatches, the fallbacks it records and the fields it reads. The stage lanes (lane.*,
+# w13.*, w2.*, reduce.*) are recorded as `stages`, not yet declared as sites.
+OPS = (PREPARE_OP, PREPARE_COMPACT_OP, *ops_moe.OPS)
+FALLBACKS = (
+    "sm70_turbomind.awq_moe",
+    "sm70_awq_moe.compact_metadata",
+    "sm70_awq_moe.indexed_prefill",
+)
+# tune_small_shapes is native tactic tuning, numerics only: it decides no route.
+VARIABLES = (
+    *(f.key for f in FIELDS if f.section == "sm70_awq_moe" and f.name != "tune_small_shapes"),
+    "sm70_turbomind.awq_moe",
+    "sm70_turbomind.quant_backend",
+)
+PINNED = (
+    "the row count is pinned at 562 (tests/test_review_moe_change.py, the README), so a "
+    "resolution test proves it"
+)
+ROUTES = "tests/test_awq_moe_routes.py::"
+LAYER_REFUSALS = ROUTES + "test_method_selection_names_each_layer_refusal"
+# (candidate, code) -> the test that proves it.
+RECORDED = {
+    (TURBOMIND, "turbomind_off"): "tests/test_awq_moe_admission.py::"
+    "test_family_gate_policy_reasons_name_their_source",
+    (TURBOMIND, "capability"): "tests/test_awq_moe_admission.py::"
+    "test_family_gate_capability_window",
+    (TURBOMIND, "weight_bits"): LAYER_REFUSALS,
+    (TURBOMIND, "zero_points"): LAYER_REFUSALS,
+    (TURBOMIND, "bias"): LAYER_REFUSALS,
+    (TURBOMIND, "group_size"): LAYER_REFUSALS,
+    (TURBOMIND, "missing_native_ops"): ROUTES + "test_missing_method_ops_fall_back_to_moe_wna16",
+    (MOE_WNA16, "weight_bits"): ROUTES + "test_bits_neither_method_serves_is_a_load_error",
+    (MOE_WNA16, "group_size"): LAYER_REFUSALS,
+}
+
+
+def decision_sites() -> DecisionSites:
+    sites = [
+        *candidate_sites(TURBOMIND, TURBOMIND_CODES),
+        *candidate_sites(MOE_WNA16, WNA16_CODES),
+        *fallback_sites(FALLBACKS),
+        *op_sites(OPS),
+        *variable_sites(field_keys(*VARIABLES)),
+    ]
+    declarations = {
+        Site("reason", name, code): recorded_only(PINNED, test)
+        for (name, code), test in RECORDED.items()
+    }
+    provider = ROUTES + "test_a_turbomind_refusal_by_hardware_build_or_layer_is_a_recorded_fallback"
+    declarations[Site("set", "sm70_turbomind.awq_moe")] = recorded_only(PINNED, provider)
+    declarations[Site("fallback", "sm70_turbomind.awq_moe")] = recorded_only(PINNED, provider)
+    switches = ROUTES + "test_each_switch_reaches_the_decision"
+    for name in ("layer_allowlist", "layer_denylist"):
+        declarations[Site("set", f"sm70_awq_moe.{name}")] = recorded_only(PINNED, switches)
+    return DecisionSites(tuple(sites), declarations)
 
 
 class AwqMoeCategory(Category):
@@ -232,6 +306,9 @@ class AwqMoeCategory(Category):
 
     def invariances(self) -> Sequence[Invariance]:
         return INVARIANCES
+
+    def decision_sites(self) -> DecisionSites:
+        return decision_sites()
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         """Load the row's layer (every expert of both banks) and dispatch each token count

@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from native import awq_schemas
+from native.kernels import awq_dense as awq
+from native.kernels.common import SILU_AND_MUL_OP
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import KV_NEVER_READ, NOT_APPLICABLE, ModelScope, row_id
+from policies.categories.sites import DISABLED_CODE, field_keys, kernel_sites
 from policies.variables import env_var as var
 from routectl.rows import Invariance, Probe
+from routectl.sites import (
+    DecisionSites,
+    Declaration,
+    Site,
+    fallback_sites,
+    op_sites,
+    recorded_only,
+    unreachable,
+    variable_sites,
+)
 
 NAME = "sm70-awq-linear"
 TOKEN_COUNTS = (1, 4, 8, 4096, 8192)
@@ -80,6 +94,89 @@ INVARIANCES = (
         "(M <= max_num_batched_tokens); selection and preparation never read it",
     ),
 )
+TURBOMIND = awq.TurboMindAwqLinearKernel.name
+TRITON = awq.TritonAwqLinearKernel.name
+BACKEND_CODE = "backend_not_selected"
+# The family's policy gates, per candidate (policies/linear_awq.py), before the class's own.
+POLICY_CODES = {
+    TURBOMIND: (BACKEND_CODE, DISABLED_CODE, "awq_turbomind_disabled", "not_sm70"),
+    TRITON: (BACKEND_CODE, DISABLED_CODE, "turbomind_route_admitted"),
+}
+OPS = (
+    awq_schemas.PREPARE_OP,
+    awq.AWQ_GEMM_OP,
+    awq.AWQ_DEQUANTIZE_OP,
+    awq.TORCH_MM_OP,
+    SILU_AND_MUL_OP,
+)
+FALLBACKS = ("sm70_awq.enabled", "sm70_awq.prefill_exact_dense")
+VARIABLES = ("sm70_awq", "linear_backend", "disabled_kernels")
+PINNED = "the row count is pinned at 334 (docs/contracts/core.md), so a test proves it"
+SELECTORS = "tests/test_selectors.py::"
+CAPABILITY = "tests/test_capability_awq.py::"
+
+
+# Capability codes of the shared checks -> the test that proves each on both classes.
+SHAPE_TESTS = {
+    "requires_sm70_or_newer": "test_both_kernels_need_capability_70_or_newer",
+    "not_awq_gemm_packing": "test_awq_gemm_packing_is_required",
+    "unsupported_group_size": "test_unsupported_groups",
+    "k_not_positive": "test_k_n_group_boundaries",
+    "n_not_positive": "test_k_n_group_boundaries",
+    "k_not_multiple_of_group": "test_k_n_group_boundaries",
+    "n_not_multiple_of_8": "test_k_n_group_boundaries",
+    "packing_mismatch": "test_k_n_reasons_carry_values_and_packing_must_hold",
+    "g_idx_unsupported": "test_g_idx_and_missing_prepare_op",
+}
+TURBOMIND_TESTS = {
+    "not_asymmetric_uint4": "test_turbomind_only_rules",
+    "activation_not_fp16": "test_turbomind_only_rules",
+}
+
+
+def _declarations() -> dict[Site, Declaration]:
+    out: dict[Site, Declaration] = {}
+    for code, test in SHAPE_TESTS.items():
+        for kernel in (TURBOMIND, TRITON):
+            out[Site("reason", kernel, code)] = recorded_only(
+                f"{PINNED}: a checkpoint no row has", CAPABILITY + test
+            )
+    for code, test in TURBOMIND_TESTS.items():
+        out[Site("reason", TURBOMIND, code)] = recorded_only(
+            f"{PINNED}: a checkpoint no row has", CAPABILITY + test
+        )
+    # Overrides the shared entry above: TurboMind's capability check is behind not_sm70.
+    out[Site("reason", TURBOMIND, "requires_sm70_or_newer")] = unreachable(
+        "the TurboMind route is admitted only on exactly SM70 (not_sm70, a policy gate "
+        "before capability), so its capability check never refuses"
+    )
+    backend = SELECTORS + "test_awq_linear_backend_filters_every_candidate"
+    for kernel in (TURBOMIND, TRITON):
+        out[Site("reason", kernel, BACKEND_CODE)] = recorded_only(
+            f"{PINNED}: a linear_backend other than auto or turbomind", backend
+        )
+    out[Site("set", "linear_backend")] = recorded_only(
+        f"{PINNED}: a linear_backend other than auto or turbomind", backend
+    )
+    disabled = SELECTORS + "test_awq_nothing_can_serve_when_both_are_disabled"
+    for kernel in (TURBOMIND, TRITON):
+        out[Site("reason", kernel, DISABLED_CODE)] = recorded_only(
+            f"{PINNED}: disabling a kernel by name", disabled
+        )
+    out[Site("set", "disabled_kernels")] = recorded_only(
+        f"{PINNED}: disabling a kernel by name", disabled
+    )
+    return out
+
+
+def decision_sites() -> DecisionSites:
+    sites: list[Site] = []
+    for kernel in awq.AWQ_DENSE_KERNELS:
+        sites += kernel_sites(kernel, POLICY_CODES[kernel.name])
+    sites += fallback_sites(FALLBACKS)
+    sites += op_sites(OPS)
+    sites += variable_sites(field_keys(*VARIABLES))
+    return DecisionSites(tuple(sites), _declarations())
 
 
 def category(loaders: dict[str, Any]) -> LinearCategory:
@@ -94,4 +191,5 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         gated_call_m=1,
         description="AWQ dense linears on SM70: TurboMind, Triton, fail-closed",
         declared_invariances=INVARIANCES,
+        sites=decision_sites,
     )

@@ -12,12 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from native.kernels.gdn_sm70 import GdnLayout
+from native.kernels.gdn_sm70 import COMBINED_SPLIT_CODES, GdnLayout
 from policies.categories.basis import DFLASH2_POLICY_BASIS
 from policies.categories.matrix import KV_NEVER_READ, ModelScope, matrix_rows, row_id, with_probes
 from policies.categories.route_schemas import route_fragment
-from policies.dflash2 import FIELD_NAMES, SECTION, gdn_admissions
-from policies.qualification import dflash2_verifier_qualified
+from policies.categories.sites import field_keys
+from policies.dflash2 import (
+    COMBINED_SPLIT_GUARD,
+    FIELD_NAMES,
+    GDN_GUARDS,
+    GUARD_CODES,
+    SECTION,
+    gdn_admissions,
+)
+from policies.qualification import DFLASH2_VERIFIER_CODES, dflash2_verifier_qualified
 from policies.variables import RETIRED, field, whole_table
 from routectl.category import Category
 from routectl.policy.resolve import variable_notices
@@ -25,6 +33,15 @@ from routectl.policy.text import value_lines
 from routectl.reasons import Check, reason_text
 from routectl.replay.harness import ReplayContext
 from routectl.rows import Invariance, Probe, RowSpec
+from routectl.sites import (
+    DecisionSites,
+    Site,
+    reason_sites,
+    recorded_only,
+    rule_outcomes,
+    rule_sites,
+    variable_sites,
+)
 
 NAME = "sm70-dflash2-policy"
 CAPABILITY = 70
@@ -115,6 +132,51 @@ INVARIANCES = (
         "model, the TP size and speculation only",
     ),
 )
+VERIFIER_RULE = "dflash2_verifier"
+POLICY_TESTS = "tests/test_dflash2_policy.py::"
+
+
+def decision_sites() -> DecisionSites:
+    """The verifier qualification and the four GDN guards, each passing, failing and
+    refusing with each code it can return, and the section's 18 switches."""
+    sites = [*rule_sites([VERIFIER_RULE]), *reason_sites(VERIFIER_RULE, DFLASH2_VERIFIER_CODES)]
+    for guard, _ in GDN_GUARDS:
+        codes = (*GUARD_CODES, *(COMBINED_SPLIT_CODES if guard == COMBINED_SPLIT_GUARD else ()))
+        sites += [*rule_sites([guard]), *reason_sites(guard, codes)]
+    sites += variable_sites(field_keys(SECTION))
+    pinned = (
+        "the row count is pinned at 406 (tests/test_dflash2_category.py), so a resolution "
+        "test proves it"
+    )
+    verifier = POLICY_TESTS + "test_verifier_qualification_reports_the_first_failing_rule"
+    # The rows reach architecture, hidden size and speculative method (the matrix's models
+    # and speculation); the verifier's other rules are proved on the rule itself.
+    declarations = {
+        Site("reason", VERIFIER_RULE, code): recorded_only(pinned, verifier)
+        for code in DFLASH2_VERIFIER_CODES
+        if code
+        not in ("architecture_not_qwen3_5", "hidden_size_not_5120", "spec_method_not_dflash")
+    }
+    guards = POLICY_TESTS + "test_guards_check_policy_then_capability_then_selector_engine"
+    for guard, _ in GDN_GUARDS:
+        for code in ("capability_not_70", "not_dflash_selector"):
+            declarations[Site("reason", guard, code)] = recorded_only(pinned, guards)
+    # The shipped layouts reach the tail-layout rule; query rows and dtype are the kernel's.
+    combined = POLICY_TESTS + "test_combined_split_predicate_checks_rows_then_dtype_then_widths"
+    for code in ("query_rows", "dtype"):
+        declarations[Site("reason", COMBINED_SPLIT_GUARD, code)] = recorded_only(pinned, combined)
+    return DecisionSites(tuple(sites), declarations)
+
+
+def route_rules(route: Mapping[str, Any]) -> set[Site]:
+    """The rules a policy row records: the verifier qualification and each GDN guard."""
+    rules = [
+        (VERIFIER_RULE, route["qualification"]),
+        *((g["name"], g) for g in route["gdn_admission"]),
+    ]
+    out = rule_outcomes((name, bool(check["ok"])) for name, check in rules)
+    out |= {Site("reason", name, check["code"]) for name, check in rules if check["code"]}
+    return out
 
 
 class Dflash2PolicyCategory(Category):
@@ -134,6 +196,12 @@ class Dflash2PolicyCategory(Category):
 
     def invariances(self) -> Sequence[Invariance]:
         return INVARIANCES
+
+    def decision_sites(self) -> DecisionSites:
+        return decision_sites()
+
+    def reached_sites(self, route: Mapping[str, Any]) -> set[Site]:
+        return route_rules(route)
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         engine = ctx.row.engine

@@ -29,11 +29,20 @@ from policies.categories.matrix import (
     with_probes,
 )
 from policies.categories.route_schemas import route_fragment
-from policies.flash_next import flash_next_decision
+from policies.categories.sites import field_keys
+from policies.flash_next import ROUTE_FIELDS, flash_next_decision
 from policies.flash_next_variables import CONTROL_NAMES, FIELD_NAMES, SECTION, VARIABLES
 from routectl.category import Category
 from routectl.replay.harness import ReplayContext
 from routectl.rows import Invariance, Probe, RowSpec
+from routectl.sites import (
+    DecisionSites,
+    Site,
+    recorded_only,
+    rule_outcomes,
+    rule_sites,
+    variable_sites,
+)
 
 NAME = "sm70-flash-next-batch"
 CAPABILITY = 70
@@ -173,6 +182,42 @@ INVARIANCES = (
 )
 
 
+RECORDED_CONTROLS = (
+    "fused_sigmoid_mixed_qkv",
+    "mtp_hc_cooperative",
+    "mtp_hc_full_unroll",
+    "mtp_moe_fp16_exact",
+    "mtp_ple_conv",
+    "mtp_router_batch",
+    "mtp_router_top16",
+    "mtp_shared_batch",
+    "nvfp4_moe_grouped_mtp5",
+    "qsa_mtp_topk",
+)
+
+
+def decision_sites() -> DecisionSites:
+    """Each rule of the Flash-Next route (policies/flash_next.py ROUTE_FIELDS) passing and
+    failing, and the section's 18 switches at their default and set. The rules' reason
+    codes are recorded with each verdict but not yet declared as sites."""
+    sites = [*rule_sites(ROUTE_FIELDS), *variable_sites(field_keys(SECTION))]
+    # Ten of the fourteen controls only travel with the row (`controls`); no probe sets them,
+    # as the 350 rows are pinned (docs/contracts/flashnext.md). The historical-settings test
+    # resolves every control off and compares the routes with the reference.
+    historical = "tests/test_flash_next_category.py::" + (
+        "test_historical_settings_change_exactly_the_reference_ids"
+    )
+    declarations = {
+        Site("set", f"{SECTION}.{name}"): recorded_only(
+            "a control the route records but no rule reads; the 350 rows are pinned "
+            "(docs/contracts/flashnext.md)",
+            historical,
+        )
+        for name in RECORDED_CONTROLS
+    }
+    return DecisionSites(tuple(sites), declarations)
+
+
 class FlashNextBatchCategory(Category):
     name = NAME
     basis = BASIS
@@ -187,6 +232,13 @@ class FlashNextBatchCategory(Category):
 
     def invariances(self) -> Sequence[Invariance]:
         return INVARIANCES
+
+    def decision_sites(self) -> DecisionSites:
+        return decision_sites()
+
+    def reached_sites(self, route: Mapping[str, Any]) -> set[Site]:
+        verdicts = route.get("flash_next_route", {})
+        return rule_outcomes((name, bool(v["ok"])) for name, v in verdicts.items())
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         row = ctx.row

@@ -20,6 +20,8 @@ from typing import Any
 
 from native import meta_tensors
 from native.kernels import fp8_moe as fm
+from native.kernels import fp8_sm70 as fp8_kernels
+from native.kernels.common import SILU_AND_MUL_OP
 from native.kernels.fp8_sm70 import FP8_PREPARE_OP
 from policies.categories.basis import MOE_BASIS
 from policies.categories.matrix import (
@@ -30,14 +32,24 @@ from policies.categories.matrix import (
     row_id,
 )
 from policies.categories.route_schemas import route_fragment
+from policies.categories.sites import field_keys
 from policies.fp8_moe import TURBOMIND, load_fp8_moe
 from policies.fp8_moe_variables import field_of
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin
+from policies.variables import FIELDS
 from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.errors import SelectionError
 from routectl.replay.harness import ReplayContext, route_from_prepared
 from routectl.rows import Invariance, Probe, RowSpec
+from routectl.sites import (
+    DecisionSites,
+    Site,
+    candidate_sites,
+    op_sites,
+    recorded_only,
+    variable_sites,
+)
 
 NAME = "sm70-fp8-moe"
 CAPABILITY = 70
@@ -283,6 +295,64 @@ INVARIANCES = (
 )
 
 
+# The method candidate (policies/fp8_moe.py), every op the family prepares or dispatches,
+# and the fields it reads. The lanes per token count are recorded as `stages`, not yet
+# declared as sites; construction and prepare refusals fail closed (error rows).
+FP8_MOE_CODES = ("capability", "turbomind_off")
+OPS = (
+    fp8_kernels.FP8_PREPARE_OP,
+    fp8_kernels.STRIDED_PTRS_OP,
+    fm.LEGACY_OP,
+    fm.ST_DENSE_W13_OP,
+    fm.ST_INDEXED_W13_OP,
+    fm.ST_COMPACT_W13_OP,
+    fm.ST_DENSE_STAGE_OP,
+    fm.ST_INDEXED_STAGE_OP,
+    fm.GEMM_OP,
+    fm.PER_EXPERT_OP,
+    fm.DENSE_STAGE_OP,
+    fm.PERMUTE_OP,
+    fm.PERMUTE_SCRATCH_OP,
+    fm.UNPERMUTE_OP,
+    fm.EXACT_LAYOUT_OP,
+    fm.WEIGHTED_REDUCE_OP,
+    SILU_AND_MUL_OP,
+)
+
+
+def fm_fields() -> list[str]:
+    return [f.name for f in FIELDS if f.section == "sm70_fp8_moe"]
+
+
+# The section's three diagnostics never decide a route (policies/variables.py).
+DIAGNOSTICS = ("compact_compare", "compact_compare_reports", "strict_compare_fail")
+VARIABLES = (
+    "sm70_fp8.enabled",
+    "sm70_fp8.dequant_fallback",
+    "sm70_fp8.moe_dequant_fallback",
+    "sm70_turbomind.quant_backend",
+    *(f"sm70_fp8_moe.{name}" for name in fm_fields() if name not in DIAGNOSTICS),
+)
+PINNED = "the row count is pinned at 632 (docs/contracts/fp8moe.md), so a resolution test proves it"
+SINGLE_TOKEN_TEST = "tests/test_fp8_moe_contract.py::test_defaults_and_the_single_token_inputs"
+
+
+def decision_sites() -> DecisionSites:
+    sites = [
+        *candidate_sites(fm.TurboMindFp8MoE.name, FP8_MOE_CODES),
+        *op_sites(OPS),
+        *variable_sites(field_keys(*VARIABLES)),
+    ]
+    declarations = {
+        Site("set", f"sm70_fp8_moe.single_token_{name}"): recorded_only(
+            f"{PINNED}: the single-token inputs resolve the decomposed lane's stages",
+            SINGLE_TOKEN_TEST,
+        )
+        for name in ("w13", "w2", "reduce")
+    }
+    return DecisionSites(tuple(sites), declarations)
+
+
 class Fp8MoeCategory(Category):
     name = NAME
     basis = MOE_BASIS
@@ -301,6 +371,9 @@ class Fp8MoeCategory(Category):
 
     def invariances(self) -> Sequence[Invariance]:
         return INVARIANCES
+
+    def decision_sites(self) -> DecisionSites:
+        return decision_sites()
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         ns = ctx.namespace

@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from native import meta_tensors
+from native import meta_tensors, ops_fp8
 from native.kernels import fp8_sm70 as fs
+from native.kernels import turing
+from native.kernels.common import SILU_AND_MUL_OP
 from native.layers import BlockFp8Layer
+from policies import linear_fp8_sm70 as lf
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.matrix import (
     KV_NEVER_READ,
@@ -27,12 +30,24 @@ from policies.categories.matrix import (
     row_id,
 )
 from policies.categories.route_schemas import route_fragment
+from policies.categories.sites import field_keys, kernel_sites
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin, load_fp8_sm70
 from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.errors import SelectionError
 from routectl.replay.harness import ReplayContext, error_route, route_from_prepared
 from routectl.rows import Invariance, Probe, RowSpec
+from routectl.sites import (
+    DecisionSites,
+    Declaration,
+    Site,
+    candidate_sites,
+    fallback_sites,
+    op_sites,
+    recorded_only,
+    unreachable,
+    variable_sites,
+)
 
 NAME = "sm70-fp8-linear"
 CAPABILITY = 70
@@ -217,6 +232,113 @@ INVARIANCES = (
         "selection, preparation and the shared workspace never read it",
     ),
 )
+# The block-FP8 priority list (policies/linear_fp8_sm70.py): every candidate passes the W8A16
+# rule and disabled_kernels first; QPN8 then its own policy gate, both SM70 classes then
+# their capability (`reason_codes`). The foreign kernels never consume the W8A16 layout.
+POLICY_CODES = {
+    lf.QPN8_BLOCK.name: (*lf.DISABLED_CODES, *lf.BLOCK_QPN8_POLICY_CODES),
+    lf.TURBOMIND.name: lf.DISABLED_CODES,
+}
+FALLBACKS = ("block_qpn8", "qpn8", "qpn8_pp2_tp4", "prefill_exact_dense")
+# Every op the Python code prepares or dispatches: the QPN8 dequantize and gated-pair ops
+# are required ops the native dispatchers call inside, never recorded calls.
+INSIDE = (fs.QPN8_DEQUANTIZE_OP, fs.QPN8_GATED_PAIR_OP)
+OPS = (
+    *(op for op in ops_fp8.OPS if op not in INSIDE),
+    *turing.QPN8_REQUIRED_OPS,
+    SILU_AND_MUL_OP,
+    fs.TORCH_MM_OP,
+)
+PINNED = (
+    "the rows are the FP8 contract's (docs/contracts/fp8.md §6: 540 + 70 = 610, in "
+    "docs/commands.md and the README), so a resolution test proves it"
+)
+MUTATION = "tests/test_mutation_fp8.py::"
+POLICY = "tests/test_fp8_sm70_policy.py::"
+QPN8 = lf.QPN8_BLOCK.name
+TURBOMIND = lf.TURBOMIND.name
+NEITHER = (
+    MUTATION + "test_when_neither_sm70_kernel_passes_every_candidate_is_evaluated_on_this_device"
+)
+# (kind, subject, code) -> the test that proves the site.
+RECORDED: dict[tuple[str, str, str], str] = {
+    ("reason", QPN8, "disabled_kernel"): MUTATION
+    + "test_a_disabled_block_kernel_and_turbomind_name_both_in_the_load_error",
+    ("reason", TURBOMIND, "disabled_kernel"): MUTATION
+    + "test_a_disabled_block_kernel_and_turbomind_name_both_in_the_load_error",
+    ("reason", QPN8, "marlin_selected"): MUTATION + "test_block_kernel_policy_codes_in_order",
+    ("reason", QPN8, "requires_volta_or_turing"): MUTATION
+    + "test_block_kernel_policy_codes_in_order",
+    ("reason", QPN8, "grouped_bmm"): MUTATION + "test_block_kernel_can_implement_codes",
+    ("reason", QPN8, "input_output_not_fp16"): MUTATION + "test_block_kernel_can_implement_codes",
+    ("reason", QPN8, "not_static_e4m3_block"): MUTATION + "test_block_kernel_can_implement_codes",
+    ("reason", QPN8, "weight_rank"): MUTATION + "test_block_kernel_can_implement_codes",
+    ("reason", QPN8, "n_k_not_multiple_of_128"): MUTATION + "test_block_kernel_can_implement_codes",
+    ("reason", QPN8, "missing_native_ops"): "tests/test_coverage.py::"
+    "test_block_qpn8_refused_by_the_build_is_a_recorded_fallback",
+    ("reason", TURBOMIND, "requires_volta"): MUTATION
+    + "test_turbomind_can_implement_codes_in_order",
+    ("reason", TURBOMIND, "not_block_scaled"): MUTATION
+    + "test_turbomind_can_implement_codes_in_order",
+    ("reason", TURBOMIND, "activation_not_fp16"): MUTATION
+    + "test_turbomind_can_implement_codes_in_order",
+    ("reason", TURBOMIND, "missing_native_ops"): MUTATION
+    + "test_turbomind_can_implement_codes_in_order",
+    ("rejected", TURBOMIND, ""): NEITHER,
+    ("set", "disabled_kernels", ""): MUTATION
+    + "test_a_disabled_block_kernel_and_turbomind_name_both_in_the_load_error",
+    ("set", "linear_backend", ""): POLICY
+    + "test_linear_backend_with_a_foreign_kernel_fails_through_the_w8a16_rule",
+    ("set", "sm70_fp8.grouped_bmm_decode", ""): MUTATION
+    + "test_grouped_decode_lane_needs_its_shape_option_and_ops",
+    ("set", "sm70_fp8.prefill_fast_selector", ""): MUTATION
+    + "test_prefill_prescaled_needs_both_fields_and_its_op",
+    ("set", "sm70_fp8.prefill_prescaled", ""): MUTATION
+    + "test_prefill_prescaled_needs_both_fields_and_its_op",
+    ("op", fs.FP8_PREFILL_PRESCALED_OP, ""): MUTATION
+    + "test_prefill_prescaled_runs_at_exactly_m_8000_and_only_without_exact_dense",
+    ("set", "sm70_fp8.prescaled_decode", ""): POLICY + "test_explicit_enables",
+    ("fallback", "sm70_fp8.block_qpn8", ""): "tests/test_coverage.py::"
+    "test_block_qpn8_refused_by_the_build_is_a_recorded_fallback",
+    ("fallback", "sm70_fp8.qpn8_pp2_tp4", ""): MUTATION
+    + "test_non_explicit_pp2_tp4_with_missing_ops_records_its_own_field",
+    ("set", "sm70_fp8.prescaled_shared_gate", ""): MUTATION
+    + "test_prescaled_decode_of_the_shared_gate_layer_follows_its_own_field",
+}
+WRAPPER = (
+    "the layer reaches the list wrapped as the W8A16 request (policies/linear_fp8_sm70.py), "
+    "which is all either SM70 class is ever given"
+)
+VARIABLES = ("sm70_fp8", "sm70_turbomind.quant_backend", "linear_backend", "disabled_kernels")
+
+
+def decision_sites() -> DecisionSites:
+    sites: list[Site] = []
+    for kernel in fs.FP8_SM70_KERNELS:
+        sites += kernel_sites(kernel, POLICY_CODES[kernel.name])
+    for name in lf.FOREIGN:
+        sites += candidate_sites(name, (*lf.W8A16_RULE_CODES, *lf.DISABLED_CODES))
+    sites += fallback_sites(f"sm70_fp8.{f}" for f in FALLBACKS)
+    sites += op_sites(OPS)
+    sites += variable_sites(field_keys(*VARIABLES))
+    declarations: dict[Site, Declaration] = {
+        Site(kind, subject, code): recorded_only(PINNED, test)
+        for (kind, subject, code), test in RECORDED.items()
+    }
+    for name in (QPN8, TURBOMIND):
+        declarations[Site("reason", name, "not_w8a16_layout")] = unreachable(WRAPPER)
+    for name in lf.FOREIGN:
+        # Evaluated only when neither SM70 kernel passes; never chosen for a W8A16 layer.
+        declarations[Site("rejected", name)] = recorded_only(PINNED, NEITHER)
+        declarations[Site("reason", name, "not_w8a16_consumer")] = recorded_only(PINNED, NEITHER)
+        declarations[Site("chosen", name)] = unreachable(
+            "a foreign kernel never consumes the SM70 W8A16 layout (not_w8a16_consumer is "
+            "its first gate), so it is never chosen for this layer"
+        )
+        declarations[Site("reason", name, "disabled_kernel")] = unreachable(
+            "the W8A16 rule refuses a foreign kernel before disabled_kernels is asked"
+        )
+    return DecisionSites(tuple(sites), declarations)
 
 
 @dataclass(frozen=True)
@@ -242,6 +364,9 @@ class Fp8LinearCategory(Category):
 
     def invariances(self) -> Sequence[Invariance]:
         return INVARIANCES
+
+    def decision_sites(self) -> DecisionSites:
+        return decision_sites()
 
     def route_schema(self) -> Mapping[str, Any]:
         """`layers_route`: each layer's linear or error route by name, shared workspaces."""

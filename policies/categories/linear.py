@@ -15,6 +15,7 @@ from routectl.category import Category
 from routectl.policy.loaded import PreparedLayer
 from routectl.replay.harness import ReplayContext, replay_calls, route_from_prepared
 from routectl.rows import Invariance, Probe, RowSpec
+from routectl.sites import DecisionSites
 
 LAYER_PREFIX = "model.layers.0."
 
@@ -54,6 +55,8 @@ class LinearCategory(Category):
     description: str = ""  # one line, for `routectl list`
     # What the matrix dimensions never change (`Category.invariances`).
     declared_invariances: tuple[Invariance, ...] = ()
+    # The category's declared decision sites (`routectl coverage`); None: none declared.
+    sites: Callable[[], DecisionSites] | None = None
 
     @cached_property
     def _rows(self) -> tuple[RowSpec, ...]:
@@ -66,6 +69,9 @@ class LinearCategory(Category):
 
     def invariances(self) -> Sequence[Invariance]:
         return self.declared_invariances
+
+    def decision_sites(self) -> DecisionSites | None:
+        return None if self.sites is None else self.sites()
 
     def route(self, ctx: ReplayContext) -> dict[str, Any]:
         description = ctx.row.layer

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from native.kernels import nvfp4_sm70 as nv
+from policies import qualification as q
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import KV_NEVER_READ, NOT_APPLICABLE, ModelScope, row_id
+from policies.categories.sites import DISABLED_CODE, field_keys, kernel_sites
 from policies.variables import env_var as var
 from routectl.rows import Invariance, Probe
+from routectl.sites import (
+    DecisionSites,
+    Declaration,
+    Site,
+    fallback_sites,
+    op_sites,
+    recorded_only,
+    unreachable,
+    variable_sites,
+)
 
 NAME = "sm70-nvfp4-linear"
 TOKEN_COUNTS = (1, 8, 32, 64, 1024)
@@ -111,6 +124,115 @@ INVARIANCES = (
     ),
 )
 
+# The family's policy gates, per candidate (policies/linear_nvfp4.py), before the class's own.
+POLICY_CODES = {
+    nv.Qpn4NvFp4LinearKernel.name: (
+        DISABLED_CODE,
+        "qpn4_disabled",
+        *q.QPN4_WORKLOAD_CODES,
+        *q.QPN4_LAYER_CODES,
+        "insufficient_qpn4_workspace",
+    ),
+    nv.Qpn2NvFp4LinearKernel.name: (DISABLED_CODE, "qpn2_disabled", *q.QPN2_ROLE_CODES),
+    nv.TurboMindNvFp4LinearKernel.name: (DISABLED_CODE,),
+}
+# Every op the family's Python code prepares or dispatches; the ops the native dispatchers
+# call inside (QPN2 GEMM and gated GEMM, the compact-scale GEMM, QPN4 dequantize and
+# prefill) are required ops, never recorded calls.
+OPS = (
+    nv.TM_PREPARE_OP,
+    nv.QPN2_PREPARE_OP,
+    *nv.QPN2_SHARED_OPS,
+    nv.QPN2_DISPATCH_OP,
+    nv.QPN2_PREFILL_DISPATCH_OP,
+    nv.QPN4_PREPARE_OP,
+    nv.QPN4_PREPARE_SCALE_CODE_OP,
+    nv.QPN4_DISPATCH_OP,
+)
+FALLBACKS = ("qpn4", "qpn2", "shared_weight", "shared_scales")
+# The fields the SM70 family reads (dense_qpn2 of the section is the Turing family's).
+VARIABLES = (
+    *(f"sm70_nvfp4.{name}" for name in ("qpn2", "qpn4", "dense_gated_silu", "prefill")),
+    *(f"sm70_nvfp4.{name}" for name in ("prefill_min_m", "shared_weight", "shared_scales")),
+    "sm70_turbomind.nvfp4",
+    "sm70_turbomind.quant_backend",
+    "sm70_turbomind.batch_layouts",
+)
+
+QPN4 = nv.Qpn4NvFp4LinearKernel.name
+QPN2 = nv.Qpn2NvFp4LinearKernel.name
+TURBOMIND = nv.TurboMindNvFp4LinearKernel.name
+ENTRY = (
+    "the family is entered only on exactly SM70 (family_entry), where every Volta class "
+    "is supported"
+)
+LAYOUT = "every row describes a compressed-tensors NVFP4 layer, the only one this family loads"
+LAST = (
+    "TurboMind is the last candidate and is refused only by disabled_kernels or capability: "
+    "neither is in a row, as 342 rows are pinned (docs/contracts/core.md)"
+)
+PINNED = "the row count is pinned at 342 (docs/contracts/core.md), so a test proves it"
+CAPABILITY = "tests/test_capability_nvfp4.py::"
+SELECTORS = "tests/test_selectors.py::"
+
+
+def _declarations() -> dict[Site, Declaration]:
+    out: dict[Site, Declaration] = {}
+    for kernel in (QPN4, QPN2, TURBOMIND):
+        out[Site("reason", kernel, "requires_sm70_or_sm72")] = unreachable(ENTRY)
+        out[Site("reason", kernel, "not_ct_nvfp4_layout")] = unreachable(LAYOUT)
+    disabled = f"{PINNED}: disabling by name"
+    for kernel in (QPN4, QPN2):
+        test = "test_qpn4_disabled_by_name_leaves_the_down_proj_to_the_next_candidate"
+        if kernel == QPN2:
+            test = "test_disabled_kernels_by_variable_and_by_config"
+        out[Site("reason", kernel, DISABLED_CODE)] = recorded_only(disabled, SELECTORS + test)
+    out[Site("reason", TURBOMIND, DISABLED_CODE)] = unreachable(LAST)
+    out[Site("rejected", TURBOMIND)] = unreachable(LAST)
+    shapes = {
+        "packed_weight_rank": "test_qpn2_rank_k_and_n_rules",
+        "k_not_positive": "test_qpn2_rank_k_and_n_rules",
+        "n_not_positive": "test_qpn2_rank_k_and_n_rules",
+        "local_dims_mismatch": "test_qpn2_local_dimensions_must_match_the_packed_weight",
+        "gated_n_not_multiple_of_64": "test_qpn2_gated_layers_need_n_multiple_of_64",
+    }
+    for code, test in shapes.items():
+        out[Site("reason", QPN2, code)] = recorded_only(
+            f"{PINNED}: a layer shape no row has", CAPABILITY + test
+        )
+    qualification = {
+        "qpn4_down_k": "test_qpn4_down_proj_rules",
+        "qpn4_down_n": "test_qpn4_down_proj_rules",
+        "qpn4_gate_up_needs_dense_gated_silu": "test_qpn4_gate_up_rules",
+        "qpn4_gate_up_k": "test_qpn4_gate_up_rules",
+        "qpn4_gate_up_n": "test_qpn4_gate_up_rules",
+        "qpn4_gate_up_widths": "test_qpn4_gate_up_rules",
+    }
+    for code, test in qualification.items():
+        out[Site("reason", QPN4, code)] = recorded_only(
+            f"{PINNED}: a QPN4 layer rule no row breaks", "tests/test_qualification.py::" + test
+        )
+    entry = f"{PINNED}: rows outside the family are status rows"
+    for key in ("sm70_turbomind.nvfp4", "sm70_turbomind.quant_backend"):
+        out[Site("set", key)] = recorded_only(
+            entry, SELECTORS + "test_family_entry_follows_use_turbomind"
+        )
+    out[Site("op", nv.QPN2_DISPATCH_OP)] = recorded_only(
+        f"{PINNED}: the plain entry needs shared weight and prefill both off",
+        CAPABILITY + "test_dispatch_entry_and_prefill_min_m",
+    )
+    return out
+
+
+def decision_sites() -> DecisionSites:
+    sites: list[Site] = []
+    for kernel in nv.NVFP4_SM70_KERNELS:
+        sites += kernel_sites(kernel, POLICY_CODES[kernel.name])
+    sites += fallback_sites(f"sm70_nvfp4.{f}" for f in FALLBACKS)
+    sites += op_sites(OPS)
+    sites += variable_sites(field_keys(*VARIABLES))
+    return DecisionSites(tuple(sites), _declarations())
+
 
 def category(loaders: dict[str, Any]) -> LinearCategory:
     return LinearCategory(
@@ -123,4 +245,5 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         token_counts=TOKEN_COUNTS,
         description="CT NVFP4 weight-only linears on SM70: Qpn4, Qpn2, TurboMind",
         declared_invariances=INVARIANCES,
+        sites=decision_sites,
     )

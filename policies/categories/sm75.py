@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from native.kernels import turing as tu
 from policies.categories.basis import LINEAR_BASIS
 from policies.categories.linear import LinearCategory, layer
 from policies.categories.matrix import KV_NEVER_READ, NOT_APPLICABLE, ModelScope, row_id
+from policies.categories.sites import DISABLED_CODE, field_keys, kernel_sites
 from policies.variables import env_var as var
 from routectl.rows import Invariance, Probe
+from routectl.sites import DecisionSites, Site, op_sites, recorded_only, variable_sites
 
 NAME = "sm75-linear"
 TOKEN_COUNTS = (1, 8, 9, 32, 64, 1024)
@@ -106,6 +109,48 @@ INVARIANCES = (
         "fits every budget",
     ),
 )
+# Both candidates pass disabled_kernels first (policies/linear_turing.py); their own policy
+# gate, capability and layer codes are the classes' (`policy_codes`, `reason_codes`).
+# (The QPN8 prefill op is a required op the native dispatcher calls, never a recorded call.)
+OPS = (tu.QPN2_PREPARE_OP, tu.QPN2_GEMM_OP, tu.QPN8_PREPARE_OP, tu.QPN8_DISPATCH_OP)
+# The loaders answer a linear_backend other than auto or turbomind before selection.
+POLICY_CODES = (DISABLED_CODE, "backend_not_selected")
+VARIABLES = (
+    "sm70_nvfp4.dense_qpn2",
+    "sm70_turbomind.nvfp4",
+    "sm70_turbomind.quant_backend",
+    "sm70_fp8.enabled",
+    "linear_backend",
+    "disabled_kernels",
+)
+DISABLED_REASON = (
+    "disabling a Turing kernel by name is proved by a resolution test: the probes keep to "
+    "the rejections a row's verdicts show (457 rows, tests/test_cli_newcomer.py)"
+)
+DISABLED_TEST = "tests/test_selectors.py::test_turing_disabled_kernel_and_missing_ops"
+
+
+def decision_sites() -> DecisionSites:
+    sites: list[Site] = []
+    for kernel in tu.TURING_KERNELS:
+        sites += kernel_sites(kernel, POLICY_CODES)
+    sites += op_sites(OPS)
+    sites += variable_sites(field_keys(*VARIABLES))
+    declarations = {
+        Site("reason", kernel.name, DISABLED_CODE): recorded_only(DISABLED_REASON, DISABLED_TEST)
+        for kernel in tu.TURING_KERNELS
+    }
+    declarations[Site("set", "disabled_kernels")] = recorded_only(DISABLED_REASON, DISABLED_TEST)
+    for kernel, code in (
+        (tu.TuringQpn2NvFp4LinearKernel, "not_turing_nvfp4_layer"),
+        (tu.TuringQpn8Fp8LinearKernel, "not_turing_fp8_layer"),
+    ):
+        declarations[Site("reason", kernel.name, code)] = recorded_only(
+            "a layer of the other kernel's format: each family's loader is given only its "
+            "own layer kind, as the engine routes by checkpoint format",
+            "tests/test_capability_turing.py::test_layers_of_the_other_kernel_are_refused",
+        )
+    return DecisionSites(tuple(sites), declarations)
 
 
 def category(loaders: dict[str, Any]) -> LinearCategory:
@@ -119,4 +164,5 @@ def category(loaders: dict[str, Any]) -> LinearCategory:
         token_counts=TOKEN_COUNTS,
         description="Turing QPN2 NVFP4 and QPN8 FP8 linears",
         declared_invariances=INVARIANCES,
+        sites=decision_sites,
     )

@@ -146,6 +146,7 @@ def warn(message: str) -> None:
 COMMAND_MODULES: Mapping[str, str] = {
     "check": "snapshot_cmd",
     "config": "config_cmd",
+    "coverage": "coverage_cmd",
     "diff": "diff_cmd",
     "explain": "snapshot_cmd",
     "list": "snapshot_cmd",

@@ -31,6 +31,7 @@ from routectl.review.check import (
     fresh_snapshots,
     judge_against,
 )
+from routectl.review.coverage import delta_line, reached_delta
 from routectl.review.expected import (
     TODO_REASON,
     ExpectedChanges,
@@ -456,6 +457,28 @@ def emit_verdict(
         nl=False,
         color=color_on,
     )
+    line = coverage_line(result, project)
+    if line is not None:
+        # One line for the reviewer; stdout holds only the document in the other formats.
+        if fmt == "text":
+            click.echo(line)
+        else:
+            note(line)
+
+
+def coverage_line(result: CheckResult, project: Project) -> str | None:
+    """`coverage: +N sites reached (...), -M (... no longer reached)` when the rows that
+    moved add or remove reached decision sites (`routectl.review.coverage`); None else."""
+    listed = {c.name: c for c in project.categories}
+    deltas = {}
+    for name, fresh in result.fresh.items():
+        category = listed.get(name)
+        baseline = result.baseline.get(name)
+        if category is None or baseline is None:
+            continue
+        moved = result.comparison(name).moved
+        deltas[name] = reached_delta(category, baseline.rows, fresh.rows, moved)
+    return delta_line(deltas)
 
 
 def note_baseline_only(project: Project, result: CheckResult) -> None:

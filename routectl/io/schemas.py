@@ -31,6 +31,7 @@ SCHEMA_NAMES = (
     "startup-report",
     "observed",
     "profile",
+    "coverage",
 )
 # The schemas of routectl's own file formats, package data beside this code (in a wheel, a
 # checkout or a baseline worktree alike).

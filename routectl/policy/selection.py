@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from routectl.errors import RoutectlError
 from routectl.namespaces.native_ns import NativeNamespace
 from routectl.reasons import Check, Reason, Verdict
 
@@ -64,17 +65,37 @@ class KernelClass(Protocol):
     def can_implement(cls, layer: Any, ns: NativeNamespace) -> Check: ...
 
 
+class UndeclaredReason(RoutectlError):
+    """A capability class returned a reason code it does not declare (`reason_codes`): the
+    declaration `routectl coverage` reads is out of date, a bug of the class (exit 3)."""
+
+
+def declared_reason(kernel: Any, reason: Reason) -> Reason:
+    """`reason`, after checking that `kernel` declares its code when it declares any (a
+    class's `reason_codes`; None: the class declares none and nothing is checked)."""
+    declared = getattr(kernel, "reason_codes", None)
+    if declared is not None and reason.code not in declared:
+        name = getattr(kernel, "name", kernel)
+        raise UndeclaredReason(
+            f"{name} returned reason code {reason.code!r}, which its reason_codes do not "
+            f"declare (declared: {', '.join(declared) or 'none'})"
+        )
+    return reason
+
+
 def evaluate_kernel(
     kernel: type[KernelClass] | KernelClass, capability: int, layer: Any, ns: NativeNamespace
 ) -> Evaluation:
-    """is_supported, then can_implement; a missing-ops reason is staged as `ops`."""
+    """is_supported, then can_implement; a missing-ops reason is staged as `ops`. A class
+    that declares its `reason_codes` is held to them (`declared_reason`)."""
     ok, reason = kernel.is_supported(capability)
     if not ok:
         assert reason is not None
-        return Evaluation.failed(reason, "capability")
+        return Evaluation.failed(declared_reason(kernel, reason), "capability")
     ok, reason = kernel.can_implement(layer, ns)
     if not ok:
         assert reason is not None
+        reason = declared_reason(kernel, reason)
         stage = "ops" if reason.code == MISSING_OPS_CODE else getattr(reason, "stage", None)
         return Evaluation.failed(reason, stage or "capability")
     return Evaluation.passed()
