@@ -1,7 +1,7 @@
 """The `linear_backend` and `disabled_kernels` filters, for every accepted backend: each
 family's kept candidate list compared whole (names, order, and each candidate's verdict),
 not only the kernel that wins. Expected lists are literals from docs/contracts/core.md §1.3
-(`linear_backend` per family), §4 (AWQ dense) and docs/contracts/fp8.md §2.1 (the block-FP8
+(`linear_backend` per family), §2.3 (AWQ dense) and docs/contracts/fp8.md §2.1 (the block-FP8
 priority list and its backend narrowing).
 """
 
