@@ -7,7 +7,7 @@ where the rule's neighbours are not powers of two. Each tuning table's fallback 
 (`split_k 8 if gated or K % 256 else 16`) is tried at K = 256, 768 and 1280 against 128, 384 and
 640, and every table entry beside its untabled neighbours (the other gated flag, N one tile
 off). Literals from docs/contracts/core.md §2.1-2.3 and §4, docs/contracts/fp8.md §2.3, §3.2,
-§3.3, §3.5 and §5.8.
+§3.3, §3.5 and §5 (its item 8).
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def test_awq_exact_dense_needs_k_and_n_multiples_of_128(k: int, n: int, why: str
     ("rows", "ok"), [(128, True), (384, True), (640, True), (64, False), (192, False)]
 )
 def test_fp8_grouped_rows_per_group_are_multiples_of_128(rows: int, ok: bool) -> None:
-    # fp8.md §5.8: rows per group a multiple of 128 (two groups).
+    # fp8.md §5, item 8: rows per group a multiple of 128 (two groups).
     layer = BlockFp8Layer.of("model.layers.0.self_attn.wo_a", 4096, 2 * rows, groups=2)
     layer = dataclasses.replace(layer, scale_shape=(2 * -(-rows // 128), 32))
     if ok:
