@@ -287,7 +287,8 @@ def write_output(path: Path, data: str | bytes) -> None:
         write_text(path, data)
         return
     sys.stdout.flush()  # after what click already echoed
-    stream = click.get_binary_stream("stdout")
+    # The text stream's own buffer: what click's (deprecated since 8.5) get_binary_stream gave.
+    stream = sys.stdout.buffer
     stream.write(data.encode("utf-8") if isinstance(data, str) else data)
     stream.flush()
 
