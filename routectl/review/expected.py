@@ -38,7 +38,7 @@ from routectl.review.compare import (
     row_values,
     split_id,
 )
-from routectl.review.groups import ChangeGroup, canonical
+from routectl.review.groups import ChangeGroup, canonical, outside_quoted_keys
 from routectl.review.patterns import check_pattern_size, compile_glob, describe, is_glob
 from routectl.review.snapshot import qualified, read_json
 from routectl.suggest import ID_CUTOFF, did_you_mean
@@ -47,13 +47,31 @@ EXPECTED_VERSION = 3
 # Before version 3 a field path named a list item by its position (`route.stages[6]`); lists
 # are compared by identity since, so such a path would state a change no longer reported.
 POSITIONAL = re.compile(r"\[[0-9]+\]")
+
+
+def _positional_path(path: str) -> bool:
+    """Whether a field path names a list item by position (a quoted key's text aside)."""
+    return POSITIONAL.search(outside_quoted_keys(path, str, key=lambda _key: "")) is not None
+
+
 # A reason written by --write-expected for the reviewer to replace; CI warns while it stays.
 TODO_REASON = "TODO"
 
 
+# Any list item, by position or item key; never a quoted mapping key (`["a b"]`).
+_ANY_ITEM = r'\[(?!")[^\]]+\]'
+
+
 def path_regex(path: str) -> re.Pattern[str]:
-    """A field path where `[*]` matches any list item, by position or key."""
-    return re.compile(re.escape(path).replace(r"\[\*\]", r"\[[^\]]+\]"))
+    """A field path where `[*]` matches any list item, by position or key. Inside a quoted
+    mapping key (`["x[*]"]`) the text is the key's own and matches only itself."""
+    return re.compile(
+        outside_quoted_keys(
+            path, lambda part: re.escape(part).replace(r"\[\*\]", _ANY_ITEM), key=re.escape
+        )
+        if '"' in path
+        else re.escape(path).replace(r"\[\*\]", _ANY_ITEM)
+    )
 
 
 @dataclass(frozen=True)
@@ -239,7 +257,7 @@ def _refuse_positional(items: Sequence[Any], version: Any, source: str) -> None:
     or key) unless a stated field names a list item by position: then a hint to restate it."""
     for index, item in enumerate(items):
         for path in item.get("fields", {}) if _is_stated(item) else ():
-            if POSITIONAL.search(path):
+            if _positional_path(path):
                 raise InputError(
                     f"{source}: [{index}]: field {shorten(path)} names a list item by its "
                     f"position (expected-changes schema_version {version}); lists are compared "
@@ -677,7 +695,7 @@ class Merge:
 
 
 def _positional(item: Any) -> bool:
-    return _is_stated(item) and any(POSITIONAL.search(p) for p in item.get("fields") or {})
+    return _is_stated(item) and any(_positional_path(p) for p in item.get("fields") or {})
 
 
 def merge_expected(

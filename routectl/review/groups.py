@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -28,12 +28,31 @@ from routectl.review.snapshot import Row, qualified
 # dispatch record: `compare.item_keys`). Items keyed by name are not generalised: another
 # kernel's verdict is another change.
 LIST_INDEX = re.compile(r"\[(?:[0-9]+|M=[0-9]+(?:,[0-9]+)?)\]")
+# A mapping key that is not an identifier, as `format_path` writes it: `["x[3]"]`. Its text
+# is a name, never a place in a list, whatever brackets it holds.
+QUOTED_KEY = re.compile(r'\["(?:[^"\\]|\\.)*"\]')
 GROUP_KINDS = ("changed", "added", "removed")
 
 
+def outside_quoted_keys(
+    path: str, rewrite: Callable[[str], str], key: Callable[[str], str] = str
+) -> str:
+    """`path` with `rewrite` applied to each stretch between quoted keys, and `key` (by
+    default nothing) to each quoted key."""
+    out, start = [], 0
+    for found in QUOTED_KEY.finditer(path):
+        out += [rewrite(path[start : found.start()]), key(found.group())]
+        start = found.end()
+    out.append(rewrite(path[start:]))
+    return "".join(out)
+
+
 def general_path(path: str) -> str:
-    """`route.dispatch[*].plan.m` from `route.dispatch[M=8,0].plan.m` (or `[3]`)."""
-    return LIST_INDEX.sub("[*]", path)
+    """`route.dispatch[*].plan.m` from `route.dispatch[M=8,0].plan.m` (or `[3]`); a quoted
+    key (`route.flags["x[3]"]`) stays as it is: two such keys are two changes."""
+    if '"' not in path:
+        return LIST_INDEX.sub("[*]", path)
+    return outside_quoted_keys(path, lambda part: LIST_INDEX.sub("[*]", part))
 
 
 def canonical(value: Any) -> str:
