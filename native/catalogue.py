@@ -13,11 +13,25 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from native import ops_flash_next, ops_fp8, ops_fp8_moe, ops_linear, ops_moe
+from native import (
+    ops_flash_next,
+    ops_fp8,
+    ops_fp8_moe,
+    ops_linear,
+    ops_moe,
+    ops_v100_attention,
+)
 from routectl.namespaces.ops import OpSpec
 from routectl.project import Catalogue
 
-_FAMILIES: tuple[ModuleType, ...] = (ops_linear, ops_fp8, ops_moe, ops_flash_next, ops_fp8_moe)
+_FAMILIES: tuple[ModuleType, ...] = (
+    ops_linear,
+    ops_fp8,
+    ops_moe,
+    ops_flash_next,
+    ops_fp8_moe,
+    ops_v100_attention,
+)
 
 
 def _merge(modules: tuple[ModuleType, ...], attribute: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.categories.flash_next_batch import FLASH_NEXT_BATCH_CATEGORY
 from policies.categories.fp8_moe import FP8_MOE_CATEGORY
 from policies.categories.fp8_sm70 import FP8_CATEGORY
+from policies.categories.v100_attention import V100_ATTENTION_CATEGORY
 from policies.engine_loaders import AWQ_MOE_LOADER, FP8_MOE_LOADER, linear_loader
 from policies.flash_next import (
     engine_environment,
@@ -32,6 +33,7 @@ from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
+from policies.v100_attention_variables import SECTION as V100_ATTENTION_SECTION
 from routectl.family import Family, FamilyNameWarning, category_sections, replaced_by
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.workload import EngineConfig
@@ -149,6 +151,14 @@ FAMILIES: tuple[Family, ...] = (
         _volta_class,
         loader=FP8_MOE_LOADER,
         categories=(FP8_MOE_CATEGORY,),
+    ),
+    # docs/contracts/attention.md: the FLASH_ATTN_V100 attention routes. Policy-only like the
+    # verifier (it loads no linear layer); its category evaluates the selection procedure.
+    Family(
+        "v100_attention",
+        (V100_ATTENTION_SECTION,),
+        _volta,
+        categories=(V100_ATTENTION_CATEGORY,),
     ),
 )
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.flash_next_variables import FLASH_NEXT_FIELDS
+from policies.v100_attention_variables import V100_ATTENTION_FIELDS
 from routectl.errors import InputError
 from routectl.policy.fields import (
     INT,
@@ -872,6 +873,7 @@ FIELDS: tuple[Field, ...] = (
     # The families that declare their own field tables, one module each (the table is still
     # this one list: parsing, the typo check and KernelConfig read it).
     *FLASH_NEXT_FIELDS,
+    *V100_ATTENTION_FIELDS,
 )
 
 # Names without a field (docs/contracts/dflash2.md §1.4): known, so never reported as unknown.

@@ -51,6 +51,7 @@ def test_the_category_order_is_the_listed_order():
         "sm70-fp8-linear",
         "sm70-flash-next-batch",
         "sm70-fp8-moe",
+        "sm70-attention",
     ]
 
 
