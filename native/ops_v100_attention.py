@@ -43,7 +43,8 @@ LABELS: Mapping[str, str] = {label: entry[0] for label, entry in _ENTRIES.items(
 DDTREE_KERNEL = "_ddtree_paged_attention_kernel"
 
 OPS: dict[str, OpSpec] = {
-    name: OpSpec(f"{name}({args}) -> Tensor", doc=f"{doc} (row label `{label}`)")
+    # Each writes its output in place (`out`), as the backend's entries do.
+    name: OpSpec(f"{name}(Tensor(a!) out, {args}) -> ()", doc=f"{doc} (row label `{label}`)")
     for label, (name, args, doc) in _ENTRIES.items()
 }
 
