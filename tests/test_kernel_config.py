@@ -21,6 +21,7 @@ def test_sections_and_fields_come_from_the_table():
         "sm70_flash_next",
         "sm70_moe_single_token",
         "sm70_fp8_moe",
+        "v100_attention",
     }
     config = KernelConfig()
     for f in FIELDS:
