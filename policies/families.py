@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import warnings
 
-from native import ops_flash_next, ops_fp8, ops_fp8_moe, ops_linear, ops_moe
+from native import ops_flash_next, ops_fp8, ops_fp8_moe, ops_linear, ops_moe, ops_v100_attention
 from policies.awq_moe import select_awq_moe
 from policies.categories import awq_sm70, nvfp4_sm70, sm75
 from policies.categories.awq_moe import AWQ_MOE_CATEGORY
@@ -23,6 +23,7 @@ from policies.categories.dflash2_policy import DFLASH2_POLICY_CATEGORY
 from policies.categories.flash_next_batch import FLASH_NEXT_BATCH_CATEGORY
 from policies.categories.fp8_moe import FP8_MOE_CATEGORY
 from policies.categories.fp8_sm70 import FP8_CATEGORY
+from policies.categories.v100_attention import V100_ATTENTION_CATEGORY
 from policies.dflash2 import SECTION as DFLASH2_SECTION
 from policies.dflash2 import dflash2_hashed
 from policies.engine_loaders import AWQ_MOE_LOADER, linear_loader
@@ -41,6 +42,8 @@ from policies.linear_awq import load_awq_dense
 from policies.linear_fp8_sm70 import load_fp8_sm70
 from policies.linear_nvfp4 import load_nvfp4_sm70
 from policies.linear_turing import load_turing_fp8, load_turing_nvfp4
+from policies.v100_attention_variables import SECTION as V100_ATTENTION_SECTION
+from policies.v100_attention_variables import V100_ATTENTION_FIELDS
 from routectl.family import Family, FamilyNameWarning, category_sections, replaced_by
 
 
@@ -156,6 +159,16 @@ FAMILIES: tuple[Family, ...] = (
         # The AWQ MoE family's permute and reduce ops and the FP8 linears' prepare and
         # grouped-decode ops, then its own.
         ops=(ops_linear, ops_moe, ops_fp8, ops_fp8_moe),
+    ),
+    # docs/contracts/attention.md: the FLASH_ATTN_V100 attention routes. Policy-only like the
+    # verifier (it loads no linear layer); its category evaluates the selection procedure.
+    Family(
+        "sm70-attention",
+        (V100_ATTENTION_SECTION,),
+        _volta,
+        categories=(V100_ATTENTION_CATEGORY,),
+        fields=V100_ATTENTION_FIELDS,
+        ops=(ops_v100_attention,),
     ),
 )
 

@@ -33,6 +33,9 @@ class Category:
     # What a matrix cell shows when `matrix_label` gives no label (a policy category selects
     # no kernel: it says what it shows instead).
     matrix_subject: str = "kernel"
+    # Speculative methods this category's rows use beyond routectl's own (`SPEC_METHODS`): its
+    # rows' engines are built with `EngineConfig(declared_methods=...)` naming them.
+    spec_methods: tuple[str, ...] = ()
 
     def rows(self) -> Sequence[RowSpec]:
         """Every row of the category (matrix rows, then edge probes), ids unique."""

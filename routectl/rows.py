@@ -10,10 +10,14 @@ from typing import Any
 
 from routectl.workload import EngineConfig
 
+# The first slot also takes `-` and the spec slot digits: the attention category's ids
+# (`decode-h256g6-none-eager/float16/tp1/dflash2/c1/q4`) name a stage, head, GQA, mask and
+# capture there, and a speculative method of its own (docs/contracts/attention.md §6.1). Every
+# id of the earlier grammar is still one of this grammar.
 # Full-match, as the schemas' patterns are: `$` alone also matches before a final newline in
 # Python (not in ECMA-262 or jsonschema-rs), so "$(?!\n)" closes every pattern.
 ROW_ID = re.compile(
-    r"^(?:(edge:[a-z0-9_]+|[a-z0-9_]+/[a-z0-9_]+/tp[0-9]+/[a-z]+/c[0-9]+/q[0-9]+))$(?!\n)"
+    r"^(?:(edge:[a-z0-9_]+|[a-z0-9_-]+/[a-z0-9_]+/tp[0-9]+/[a-z0-9]+/c[0-9]+/q[0-9]+))$(?!\n)"
 )
 
 

@@ -3,7 +3,7 @@ decision (never read from the process)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SPEC_METHODS = ("none", "mtp", "dflash")
@@ -86,12 +86,18 @@ class EngineConfig:
     # `mtp` only) and fp16 accumulation.
     reduced_precision_reduction: bool | None = None
     fp16_accumulation: bool = False
+    # The speculative methods a category declares beyond SPEC_METHODS (`Category.spec_methods`:
+    # the attention category's `dflash2`, `ddtree`). Not a fact of the engine: it never enters
+    # equality, the JSON form or a hash.
+    declared_methods: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.spec_method not in SPEC_METHODS:
-            raise ValueError(f"speculative method must be one of {', '.join(SPEC_METHODS)}")
+        accepted = (*SPEC_METHODS, *self.declared_methods)
+        if self.spec_method not in accepted:
+            raise ValueError(f"speculative method must be one of {', '.join(accepted)}")
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        del out["declared_methods"]
         out["model"] = self.model.to_json() if self.model is not None else None
         return out

@@ -38,6 +38,14 @@ def sample(field: Field) -> tuple[str, Any]:
     if parser.name in ("int_bool", "strict_01"):
         default = field.default if isinstance(field.default, bool) else True
         return ("0", False) if default else ("1", True)
+    if parser.name in ("eq1", "ne0"):  # the attention section's raw switches
+        return ("0", False) if field.default else ("1", True)
+    if parser.name == "threshold":
+        return ("5", 5)
+    if parser.name == "partition":
+        return ("512", 512)
+    if parser.name == "text":
+        return ("routing", "routing")
     if parser.name == "positive_int":
         return ("9", 9)
     if parser.name == "int":

@@ -13,6 +13,7 @@ from pathlib import Path
 from tests.fixtures.toy import invoke, load, make_project, ok, tree_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
+WIDEST_KEY = len("v100_attention.prefill_dense_splitkv3_q8000_experimental")
 
 
 def test_version():
@@ -149,9 +150,9 @@ def test_explain_shows_the_family_sections_and_formats_bytes():
         invoke(["explain", "sm70-awq-moe:edge:qpn_m1_on", "--all-policy"], cwd=ROOT)
     ).stdout.splitlines()
     assert "policy (value, source; every section):" in every
-    # Every section: the longest key (sm70_fp8.block_qpn8_volta_turbomind_prefill) sets the
-    # column.
-    assert "  sm70_nvfp4.qpn2                             = false  (default)" in every
+    # Every section: the longest key (the attention section's
+    # v100_attention.prefill_dense_splitkv3_q8000_experimental) sets the column.
+    assert "  " + "sm70_nvfp4.qpn2".ljust(WIDEST_KEY) + " = false  (default)" in every
 
 
 def test_explain_says_why_there_is_no_dispatch():
@@ -221,6 +222,7 @@ def test_shell_completion_of_categories_and_row_ids():
     assert _complete("routectl check -c sm70-a", 3) == [
         "plain,sm70-awq-linear",
         "plain,sm70-awq-moe",
+        "plain,sm70-attention",
     ]
     assert _complete("routectl explain sm70-awq-linear:edge:native_m", 2) == [
         "plain,sm70-awq-linear:edge:native_missing"

@@ -505,6 +505,8 @@ ROUND_1_SECTIONS_70 = [
             "single_token_reduce",
         )
     ),
+    # Issue 35: the attention section, hashed on capability 70 for every engine.
+    "v100_attention",
 ]
 
 

@@ -173,7 +173,7 @@ def test_file_forms_versions_and_rejections():
     assert stated.index == 1 and not stated.from_id
     assert stated.rows == ((None, "edge:*"), ("cat-b", "m/**")) and stated.fields is None
     for data, message in [
-        ({"schema_version": 4, "changes": []}, "newer than this routectl reads (3)"),
+        ({"schema_version": 5, "changes": []}, "newer than this routectl reads (4)"),
         (
             doc({"rows": "m/**", "fields": {SPLIT: [1]}, "reason": "r"}),
             "f.json: [0]: field 'route.dispatch[*].plan.split_k' states [1]: state [OLD, NEW]",
@@ -197,7 +197,7 @@ def test_the_stated_document_of_a_verdict_passes_schema_and_states_each_group():
     document = stated_document([verdict])
     assert schema_violation("expected-changes", document) is None
     assert document == {
-        "schema_version": 3,
+        "schema_version": 4,
         "changes": [
             {
                 "rows": "cat-a:m/float16/tp{2,4}/none/c1/q4096",

@@ -23,6 +23,7 @@ CONTRACT_SECTIONS = frozenset(
         "sm70_flash_next",
         "sm70_moe_single_token",
         "sm70_fp8_moe",
+        "v100_attention",
     }
 )
 

@@ -248,6 +248,7 @@ def test_every_category_fits_100_columns_in_one_table(matrix_text):
     assert shows == {name: "kernel" for name in names} | {
         "sm70-dflash2-policy": "verifier policy",
         "sm70-flash-next-batch": "batch routes",
+        "sm70-attention": "routes",
     }
     # One header block per category: the linear grids are not split.
     assert sum(1 for line in lines if line.lstrip().startswith("kv: ")) == len(names)

@@ -72,11 +72,14 @@ def test_natively_read_field_conflict_is_an_input_error(field):
         resolve({field.variable: text}, typed_config(field, default))
 
 
-# An empty text is a valid (empty) layer list; every other parser refuses it.
+# An empty text is a valid (empty) layer list; every other parser refuses it. The attention
+# section's raw kinds (docs/contracts/attention.md §1.1: eq1, ne0 and free text) accept any
+# text by contract; tests/test_v100_attention_policy.py proves their reading.
+ANY_TEXT_PARSERS = ("name_list", "eq1", "ne0", "text")
 INVALID_TEXTS = [
     (f, bad)
     for f in VARIABLE_FIELDS
-    if f.parser.name != "name_list"
+    if f.parser.name not in ANY_TEXT_PARSERS
     for bad in ("yes", "", "1.5", "-x")
     if not (bad == "" and f.parser.name == "layer_list")
 ]

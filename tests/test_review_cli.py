@@ -62,7 +62,7 @@ def test_stated_round_trip(project):
         "then routectl check --expected-changes stated.json"
     )
     assert load(stated) == {
-        "schema_version": 3,
+        "schema_version": 4,
         "changes": [
             {
                 "rows": "toy-a:toy_model/{float16,fp8_e4m3}/tp{1,2}/none/c1/q64",

@@ -25,6 +25,7 @@ OWN_SHAPES = {
     "sm70-fp8-linear": "layers_route",
     "sm70-flash-next-batch": "flash_next_batch_route",
     "sm70-fp8-moe": "fp8_moe_row",
+    "sm70-attention": "v100_attention_route",
 }
 # A key only the category's own shape has.
 OWN_KEY = {
@@ -33,6 +34,7 @@ OWN_KEY = {
     "sm70-fp8-linear": "layers",
     "sm70-flash-next-batch": "flash_next_route",
     "sm70-fp8-moe": "stages",
+    "sm70-attention": "forwards",
 }
 
 

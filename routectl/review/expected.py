@@ -43,7 +43,11 @@ from routectl.review.patterns import check_pattern_size, compile_glob, describe,
 from routectl.review.snapshot import qualified, read_json
 from routectl.suggest import ID_CUTOFF, did_you_mean
 
-EXPECTED_VERSION = 3
+EXPECTED_VERSION = 4
+# Version 4 is version 3 with the row-id grammar of the attention category (docs/contracts/
+# attention.md §6.1: `-` in the first slot, digits in the spec): every version-3 file reads the
+# same. Field paths name list items by identity since version 3.
+IDENTITY_PATHS_VERSION = 3
 # Before version 3 a field path named a list item by its position (`route.stages[6]`); lists
 # are compared by identity since, so such a path would state a change no longer reported.
 POSITIONAL = re.compile(r"\[[0-9]+\]")
@@ -226,7 +230,7 @@ def parse_document(data: Any, categories: Collection[str], *, source: str) -> Ex
     _check_pattern_sizes(items, source)  # before the schema: its regex engine overflows
     problem = schema_violation("expected-changes", data)
     version = data.get("schema_version") if isinstance(data, dict) else 1
-    if problem is None and isinstance(items, list) and version != EXPECTED_VERSION:
+    if problem is None and isinstance(items, list) and version in (1, 2):
         _refuse_positional(items, version, source)
     if problem is not None or not isinstance(items, list):
         if isinstance(items, list):
@@ -261,7 +265,7 @@ def _refuse_positional(items: Sequence[Any], version: Any, source: str) -> None:
                 raise InputError(
                     f"{source}: [{index}]: field {shorten(path)} names a list item by its "
                     f"position (expected-changes schema_version {version}); lists are compared "
-                    f"by identity since version {EXPECTED_VERSION} (route.stages[M=128], "
+                    f"by identity since version {IDENTITY_PATHS_VERSION} (route.stages[M=128], "
                     f"route.verdicts[KERNEL]): restate the file with --write-expected "
                     f"{source} (reviewed reasons are kept), or write the place as [*]"
                 )

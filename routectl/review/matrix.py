@@ -37,7 +37,7 @@ DEFAULT_COLS = ("kv", "c", "q")
 # The prefix a dimension's value carries in the row id (tp2, c4, q8192).
 PREFIXES = {"tp": "tp", "c": "c", "q": "q"}
 MATRIX_ID = re.compile(
-    r"^(?P<model>[a-z0-9_]+)/(?P<kv>[a-z0-9_]+)/tp(?P<tp>[0-9]+)/(?P<spec>[a-z]+)"
+    r"^(?P<model>[a-z0-9_-]+)/(?P<kv>[a-z0-9_]+)/tp(?P<tp>[0-9]+)/(?P<spec>[a-z0-9]+)"
     r"/c(?P<c>[0-9]+)/q(?P<q>[0-9]+)$"
 )
 
