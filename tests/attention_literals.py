@@ -330,11 +330,14 @@ class Row:
         return {name for f in range(len(self.forwards)) for name in self.routes(f)}
 
     def strings(self) -> set[str]:
-        """Every string value anywhere in the route (verdict codes, counters, names)."""
-        return set(string_leaves(self.route))
+        """Every string value anywhere in the route (verdict codes, counters, names), the
+        trace case (when it sits inside the route) left out."""
+        return set(string_leaves({k: v for k, v in self.route.items() if k != "case"}))
 
     def strings_outside_forwards(self) -> set[str]:
-        return set(string_leaves({k: v for k, v in self.route.items() if k != "forwards"}))
+        return set(
+            string_leaves({k: v for k, v in self.route.items() if k not in ("forwards", "case")})
+        )
 
 
 def _name(entry: Any) -> str:

@@ -51,6 +51,14 @@ def row_of(rows: dict[str, A.Row], row_id: str) -> A.Row:
     return rows[row_id]
 
 
+def routed(rows: dict[str, A.Row], row_id: str) -> A.Row:
+    """The row, which must have routes: not refused, two forwards (§6.2)."""
+    row = row_of(rows, row_id)
+    assert row.rejected is None, f"{row_id}: refused {row.rejected}, expected routes"
+    assert len(row.forwards) == 2, f"{row_id}: {len(row.forwards)} forwards, expected 2"
+    return row
+
+
 def golden_keys(manifest: list[dict[str, Any]]) -> set[str]:
     return {A.canonical(c) for c in A.matrix_cases() + manifest}
 
@@ -316,9 +324,7 @@ def test_no_matrix_row_outside_the_three_conditions_is_refused(rows: dict[str, A
     ],
 )
 def test_the_refusals_stop_at_their_stated_conditions(rows: dict[str, A.Row], row_id: str) -> None:
-    row = row_of(rows, row_id)
-    assert row.rejected is None, (row_id, row.rejected)
-    assert len(row.forwards) == 2
+    routed(rows, row_id)
 
 
 def test_unrefused_golden_rows_record_two_forwards(
@@ -364,9 +370,7 @@ class Expect:
 
 
 def check(rows: dict[str, A.Row], e: Expect) -> None:
-    row = row_of(rows, e.row)
-    assert row.rejected is None, f"{e.row}: refused {row.rejected}, expected routes"
-    assert len(row.forwards) == 2, f"{e.row}: {len(row.forwards)} forwards, expected 2"
+    row = routed(rows, e.row)
     for f in (0, 1):
         got, names = row.routes(f), row.op_names(f)
         where = f"{e.row} forward {f} ({e.basis}): routes {got}, ops {names}"
@@ -760,7 +764,7 @@ def test_matrix_row_routes(rows: dict[str, A.Row], expect: Expect) -> None:
 def test_every_should_check_is_false_on_the_plain_prefix_row(rows: dict[str, A.Row]) -> None:
     # docs/contracts/attention.md §4.6 [G]: "prefix auto/D256/GQA6/none: prefill_prefix_flash
     # only (every `_should_*` false)"; §6.2: checks reduced to true/false/null/non-null.
-    row = row_of(rows, "prefix-h256g6-none-eager/float16/tp1/none/c1/q32")
+    row = routed(rows, "prefix-h256g6-none-eager/float16/tp1/none/c1/q32")
     for f in (0, 1):
         should = [(name, result) for name, result in row.checks(f) if name.startswith("_should_")]
         assert should, f"forward {f}: no `_should_*` check recorded"
@@ -1018,7 +1022,7 @@ def test_the_page_784_hint_reaches_the_xqa_op(rows: dict[str, A.Row]) -> None:
     # docs/contracts/attention.md §4.4: "FP16 or shared-strategy E4M3 -> 256, for page 784
     # only" (revision 1 = shared, §1.2 sm70_decode_strategy); §6.2 records the op keyword
     # `partition_size_hint`.
-    row = row_of(rows, "edge:decode_e4m3_rev1_page784")
+    row = routed(rows, "edge:decode_e4m3_rev1_page784")
     for f in (0, 1):
         xqa = [op for op in row.ops(f) if op.get("name") == "xqa"]
         assert xqa and all(op.get("partition_size_hint") == 256 for op in xqa), row.ops(f)
@@ -1034,7 +1038,7 @@ E4M3_DECODE_BASE = "decode-h256g6-none-eager/fp8_e4m3/tp1/none/c1/q1"
 
 
 def same_routes(rows: dict[str, A.Row], probe: str, base: str) -> None:
-    p, b = row_of(rows, probe), row_of(rows, base)
+    p, b = routed(rows, probe), routed(rows, base)
     for f in (0, 1):
         assert p.routes(f) == b.routes(f), (probe, base, f)
 
@@ -1064,29 +1068,29 @@ def test_probes_that_change_nothing_routectl_decides(
     same_routes(rows, probe, base)
 
 
-def test_probes_that_insert_one_route_before_the_base_rows_last(rows: dict[str, A.Row]) -> None:
+def test_probes_that_add_or_swap_one_route_of_their_base(rows: dict[str, A.Row]) -> None:
     # docs/contracts/attention.md §4.6 items 2 and 7 (BFLA, split-KV) add their counter before
     # the prefix envelope; §4.4 the 784 page counter sits between the FP8 counters and
     # decode_xqa_paged. Written as base -> probe edits of the base's own routes.
-    base = row_of(rows, PREFIX_BASE).routes(0)
-    assert row_of(rows, "edge:prefix_bfla_forced").routes(0) == [
+    base = routed(rows, PREFIX_BASE).routes(0)
+    assert routed(rows, "edge:prefix_bfla_forced").routes(0) == [
         "prefill_prefix_bfla",
         *base,
     ]
-    assert row_of(rows, "edge:prefix_splitkv_forced").routes(0) == [
+    assert routed(rows, "edge:prefix_splitkv_forced").routes(0) == [
         "prefill_prefix_splitkv",
         *base,
     ]
-    e4m3 = row_of(rows, E4M3_DECODE_BASE).routes(0)
-    assert row_of(rows, "edge:decode_e4m3_rev1_page784").routes(0) == [
+    e4m3 = routed(rows, E4M3_DECODE_BASE).routes(0)
+    assert routed(rows, "edge:decode_e4m3_rev1_page784").routes(0) == [
         *e4m3[:-1],
         "decode_xqa_p256_page784",
         e4m3[-1],
     ]
     # docs/contracts/attention.md §4.4: XQA off swaps decode_xqa_paged for its declared fallback.
-    assert row_of(rows, "edge:decode_xqa_off").routes(0) == [
+    assert routed(rows, "edge:decode_xqa_off").routes(0) == [
         "decode_scalar_paged" if name == "decode_xqa_paged" else name
-        for name in row_of(rows, DECODE_BASE).routes(0)
+        for name in routed(rows, DECODE_BASE).routes(0)
     ]
 
 
@@ -1109,7 +1113,7 @@ def test_decline_cases_show_a_splitd_op_a_null_try_and_then_dense_or_paged(
         "edge:prefix_gather_dense_declined",
     ]
     for row_id in declines:
-        row = row_of(rows, row_id)
+        row = routed(rows, row_id)
         for f in (0, 1):
             names = row.op_names(f)
             first = next((i for i, n in enumerate(names) if n.startswith("splitd_")), None)
@@ -1310,7 +1314,7 @@ def test_each_threshold_has_both_sides_with_and_without_a_workspace_hint(
         assert row.all_routes() & A.XQA_ROUTES == set(), (row.id, row.all_routes())
         assert set(threshold.codes) & row.strings(), (row.id, threshold.codes)
     for row in above:
-        assert row.rejected is None, row.id
+        routed(rows, row.id)
         for f in (0, 1):
             assert set(row.routes(f)) & A.XQA_ROUTES, (row.id, f, row.routes(f))
 
