@@ -179,6 +179,9 @@ class Forward:
     ops: list[dict[str, Any]] = field(default_factory=list)
     predicates: list[list[Any]] = field(default_factory=list)
     checks: list[list[Any]] = field(default_factory=list)
+    # Every verdict the route selector and the grouped FP32 admission returned, admitted or
+    # not: [route, reason code or None] (the selector keeps them; coverage reads them).
+    verdicts: list[list[Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -186,6 +189,7 @@ class Forward:
             "ops": list(self.ops),
             "predicates": list(self.predicates),
             "checks": list(self.checks),
+            "verdicts": list(self.verdicts),
         }
 
 
@@ -262,6 +266,19 @@ class Simulation:
     def predicate(self, name: str, value: Any) -> Any:
         self.fw.predicates.append([name, value])
         return value
+
+    def select(
+        self, ctx: RouteContext, candidates: tuple[str, ...], fallback: str | None = None
+    ) -> Any:
+        """`select_route`, its verdicts kept in the forward."""
+        chosen, verdicts = select_route(CAPABILITY, ctx, candidates, fallback)
+        self.fw.verdicts.extend([v.route, v.code] for v in verdicts)
+        return chosen
+
+    def grouped(self, route: str, code: str | None) -> str | None:
+        """A grouped FP32 admission's reason code (None: admitted), kept as `route`'s verdict."""
+        self.fw.verdicts.append([route, code])
+        return code
 
     def check(self, name: str, result: Any) -> Any:
         shown = result if result is None or isinstance(result, bool) else NON_NULL
@@ -550,7 +567,7 @@ class Simulation:
             capturing=self.capturing,
             thresholds=self.thresholds(),
         )
-        chosen, _ = select_route(CAPABILITY, ctx, ("decode_xqa_paged",), "decode_scalar_paged")
+        chosen = self.select(ctx, ("decode_xqa_paged",), "decode_scalar_paged")
         self.check("select_route", chosen)
         if chosen is not None and chosen.name == "decode_xqa_paged":
             self.fp8("decode", "xqa_paged")
@@ -865,13 +882,21 @@ class Simulation:
             return
         max_hint, workspace, partition = self.smallq_hints()
         if "grouped_fp16" in e.ops and (
-            grouped_fp32_reason(self.grouped_inputs(FP16, rows, partition)) is None
+            self.grouped(
+                "prefill_smallq_fp16_grouped_fp32",
+                grouped_fp32_reason(self.grouped_inputs(FP16, rows, partition)),
+            )
+            is None
         ):
             self.op("grouped_fp16")
             self.route("prefill_smallq_fp16_grouped_fp32")
             return
         if "grouped_e4m3" in e.ops and (
-            grouped_fp32_reason(self.grouped_inputs(E4M3, rows, partition)) is None
+            self.grouped(
+                "prefill_smallq_e4m3_grouped_fp32",
+                grouped_fp32_reason(self.grouped_inputs(E4M3, rows, partition)),
+            )
+            is None
         ):
             self.op("grouped_e4m3")
             self.fp8("decode", "grouped_fp32")
@@ -924,7 +949,7 @@ class Simulation:
             max_seq_len_hint=max_hint,
             thresholds=self.thresholds(),
         )
-        spec, _ = select_route(CAPABILITY, ctx, ("prefill_prefix_decode_rows_xqa",))
+        spec = self.select(ctx, ("prefill_prefix_decode_rows_xqa",))
         use_xqa = self.check("select_route", spec) is not None
         if e.codec == E4M3 and not use_xqa and "grouped_e4m3" in e.ops:
             groups = sum(-(-self.lengths[i] // MIXED_ROWS_GROUP) for i in chosen)
@@ -945,7 +970,12 @@ class Simulation:
                 partition_setting=p.decode_partition_size != AUTOMATIC_PARTITION,
                 cache_layout_ok=self.layout.aligned,
             )
-            admitted = grouped_fp32_reason(inputs) is None
+            admitted = (
+                self.grouped(
+                    "prefill_prefix_decode_rows_e4m3_grouped_fp32", grouped_fp32_reason(inputs)
+                )
+                is None
+            )
             self.check("_run_mixed_rows_grouped_e4m3", admitted)
             if admitted:
                 self.op("grouped_e4m3")

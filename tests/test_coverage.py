@@ -236,6 +236,16 @@ def _test_source(test: str) -> str:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             source = (ROOT / path).read_text()
             parts = [ast.get_source_segment(source, d) or "" for d in node.decorator_list]
+            # A parametrized test's table may be a module-level name its decorator passes.
+            named = {
+                n.id for d in node.decorator_list for n in ast.walk(d) if isinstance(n, ast.Name)
+            }
+            parts += [
+                ast.get_source_segment(source, a) or ""
+                for a in tree.body
+                if isinstance(a, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id in named for t in a.targets)
+            ]
             return "\n".join([*parts, ast.get_source_segment(source, node) or ""])
     raise AssertionError(f"{test} does not exist")
 

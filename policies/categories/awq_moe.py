@@ -37,7 +37,7 @@ from policies.categories.matrix import (
 )
 from policies.categories.route_schemas import route_fragment
 from policies.categories.sites import field_keys
-from policies.variables import FIELDS
+from policies.variables import SHARED_FIELDS
 from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.reasons import refusal_text
@@ -243,7 +243,12 @@ FALLBACKS = (
 )
 # tune_small_shapes is native tactic tuning, numerics only: it decides no route.
 VARIABLES = (
-    *(f.key for f in FIELDS if f.section == "sm70_awq_moe" and f.name != "tune_small_shapes"),
+    # sm70_awq_moe is a shared section (no family record owns its table).
+    *(
+        f.key
+        for f in SHARED_FIELDS
+        if f.section == "sm70_awq_moe" and f.name != "tune_small_shapes"
+    ),
     "sm70_turbomind.awq_moe",
     "sm70_turbomind.quant_backend",
 )

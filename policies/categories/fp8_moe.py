@@ -34,9 +34,8 @@ from policies.categories.matrix import (
 from policies.categories.route_schemas import route_fragment
 from policies.categories.sites import field_keys
 from policies.fp8_moe import TURBOMIND, load_fp8_moe
-from policies.fp8_moe_variables import field_of
+from policies.fp8_moe_variables import FP8_MOE_FIELDS, field_of
 from policies.linear_fp8_sm70 import checkpoint_admission, force_marlin
-from policies.variables import FIELDS
 from policies.variables import env_var as var
 from routectl.category import Category
 from routectl.errors import SelectionError
@@ -321,7 +320,7 @@ OPS = (
 
 
 def fm_fields() -> list[str]:
-    return [f.name for f in FIELDS if f.section == "sm70_fp8_moe"]
+    return [f.name for f in FP8_MOE_FIELDS if f.section == "sm70_fp8_moe"]
 
 
 # The section's three diagnostics never decide a route (policies/variables.py).

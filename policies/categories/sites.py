@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from policies.variables import FIELDS
+from policies import variables
 from routectl.sites import Site, candidate_sites
 
 # The policy gate every linear candidate passes first (policies/linear_common.py).
@@ -25,8 +25,11 @@ def field_keys(*selectors: str) -> list[str]:
     """The field-table keys a family reads: a whole section (`sm70_nvfp4`) or one key
     (`sm70_turbomind.nvfp4`), in table order."""
     wanted = set(selectors)
-    keys = [f.key for f in FIELDS if f.section in wanted or f.key in wanted]
-    unknown = wanted - {f.section for f in FIELDS} - {f.key for f in FIELDS}
+    # The whole table is assembled on first use (the family list names its parts): read it
+    # here, never at import.
+    table = variables.FIELDS
+    keys = [f.key for f in table if f.section in wanted or f.key in wanted]
+    unknown = wanted - {f.section for f in table} - {f.key for f in table}
     if unknown:
         raise ValueError(f"no such section or field: {sorted(unknown)}")
     return keys

@@ -19,13 +19,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from native.kernels.v100_attention import ROUTE_SPECS
+from native.kernels.v100_attention import GROUPED_REASONS, ROUTE_SPECS
 from policies.categories.route_schemas import route_fragment
 from policies.v100_attention import Case, Layout, simulate
 from policies.v100_attention_variables import FIELD_NAMES, SECTION, VARIABLES
 from routectl.category import Category
 from routectl.replay.harness import ReplayContext
 from routectl.rows import RowSpec
+from routectl.sites import (
+    DecisionSites,
+    Declaration,
+    Site,
+    candidate_sites,
+    recorded_only,
+    unreachable,
+)
 from routectl.workload import EngineConfig
 
 NAME = "sm70-attention"
@@ -627,6 +635,129 @@ def _layout(values: Mapping[str, Any]) -> Layout:
     return Layout(**inputs)
 
 
+# --- decision sites (`routectl coverage`, docs/coverage.md) ---------------------------------
+
+# The candidates the routing asks `select_route` about, with the codes their capability
+# classes can return there (native/kernels/v100_attention.py: `is_supported`'s capability,
+# `route_reason`'s stage and XQA rules, `shape_reason`'s declared limits in §3.2's order).
+XQA_CODES = (
+    "capability",
+    "stage",
+    "disabled",
+    "unavailable",
+    "window",
+    "partition_or_window",
+    "short_verify",
+    "short_e5m2",
+    "short_gqa4",
+    "e5m2_gqa4",
+    "e4m3_gqa",
+    "e4m3_batch",
+    "sequence_rows",
+    "codec",
+    "head_dim",
+    "gqa",
+)
+XQA_CANDIDATES = ("decode_xqa_paged", "prefill_prefix_decode_rows_xqa")
+# The routes a grouped FP32 admission (§3.5) decides, each with every grouped code.
+GROUPED_CANDIDATES = (
+    "prefill_smallq_fp16_grouped_fp32",
+    "prefill_smallq_e4m3_grouped_fp32",
+    "prefill_prefix_decode_rows_e4m3_grouped_fp32",
+)
+_ROUTES_TEST = "tests/test_v100_attention_routes.py::"
+# The codes some row's verdicts show, per candidate (the rest are recorded-only: the
+# capability tests set each limit alone). A row that starts or stops reaching one fails
+# `routectl coverage --strict` (a stale declaration, or an uncovered site).
+ROW_CODES: Mapping[str, tuple[str, ...]] = {
+    "decode_xqa_paged": (
+        "codec",
+        "disabled",
+        "e4m3_batch",
+        "e5m2_gqa4",
+        "gqa",
+        "head_dim",
+        "short_e5m2",
+        "short_gqa4",
+        "window",
+    ),
+    "prefill_prefix_decode_rows_xqa": (
+        "e4m3_batch",
+        "gqa",
+        "head_dim",
+        "short_e5m2",
+        "short_gqa4",
+    ),
+    "prefill_prefix_decode_rows_e4m3_grouped_fp32": ("operator_batch_revision",),
+    "prefill_smallq_e4m3_grouped_fp32": (
+        "causal_or_window",
+        "decode_policy",
+        "head_shape",
+        "kv_shape_or_unmeasured_page",
+        "operator_batch_revision",
+    ),
+    "prefill_smallq_fp16_grouped_fp32": (
+        "causal_or_window",
+        "head_shape",
+        "kv_shape_or_unmeasured_page",
+        "query_rows",
+    ),
+}
+_PINNED = "the rows are the trace's 813 cases and the probes of §6.3"
+
+
+def decision_sites() -> DecisionSites:
+    """Every declared route counted in a forward (its `chosen` site), the XQA candidates with
+    their codes and the grouped FP32 admissions with theirs. A route no row reaches is declared
+    unreachable with `UNREACHABLE`'s reason; a code no row reaches is proved by the capability
+    tests, which set each limit alone."""
+    sites: list[Site] = [Site("chosen", name) for name in ROUTE_SPECS]
+    for name in XQA_CANDIDATES:
+        sites += candidate_sites(name, XQA_CODES)
+    for name in GROUPED_CANDIDATES:
+        sites += candidate_sites(name, GROUPED_REASONS)
+    sites = list(dict.fromkeys(sites))
+    declarations: dict[Site, Declaration] = {
+        Site("chosen", name): unreachable(reason) for name, reason in UNREACHABLE.items()
+    }
+    for site in sites:
+        if site.kind != "reason" or site.code in ROW_CODES.get(site.subject, ()):
+            continue
+        test = (
+            "test_each_grouped_code_alone"
+            if site.code in GROUPED_REASONS
+            else "test_each_declared_limit_gives_its_code"
+            if site.code in ("codec", "head_dim", "gqa")
+            else "test_capability_classes_answer_for_sm70_only"
+            if site.code == "capability"
+            else "test_stage_disabled_unavailable_precede_the_shape"
+            if site.code in ("stage", "disabled", "unavailable")
+            else "test_each_xqa_rule_on_both_sides"
+        )
+        declarations[site] = recorded_only(
+            f"no row's layout or variables reach this code for this candidate ({_PINNED})",
+            _ROUTES_TEST + test,
+        )
+    return DecisionSites(tuple(sites), declarations)
+
+
+def attention_sites(route: Mapping[str, Any]) -> set[Site]:
+    """The sites one row reaches: each route counted in a forward and each verdict."""
+    # The counter families (FP8 and page counters) are observers named per build, not
+    # routes of the declared table: only the table's names are sites.
+    out: set[Site] = {
+        Site("chosen", name) for name in route.get("construction", ()) if name in ROUTE_SPECS
+    }
+    for forward in route.get("forwards", ()):
+        out.update(Site("chosen", n) for n in forward.get("routes", ()) if n in ROUTE_SPECS)
+        for name, code in forward.get("verdicts", ()):
+            if code is None:
+                out.add(Site("chosen", name))
+            else:
+                out.update((Site("rejected", name), Site("reason", name, code)))
+    return out
+
+
 class V100AttentionCategory(Category):
     name = NAME
     basis = BASIS
@@ -657,8 +788,15 @@ class V100AttentionCategory(Category):
             **route,
         }
 
+    def decision_sites(self) -> DecisionSites:
+        return decision_sites()
+
+    def reached_sites(self, route: Mapping[str, Any]) -> set[Site]:
+        return attention_sites(route)
+
     def route_schema(self) -> Mapping[str, Any]:
-        """`forwards` (routes, ops, predicates, checks), `rejected`, the case and inputs."""
+        """`forwards` (routes, ops, predicates, checks, verdicts), `rejected`, the case and
+        inputs."""
         return route_fragment(__name__)
 
     def matrix_label(self, route: Mapping[str, Any]) -> tuple[str, str] | None:
