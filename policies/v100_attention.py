@@ -27,11 +27,9 @@ from native.kernels.v100_attention import (
     RouteShape,
     XqaThresholds,
     grouped_fp32_reason,
-    route_reason,
     select_route,
     validate_route,
 )
-from native.kernels.v100_attention import ROUTE_SPECS as SPECS
 from policies.v100_attention_variables import AUTOMATIC_PARTITION, SECTION
 
 CAPABILITY = 70
@@ -916,7 +914,7 @@ class Simulation:
             capturing=self.capturing,
             thresholds=self.thresholds(),
         )
-        if route_reason(SPECS["prefill_smallq_decode_xqa"], ctx) is None:
+        if self.select(ctx, ("prefill_smallq_decode_xqa",)) is not None:
             self.fp8("decode", "xqa_paged")
             self.op(
                 "xqa",

@@ -296,6 +296,21 @@ class Row:
     case: Mapping[str, Any] | None
 
     @property
+    def probe_case(self) -> Mapping[str, Any] | None:
+        """The trace case, or for routectl's own probes (no golden case) the keys the row
+        declares as inputs: its case keys, layout inputs, and variables as `env`."""
+        if self.case is not None:
+            return self.case
+        inputs = self.route.get("inputs")
+        if not isinstance(inputs, Mapping) or not isinstance(inputs.get("case"), Mapping):
+            return None
+        return {
+            **inputs["case"],
+            **(inputs.get("layout") or {}),
+            "env": dict(inputs.get("variables") or {}),
+        }
+
+    @property
     def forwards(self) -> list[Mapping[str, Any]]:
         forwards = self.route.get("forwards")
         return list(forwards) if isinstance(forwards, list) else []

@@ -658,7 +658,7 @@ XQA_CODES = (
     "head_dim",
     "gqa",
 )
-XQA_CANDIDATES = ("decode_xqa_paged", "prefill_prefix_decode_rows_xqa")
+XQA_CANDIDATES = ("decode_xqa_paged", "prefill_smallq_decode_xqa", "prefill_prefix_decode_rows_xqa")
 # The routes a grouped FP32 admission (§3.5) decides, each with every grouped code.
 GROUPED_CANDIDATES = (
     "prefill_smallq_fp16_grouped_fp32",
@@ -680,6 +680,14 @@ ROW_CODES: Mapping[str, tuple[str, ...]] = {
         "short_e5m2",
         "short_gqa4",
         "window",
+    ),
+    "prefill_smallq_decode_xqa": (
+        "codec",
+        "e4m3_batch",
+        "gqa",
+        "head_dim",
+        "partition_or_window",
+        "short_verify",
     ),
     "prefill_prefix_decode_rows_xqa": (
         "e4m3_batch",
