@@ -1282,7 +1282,8 @@ class Threshold:
 THRESHOLDS = [
     # docs/contracts/attention.md §3.3 item 7 `short_verify`: max(max seq hint, workspace
     # capacity when capturing) < max(1, minimum), minimum 4096 (§1.3 default); E5M2 verify
-    # has the E5M2 minimum too, so the E5M2 probes are the next threshold's; GQA 4 has its own (item 4).
+    # has the E5M2 minimum too, so the E5M2 probes are the next threshold's; GQA 4 has its
+    # own (item 4).
     Threshold("verify", 4095, ("short_verify",), ("auto", "fp8_e4m3", None), (6, 8, None)),
     # docs/contracts/attention.md §3.3 item 9 `short_e5m2` (decode; mixed: max seq hint) below 16384
     # (§1.3), or item 7 for an E5M2 verify probe (minimum "at least the E5M2 one"); GQA 4 is item
