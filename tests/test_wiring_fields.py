@@ -106,6 +106,20 @@ UNBATCHED = {
 WNA16 = {"method": "MoeWNA16"}
 _MOE_BASE = ("sm70_fp8_moe", "sm70_moe_single_token")
 
+
+def _attention_value(name: str, default: object) -> object:
+    """A valid non-default value of an attention variable."""
+    if name == "decode_partition_size":
+        return 512  # one of 256, 512, 1024 (0: automatic)
+    if name == "sm70_decode_strategy":
+        return "legacy"
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int):
+        return default + 1
+    return "/tmp/routectl-wiring"  # the free-text diagnostics (dump folders, debug names)
+
+
 CASES: tuple[Case, ...] = (
     # --- sm70_turbomind: the provider switches (core.md §2) ---
     c(
@@ -306,6 +320,13 @@ CASES: tuple[Case, ...] = (
         c(f.key, not f.default if isinstance(f.default, bool) else True)
         for f in FIELDS
         if f.section == "sm70_flash_next"
+    ),
+    # --- v100_attention: read by the attention routing only (its category's rows prove each
+    # switch's routes); here, that no kernel option of another family moves ---
+    *(
+        c(f.key, _attention_value(f.name, f.default))
+        for f in FIELDS
+        if f.section == "v100_attention"
     ),
 )
 
