@@ -25,7 +25,7 @@ SNAPSHOT = ROOT / "snapshots" / f"{CATEGORY}.json"
 # The shared reference data sits beside the checkout (../shared from a worktree or from
 # main); it is read as expected values only (the trace's case list), never as rows.
 REFERENCE_CASES = (
-    ROOT.parent / "shared" / "reference-golden" / "attention" / "flash_v100_trace_cases.jsonl"
+    ROOT / "tests" / "fixtures" / "reference" / "attention" / "flash_v100_trace_cases.jsonl"
 )
 
 # --- docs/contracts/attention.md §2: the 57 declared routes, by the section's groups ----------
@@ -392,7 +392,7 @@ def load_reference_cases(path: Path = REFERENCE_CASES) -> list[dict[str, Any]]:
     if not path.is_file():
         raise SnapshotMissing(
             f"{path} does not exist: the shared attention reference data "
-            "(../shared/reference-golden/attention/) must sit beside the checkout"
+            "(tests/fixtures/reference/attention/, a copy of the reference case list) is missing"
         )
     lines = path.read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]

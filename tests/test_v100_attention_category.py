@@ -6,6 +6,7 @@ literals from the contract; the reference data is read as expected values only."
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -28,8 +29,22 @@ from routectl.replay.harness import replay_category
 from tests.fixtures.toy import invoke, ok
 
 ROOT = Path(__file__).resolve().parents[1]
-# The reference data beside the worktree (../shared), read as expected values only.
-REFERENCE = ROOT.parent / "shared" / "reference-golden" / "attention"
+# The reference's case list and KV path matrix, copied as test fixtures (expected values
+# only, never a source of rows; CI has no ../shared), each pinned by its sha256.
+REFERENCE = ROOT / "tests" / "fixtures" / "reference" / "attention"
+REFERENCE_SHA256 = {
+    "flash_v100_trace_cases.jsonl": (
+        "0a2b2d007f8e32954fa5fc8f59ac21b45c85f9640175e2b2c6fda6d212a2f799"
+    ),
+    "sm70_kv_path_matrix.json": "48e844ac00451bc12b46d6a2be13460b6f71c1a418cac81760a2551ffb7deecb",
+}
+
+
+def test_the_reference_fixtures_are_the_reference_files():
+    for name, digest in REFERENCE_SHA256.items():
+        assert hashlib.sha256((REFERENCE / name).read_bytes()).hexdigest() == digest, name
+
+
 KV_FORMATS = {"fp16": "float16", "e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}
 # The KV path matrix's statuses a row can show; `review`, `pending` and the rest are not
 # compared (the issue's acceptance).
