@@ -198,7 +198,7 @@ def test_every_recorded_route_is_declared_or_a_family_counter(rows: dict[str, A.
 
 # Routes that need an op the issue's default op set leaves out (its Decisions: "the trace's op
 # set: Split-D KV3, the architecture ops, the paged-KV utilities and the scalar tail absent"):
-# the D256 GQA6 architecture entry (docs/contracts/attention.md §8.1) and the Split-D prefix
+# the D256 GQA6 architecture entry (docs/contracts/attention.md §8) and the Split-D prefix
 # pair.
 ABSENT_OP_ROUTES = frozenset(
     {
