@@ -41,6 +41,14 @@ ANCHOR_WINDOW = 32
 MIXED_ROWS_GROUP = 8
 # The core entries `_get_flash_ops` returns, in its order (§5.1's fake labels).
 CORE_OPS = ("dense", "bhmd", "decode", "xqa", "wmma", "paged", "paged_bhmd", "bfla", "splitkv")
+# The other entries the trace's op set loads (a row may declare one absent).
+LOADED_OPS = ("grouped_verify", "splitd_dense", "splitd_paged", "grouped_fp16", "grouped_e4m3")
+# Entries the trace's op set leaves out (§5.1), which a row may declare loaded: the E4M3
+# compact scalar tail, the split-KV3 dense kernel, the D256 GQA6 architecture entry and its
+# Q8192 specialization.
+OPTIONAL_OPS = ("scalar_tail", "splitkv3", "arch", "arch_q8192")
+# The entries a row may declare to return nothing (the Split-D wrapper's two forms).
+DECLINING_OPS = ("splitd_dense", "splitd_paged")
 # The keyword scalars a row keeps per native entry (§6.2).
 DECIDING_KEYWORDS = (
     "kv_cache_dtype",
@@ -76,15 +84,26 @@ class Layout:
     contiguous_block_table: bool = True  # block table 0..n-1
     contiguous_kv: bool = False  # K and V each one contiguous tensor
     aligned: bool = True  # 16-byte aligned pages, 8-element strides
-    unavailable: tuple[str, ...] = ()  # core entries not loaded
-    # Entries beyond the trace's op set: scalar_tail, splitkv3 (absent by default).
+    unavailable: tuple[str, ...] = ()  # entries not loaded (`CORE_OPS`, `LOADED_OPS`)
+    # Entries beyond the trace's op set (`OPTIONAL_OPS`, absent by default).
     present: tuple[str, ...] = ()
-    declines: tuple[str, ...] = ()  # entries that return nothing (splitd_dense, splitd_paged)
+    declines: tuple[str, ...] = ()  # entries that return nothing (`DECLINING_OPS`)
     native_revision: int = 0  # the XQA op's shared-strategy revision
     grouped_e4m3_batch_revision: int = 0
     grouped_verify_max_query_tokens: int = 0
     grouped_verify_request_major_abi: int = 0
     bfla_mask_built: bool = True
+    # Storage and metadata facts the grouped FP32 admission reads (§3.5, §8.3-8.4): the
+    # request-level block table and sequence lengths are attached, the persistent small-query
+    # tables have one row per query row (None), Q and the output are FP16, contiguous and
+    # 16-byte aligned on one device, the output has Q's shape, the metadata is int32 and
+    # contiguous, and Q lives on the CUDA device.
+    parent_metadata: bool = True
+    smallq_table_rows: int | None = None
+    query_layout_ok: bool = True
+    output_shape_ok: bool = True
+    metadata_layout_ok: bool = True
+    on_cuda: bool = True
     # The metadata builder's hints (None: derived from the sequence lengths as the trace's
     # builder does: decode attaches none; the verifier sees the live maximum).
     decode_max_seq_len_hint: int | None = None
@@ -94,6 +113,17 @@ class Layout:
     smallq_workspace_hint: int | None = None
     smallq_partition_hint: int | None = None
     max_model_len: int = MAX_MODEL_LEN
+
+    def __post_init__(self) -> None:
+        # A misspelt entry would silently change nothing: refuse it.
+        for name, allowed in (
+            ("unavailable", (*CORE_OPS, *LOADED_OPS)),
+            ("present", OPTIONAL_OPS),
+            ("declines", DECLINING_OPS),
+        ):
+            unknown = sorted(set(getattr(self, name)) - set(allowed))
+            if unknown:
+                raise ValueError(f"layout {name}: unknown entries {unknown}")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -298,15 +328,22 @@ class Simulation:
         ops |= {"grouped_verify", "splitd_dense", "splitd_paged"} - unavailable
         ops |= {"bridge_e5m2"} | ({"bridge_e4m3"} if codec == E4M3 else set())
         e4m3_grouped = p.e4m3_grouped_fp32 and codec == E4M3
-        if e4m3_grouped:
+        if e4m3_grouped and "grouped_e4m3" not in unavailable:
             ops.add("grouped_e4m3")
             # The scalar tail is initialized with the E4M3 grouped op (§1.2).
             if "scalar_tail" in layout.present:
                 ops.add("scalar_tail")
-        if codec == FP16:
+        # The FP16 grouped op is loaded for an FP16 cache only (on capability 70).
+        if codec == FP16 and "grouped_fp16" not in unavailable:
             ops.add("grouped_fp16")
         if "splitkv3" in layout.present:
             ops.add("splitkv3")
+        # The architecture entry is looked up only with its switch on (§1.3); its Q8192
+        # specialization only beside it.
+        if "arch" in layout.present and p.prefill_d256_gqa_arch_128k_experimental:
+            ops.add("arch")
+            if "arch_q8192" in layout.present:
+                ops.add("arch_q8192")
         paged = "paged" in ops and p.enable_paged_prefill and not p.disable_paged_prefill
         bridge_op = "bridge_e4m3" if codec == E4M3 else "bridge_e5m2"
         decode_xqa = p.decode_use_xqa
@@ -675,36 +712,92 @@ class Simulation:
             and not e.sliding
         )
         if ok and q < 1024:
-            ok = False  # v37 dense admission needs the architecture op (absent)
+            # Below 1024 only the v37 family's dense admission lets the wrapper on.
+            ok = not paged and p.prefill_d256_gqa_v37 and self.arch_admits(q, kv)
         if ok and paged and self.page % 16:
             ok = False
         ok = ok and "splitd_dense" in e.ops and "splitd_paged" in e.ops
-        eligible = ok and ((8000 <= q <= 8192 and kv % 32 == 0) or (q % 64 == 0 and kv % 32 == 0))
+        # The Q8000-core dispatch needs only KV % 32 (dense form, not the v37 family).
+        q8000_core = not paged and not p.prefill_d256_gqa_v37 and 8000 <= q <= 8192
+        eligible = ok and ((q8000_core and kv % 32 == 0) or (q % 64 == 0 and kv % 32 == 0))
         result = False
         if eligible and paged:
             if self.page % 4 == 0 and kv <= self.blocks * self.page:
                 self.op("splitd_paged", causal=True)
                 result = "splitd_paged" not in self.declines
         elif eligible:
-            if (
-                "splitkv3" in e.ops
-                and p.prefill_dense_splitkv3
-                and (
-                    (q == 4096 and e.heads_q == 6 and e.heads_kv == 1)
-                    or (p.prefill_dense_splitkv3_q8000_experimental and q == 8000)
-                )
-                and kv >= p.prefill_dense_splitkv3_min_kv
-                and kv > q
-                and not self.capturing
-            ):
+            result = self.dense_architecture(q, kv)
+            if not result and self.splitkv3_admits(q, kv):
                 self.op("splitkv3", causal=True)
                 self.route("prefill_dense_splitd_d256_splitkv3_kernel")
                 result = True
-            elif q % 64 == 0 and kv % 32 == 0:
+            if not result and q % 64 == 0 and kv % 32 == 0:
                 self.op("splitd_dense", causal=True)
                 result = "splitd_dense" not in self.declines
         self.check("_try_sm70_fa2_d256_prefill", NON_NULL if result else None)
         return result
+
+    def arch_admits(self, q: int, kv: int) -> bool:
+        """The D256 GQA6 architecture entry's admission (§4.5): the v37 family or the
+        Q8000-core window, FP16 GQA 6 x 256 contiguous, not capturing."""
+        e, p = self.e, self.p
+        if p.prefill_d256_gqa_v37:
+            shape = 64 <= q <= 8192 and q % 64 == 0 and q < kv <= 262144 and kv % 32 == 0
+        else:
+            shape = 8000 <= q <= 8192 and q <= kv <= 262144 and kv % 32 == 0
+        return (
+            "arch" in e.ops
+            and shape
+            and e.codec == FP16
+            and e.head == 256
+            and e.heads_kv > 0
+            and e.heads_q == 6 * e.heads_kv
+            and not self.capturing
+        )
+
+    def dense_architecture(self, q: int, kv: int) -> bool:
+        """The architecture entry inside the wrapper's dense form, with its counters: the
+        long-prefill route, then the v37 family or the 79T FP32 one, then above 8000 the
+        Q8192 specialization (padded below 8192) or the dense fringe."""
+        e, p = self.e, self.p
+        if not self.arch_admits(q, kv):
+            return False
+        q8192 = "arch_q8192" in e.ops and not p.prefill_d256_gqa_v37 and q > 8000
+        if p.prefill_d256_gqa_v37 or q8192:
+            self.op("arch_q8192" if q8192 else "arch", causal=True)
+        elif q == 8000 or kv % 32 == 0:
+            self.op("arch", causal=True)
+            if q > 8000:
+                # The leading fringe goes through the exact dense Split-D entry.
+                self.op("splitd_dense", causal=True)
+        else:
+            return False
+        self.route("prefill_dense_d256_gqa_arch_long")
+        if p.prefill_d256_gqa_v37:
+            self.route("prefill_dense_d256_gqa_v37")
+            return True
+        self.route("prefill_dense_d256_gqa_79t_fp32")
+        if q > 8000:
+            if q8192:
+                self.route("prefill_dense_d256_gqa_79t_fp32_q8192")
+                if q < 8192:
+                    self.route("prefill_dense_d256_gqa_79t_fp32_q8192_pad")
+            else:
+                self.route("prefill_dense_d256_gqa_79t_fp32_fringe_fallback")
+        return True
+
+    def splitkv3_admits(self, q: int, kv: int) -> bool:
+        e, p = self.e, self.p
+        gqa6 = e.heads_q == 6 and e.heads_kv == 1
+        return bool(
+            "splitkv3" in e.ops
+            and p.prefill_dense_splitkv3
+            and gqa6
+            and (q == 4096 or (p.prefill_dense_splitkv3_q8000_experimental and q == 8000))
+            and kv >= p.prefill_dense_splitkv3_min_kv
+            and kv > q
+            and not self.capturing
+        )
 
     # --- the prefix path (§4.6) -----------------------------------------------------------
 
@@ -867,8 +960,23 @@ class Simulation:
             partition_setting=p.decode_partition_size != AUTOMATIC_PARTITION,
             causal=self.causal,
             window=e.sliding,
-            cache_layout_ok=self.layout.aligned,
+            **self.grouped_storage(rows),
         )
+
+    def grouped_storage(self, rows: int) -> dict[str, Any]:
+        """The storage and metadata facts of §3.5 that a row declares (`Layout`)."""
+        layout = self.layout
+        table_rows = layout.smallq_table_rows
+        return {
+            "parent_metadata": layout.parent_metadata,
+            "row_lengths": table_rows,
+            "row_table_rows": table_rows,
+            "query_layout_ok": layout.query_layout_ok,
+            "output_shape_ok": layout.output_shape_ok,
+            "cache_layout_ok": layout.aligned,
+            "metadata_layout_ok": layout.metadata_layout_ok,
+            "on_cuda": layout.on_cuda,
+        }
 
     def small_query_prefill(self) -> None:
         e = self.e
@@ -879,7 +987,10 @@ class Simulation:
             self.route("prefill_smallq_dflash2_grouped_verify")
             return
         max_hint, workspace, partition = self.smallq_hints()
-        if "grouped_fp16" in e.ops and (
+        # Each grouped candidate of the cache's codec is asked, loaded or not: an absent op
+        # answers `operator_missing` (as an absent XQA op answers `unavailable`), which takes
+        # the same route as upstream's skip of a missing op.
+        if e.codec == FP16 and (
             self.grouped(
                 "prefill_smallq_fp16_grouped_fp32",
                 grouped_fp32_reason(self.grouped_inputs(FP16, rows, partition)),
@@ -889,7 +1000,7 @@ class Simulation:
             self.op("grouped_fp16")
             self.route("prefill_smallq_fp16_grouped_fp32")
             return
-        if "grouped_e4m3" in e.ops and (
+        if e.codec == E4M3 and (
             self.grouped(
                 "prefill_smallq_e4m3_grouped_fp32",
                 grouped_fp32_reason(self.grouped_inputs(E4M3, rows, partition)),
@@ -949,7 +1060,7 @@ class Simulation:
         )
         spec = self.select(ctx, ("prefill_prefix_decode_rows_xqa",))
         use_xqa = self.check("select_route", spec) is not None
-        if e.codec == E4M3 and not use_xqa and "grouped_e4m3" in e.ops:
+        if e.codec == E4M3 and not use_xqa:
             groups = sum(-(-self.lengths[i] // MIXED_ROWS_GROUP) for i in chosen)
             inputs = GroupedInputs(
                 codec=E4M3,
@@ -961,12 +1072,16 @@ class Simulation:
                 heads_kv=e.heads_kv,
                 page_size=self.page,
                 table_width=self.blocks,
-                operator_present=True,
+                operator_present="grouped_e4m3" in e.ops,
                 batch_revision=self.layout.grouped_e4m3_batch_revision,
                 explicit_groups=True,
                 smallq_xqa=e.smallq_xqa,
                 partition_setting=p.decode_partition_size != AUTOMATIC_PARTITION,
+                query_layout_ok=self.layout.query_layout_ok,
+                output_shape_ok=self.layout.output_shape_ok,
                 cache_layout_ok=self.layout.aligned,
+                metadata_layout_ok=self.layout.metadata_layout_ok,
+                on_cuda=self.layout.on_cuda,
             )
             admitted = (
                 self.grouped(
@@ -974,7 +1089,9 @@ class Simulation:
                 )
                 is None
             )
-            self.check("_run_mixed_rows_grouped_e4m3", admitted)
+            if "grouped_e4m3" in e.ops:
+                # Upstream calls the grouped rows only with the op loaded.
+                self.check("_run_mixed_rows_grouped_e4m3", admitted)
             if admitted:
                 self.op("grouped_e4m3")
                 self.fp8("decode", "grouped_fp32")

@@ -66,21 +66,12 @@ BASIS = (
 UNREACHABLE: Mapping[str, str] = {
     "flashinfer_sm70_fixed_entry": "recorded by the sibling FlashInfer SM70 backend",
     "flashinfer_sm70_splitkv3_fast_visible": "recorded by the sibling FlashInfer SM70 backend",
-    "prefill_prefix_splitd_d256": "the Split-D candidate always names its route (§2)",
-    "prefill_prefix_contig_dense_fa2_d256": (
-        "the Split-D candidate before it tries the same dense entry on the same view"
+    # The FA2 candidate records `fa2_route or "prefill_prefix_splitd_d256"`, and every branch
+    # that can complete has set `fa2_route` to the contiguous, gather or paged name first.
+    "prefill_prefix_splitd_d256": (
+        "the FA2 candidate always names its contiguous, gather or paged route before it "
+        "records, so the default name is never used (§2)"
     ),
-    **{
-        name: "needs the D256 GQA6 architecture entry, not in the modelled op set (§8.1)"
-        for name in (
-            "prefill_dense_d256_gqa_arch_long",
-            "prefill_dense_d256_gqa_v37",
-            "prefill_dense_d256_gqa_79t_fp32",
-            "prefill_dense_d256_gqa_79t_fp32_fringe_fallback",
-            "prefill_dense_d256_gqa_79t_fp32_q8192",
-            "prefill_dense_d256_gqa_79t_fp32_q8192_pad",
-        )
-    },
 }
 
 
@@ -542,6 +533,39 @@ def _own_probes() -> list[AttentionProbe]:
                 )
             )
     probes.append(_own("bridge_e4m3_unaligned", _base(stage="prefix", codec=_E4), aligned=False))
+    probes += _grouped_code_probes()
+    probes += _architecture_probes()
+    # The contiguous dense candidate's own Split-D call: the FA2 candidate saw no contiguous
+    # view (the pages are not one tensor) and its paged form declined; BHMD is not loaded, so
+    # the contiguous dense candidate copies the pages into a view and the dense Split-D form
+    # completes there.
+    probes.append(
+        _own(
+            "prefix_q1024_contig_copy_splitd",
+            _base(stage="prefix", qlen=1024),
+            {**_CONTIG, **_env(prefill_contig_dense_allow_copy="1")},
+            unavailable=("bhmd",),
+            declines=("splitd_paged",),
+            doc="prefill_prefix_contig_dense_fa2_d256",
+        )
+    )
+    # A captured draft batch of two uniform sequences: the capture route, then the batch.
+    probes.append(
+        _own(
+            "prefix_dflash_draft_graph_two_seqs",
+            _base(
+                stage="prefix",
+                head=128,
+                gqa=8,
+                capture=True,
+                spec="dflash2",
+                draft=True,
+                qlen=8,
+                lengths=[8, 8],
+            ),
+            doc="one sequence (the manifest's line 27) takes no batch route",
+        )
+    )
     probes.append(
         _own(
             "ddtree_triton_off",
@@ -579,6 +603,58 @@ def _own_probes() -> list[AttentionProbe]:
         )
     )
     return probes
+
+
+def _grouped_code_probes() -> list[AttentionProbe]:
+    """Rows that reach the grouped FP32 admission codes (§3.5) no trace case reaches, each
+    through the declared storage or metadata fact that code checks (§8.3-8.4)."""
+    verify, e4 = _base(**_VERIFY), _base(**_VERIFY, codec=_E4)
+    return [
+        _own("grouped_fp16_op_missing", verify, unavailable=("grouped_fp16",)),
+        _own("grouped_fp16_request_metadata", verify, parent_metadata=False),
+        _own("grouped_fp16_five_requests", _base(**_VERIFY, lengths=[2] * 5)),
+        _own("grouped_fp16_page832_cpu", _base(**_VERIFY, page=832), on_cuda=False),
+        _own("grouped_e4m3_query_layout", e4, query_layout_ok=False),
+        _own("grouped_e4m3_output_shape", e4, output_shape_ok=False),
+        _own("grouped_e4m3_unaligned", e4, aligned=False),
+        _own("grouped_e4m3_context_266240", e4, seq_extra=266240),
+        _own("grouped_e4m3_row_tables", e4, smallq_table_rows=5),
+        _own("grouped_e4m3_metadata_layout", e4, metadata_layout_ok=False),
+        _own(
+            "grouped_rows_17_groups",
+            _base(stage="mixed", codec=_E4, lengths=[32, *([1] * 17)]),
+            _env(e4m3_batch_xqa="0"),
+            doc="seventeen eight-row groups: more than the E4M3 op's sixteen (query_rows)",
+        ),
+    ]
+
+
+def _architecture_probes() -> list[AttentionProbe]:
+    """The D256 GQA6 architecture entry (absent from the trace's op set) declared loaded:
+    the Q8000 core, the fringe, the Q8192 specialization with and without padding, the v37
+    family, the switch off and capture."""
+    arch, both = ("arch",), ("arch", "arch_q8192")
+    prefill = {"stage": "prefill"}
+    return [
+        _own("prefill_q8000_arch", _base(**prefill, qlen=8000), present=arch),
+        _own(
+            "prefill_q8000_arch_switch_off",
+            _base(**prefill, qlen=8000),
+            _env(prefill_d256_gqa_arch_128k_experimental="0"),
+            present=arch,
+        ),
+        _own("prefill_q8000_arch_graph", _base(**prefill, qlen=8000, capture=True), present=arch),
+        _own("prefill_q8128_arch_fringe", _base(**prefill, qlen=8128), present=arch),
+        _own("prefill_q8128_arch_q8192", _base(**prefill, qlen=8128), present=both),
+        _own("prefill_q8192_arch_q8192", _base(**prefill, qlen=8192), present=both),
+        _own(
+            "prefix_q1024_arch_v37",
+            _base(stage="prefix", qlen=1024),
+            _env(prefill_d256_gqa_v37="1"),
+            present=arch,
+            contiguous_kv=True,
+        ),
+    ]
 
 
 MANIFEST = tuple(_manifest())
@@ -696,20 +772,38 @@ ROW_CODES: Mapping[str, tuple[str, ...]] = {
         "short_e5m2",
         "short_gqa4",
     ),
-    "prefill_prefix_decode_rows_e4m3_grouped_fp32": ("operator_batch_revision",),
+    "prefill_prefix_decode_rows_e4m3_grouped_fp32": ("operator_batch_revision", "query_rows"),
     "prefill_smallq_e4m3_grouped_fp32": (
         "causal_or_window",
+        "context_capacity",
         "decode_policy",
         "head_shape",
+        "kv_layout",
         "kv_shape_or_unmeasured_page",
+        "metadata_layout",
         "operator_batch_revision",
+        "operator_missing:grouped_e4m3_fp32",
+        "output_shape",
+        "query_or_output_layout",
+        "row_metadata",
     ),
     "prefill_smallq_fp16_grouped_fp32": (
         "causal_or_window",
+        "device_not_cuda",
         "head_shape",
         "kv_shape_or_unmeasured_page",
+        "operator_missing:sm70_grouped_fp16_fwd",
         "query_rows",
+        "request_group_count",
+        "request_metadata",
     ),
+}
+# The grouped codes no route can reach whatever a row declares: each route's admission is
+# called with its own codec and layout, and its op is loaded only for a cache of that codec.
+UNREACHABLE_GROUPED_CODES: Mapping[str, str] = {
+    "codec_unsupported": "each grouped route asks the admission for its own codec (FP16 or E4M3)",
+    "layout_unsupported": "only the E4M3 rows ask for explicit groups, which E4M3 accepts",
+    "kv_dtype": "each grouped op is loaded only for a cache of its own codec (§1.2)",
 }
 _PINNED = "the rows are the trace's 813 cases and the probes of §6.3"
 
@@ -742,10 +836,11 @@ def decision_sites() -> DecisionSites:
             if site.code in ("stage", "disabled", "unavailable")
             else "test_each_xqa_rule_on_both_sides"
         )
-        declarations[site] = recorded_only(
+        reason = UNREACHABLE_GROUPED_CODES.get(
+            site.code or "",
             f"no row's layout or variables reach this code for this candidate ({_PINNED})",
-            _ROUTES_TEST + test,
         )
+        declarations[site] = recorded_only(reason, _ROUTES_TEST + test)
     return DecisionSites(tuple(sites), declarations)
 
 
@@ -891,6 +986,7 @@ __all__ = [
     "OWN_PROBES",
     "PROBES",
     "UNREACHABLE",
+    "UNREACHABLE_GROUPED_CODES",
     "V100_ATTENTION_CATEGORY",
     "V100AttentionCategory",
     "matrix_cases",
