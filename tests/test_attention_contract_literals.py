@@ -196,22 +196,13 @@ def test_every_recorded_route_is_declared_or_a_family_counter(rows: dict[str, A.
     assert undeclared == []
 
 
-# Routes that need an op the issue's default op set leaves out (its Decisions: "the trace's op
-# set: Split-D KV3, the architecture ops, the paged-KV utilities and the scalar tail absent"):
-# the D256 GQA6 architecture entry (docs/contracts/attention.md §8) and the Split-D prefix
-# pair.
-ABSENT_OP_ROUTES = frozenset(
-    {
-        "prefill_dense_d256_gqa_arch_long",
-        "prefill_dense_d256_gqa_v37",
-        "prefill_dense_d256_gqa_79t_fp32",
-        "prefill_dense_d256_gqa_79t_fp32_fringe_fallback",
-        "prefill_dense_d256_gqa_79t_fp32_q8192",
-        "prefill_dense_d256_gqa_79t_fp32_q8192_pad",
-        "prefill_prefix_splitd_d256",
-        "prefill_prefix_contig_dense_fa2_d256",
-    }
-)
+# The one declared route no declared input reaches: docs/contracts/attention.md §2 records
+# prefill_prefix_splitd_d256 "only if the candidate's route variable is empty", and §4.6's FA2
+# candidate names its contiguous, gather or paged Split-D route on every branch that runs an
+# entry. The architecture routes and the contiguous dense Split-D route are reached by rows
+# that declare the architecture entry loaded, or the Split-D paged form declining (the
+# issue's explicit inputs).
+NAMELESS_SPLITD_ROUTE = "prefill_prefix_splitd_d256"
 
 
 def test_each_declared_route_is_reached_or_is_a_flashinfer_route(rows: dict[str, A.Row]) -> None:
@@ -225,11 +216,12 @@ def test_each_declared_route_is_reached_or_is_a_flashinfer_route(rows: dict[str,
         name
         for name in A.DECLARED_ROUTES
         if name not in A.FLASHINFER_ROUTES
-        and name not in ABSENT_OP_ROUTES
+        and name != NAMELESS_SPLITD_ROUTE
         and name not in (outside if name in A.CONSTRUCTION_ROUTES else in_forwards)
     ]
     assert unreached == []
     assert in_forwards & set(A.FLASHINFER_ROUTES) == set()
+    assert NAMELESS_SPLITD_ROUTE not in in_forwards
     assert in_forwards & A.CONSTRUCTION_ROUTES == set()
 
 
@@ -925,8 +917,18 @@ PROBE_EXPECTATIONS = [
     # Line 27: captured draft: docs/contracts/attention.md §4.5 step 2
     # "prefill_capture_dflash_noncausal_paged, then the prefix path without the prefill_prefix_flash
     # envelope".
-    # (edge:prefix_dflash_draft_graph: the category records the capture route alone; whether
-    # the prefix path's noncausal batch follows it is left to the golden comparison.)
+    # The case has one sequence (no `lengths`, §5.1: prefix [q]). The batch candidate is the
+    # non-causal DFlash draft *batch* of §4.6: the manifest's eager line 26 gives it two
+    # sequences ([8, 8]) to reach it; one sequence takes it only with a draft page layout the
+    # trace does not use (page 16, no window), so the prefix path runs per sequence: none of
+    # its candidates admits a non-causal call (BFLA, FA2, contiguous, bridge and split-KV
+    # all need causal), the plain paged entry runs without a counter, and capture leaves the
+    # envelope out. The capture route alone, in both forwards.
+    Expect(
+        "edge:prefix_dflash_draft_graph",
+        routes=("prefill_capture_dflash_noncausal_paged",),
+        ops=("paged",),
+    ),
     # Line 28: docs/contracts/attention.md §4.3 step 1: the observer, "no op" (§2).
     Expect("edge:metadata_none", routes=("metadata_none_zero_output",), ops=()),
     # Line 29: no dense op = an unsupported layer (docs/contracts/attention.md §4.3 step 3), Triton
@@ -1411,3 +1413,154 @@ def test_each_xqa_reason_the_probes_reach_is_recorded(rows: dict[str, A.Row], co
     assert any(code in r.strings() for r in rows.values()), (
         f"no row of {A.SNAPSHOT.name} records the XQA route reason {code!r}"
     )
+
+
+# --- routes behind the entries the trace's op set leaves out (routectl's own probes) -----------
+# docs/contracts/attention.md §4.5, the Split-D wrapper's dense form: "the architecture op
+# (counters `..._gqa_arch_long`, then `_v37` or `_79t_fp32`, then above 8000 `_q8192` (+ `_pad`
+# below 8192) or `_fringe_fallback`), else split-KV3 ..., else plain Split-D"; §1.3: the
+# architecture admission needs its switch; §2: the 79T routes span 8000..8192, the v37 one a
+# multiple of 64. The rows declare the entry loaded (the issue's explicit inputs).
+
+ARCH = "prefill_dense_d256_gqa_arch_long"
+T79 = "prefill_dense_d256_gqa_79t_fp32"
+NO_PREFIX_SPLITD = ("prefill_dense_splitd_d256", "prefill_no_prefix_dense_flash")
+ARCH_ROUTES = (
+    ARCH,
+    "prefill_dense_d256_gqa_v37",
+    T79,
+    "prefill_dense_d256_gqa_79t_fp32_fringe_fallback",
+    "prefill_dense_d256_gqa_79t_fp32_q8192",
+    "prefill_dense_d256_gqa_79t_fp32_q8192_pad",
+)
+
+OWN_PROBE_EXPECTATIONS = [
+    # q 8000 exactly (the Q8000 core): the family counters, then the wrapper's caller.
+    Expect("edge:prefill_q8000_arch", routes=(ARCH, T79, *NO_PREFIX_SPLITD), ops=("arch",)),
+    # The admission switch off: plain Split-D (§1.3 "architecture-op admission").
+    Expect(
+        "edge:prefill_q8000_arch_switch_off",
+        routes=NO_PREFIX_SPLITD,
+        ops=("splitd_dense",),
+    ),
+    # Capturing: the architecture entry is not admitted; q % 64 -> plain Split-D.
+    Expect("edge:prefill_q8000_arch_graph", routes=NO_PREFIX_SPLITD, excludes=ARCH_ROUTES),
+    # 8128 > 8000 without the Q8192 specialization: the fringe counter.
+    Expect(
+        "edge:prefill_q8128_arch_fringe",
+        routes=(ARCH, T79, "prefill_dense_d256_gqa_79t_fp32_fringe_fallback", *NO_PREFIX_SPLITD),
+        ops_contain=("arch",),
+    ),
+    # With the Q8192 specialization: 8128 < 8192 is padded, 8192 is not.
+    Expect(
+        "edge:prefill_q8128_arch_q8192",
+        routes=(
+            ARCH,
+            T79,
+            "prefill_dense_d256_gqa_79t_fp32_q8192",
+            "prefill_dense_d256_gqa_79t_fp32_q8192_pad",
+            *NO_PREFIX_SPLITD,
+        ),
+    ),
+    Expect(
+        "edge:prefill_q8192_arch_q8192",
+        routes=(ARCH, T79, "prefill_dense_d256_gqa_79t_fp32_q8192", *NO_PREFIX_SPLITD),
+    ),
+    # The v37 family on a contiguous prefix view (§4.6 FA2 -> contig Split-D, q 1024 < KV).
+    Expect(
+        "edge:prefix_q1024_arch_v37",
+        routes=(
+            ARCH,
+            "prefill_dense_d256_gqa_v37",
+            "prefill_prefix_contig_splitd_d256",
+            "prefill_prefix_flash",
+        ),
+    ),
+    # §4.6: FA2 (no contiguous view; gather minimum 4096 unmet -> paged Split-D, which the row
+    # declares declining) -> contiguous BHMD (its op declared absent) -> contiguous dense with
+    # the copy allowed: "FA2, else dense" -> the dense Split-D form completes.
+    Expect(
+        "edge:prefix_q1024_contig_copy_splitd",
+        routes=("prefill_prefix_contig_dense_fa2_d256", "prefill_prefix_flash"),
+        ops=("splitd_paged", "splitd_dense"),
+    ),
+    # §4.5 step 2 with two uniform draft sequences: the capture route, then §4.6's first
+    # batch candidate, and no envelope.
+    Expect(
+        "edge:prefix_dflash_draft_graph_two_seqs",
+        routes=("prefill_capture_dflash_noncausal_paged", "prefill_prefix_dflash_noncausal_batch"),
+        ops=("paged",),
+    ),
+]
+
+
+@pytest.mark.parametrize("expect", OWN_PROBE_EXPECTATIONS, ids=lambda e: e.row)
+def test_own_probe_routes(rows: dict[str, A.Row], expect: Expect) -> None:
+    check(rows, expect)
+
+
+def test_the_captured_draft_calls_the_paged_entry_non_causally(rows: dict[str, A.Row]) -> None:
+    # §4.5 step 2: a DFlash draft layer "with non-causal metadata".
+    for name in ("edge:prefix_dflash_draft_graph", "edge:prefix_dflash_draft_graph_two_seqs"):
+        row = routed(rows, name)
+        for f in (0, 1):
+            assert [o.get("causal") for o in row.ops(f)] == [False], (name, row.ops(f))
+
+
+def test_architecture_routes_appear_only_where_the_entry_is_declared(
+    rows: dict[str, A.Row],
+) -> None:
+    # §5.1: the trace's op set has no architecture entry, so no golden case and no probe that
+    # leaves it out may record a long-prefill family route.
+    for row in rows.values():
+        declared = "arch" in ((row.probe_case or {}).get("present") or ())
+        if row.all_routes() & set(ARCH_ROUTES):
+            assert declared, row.id
+
+
+# --- §3.5: every grouped FP32 admission code is recorded by a row ---------------------------
+# The routes whose admission §3.5 describes (§2 "verify" and "mixed_decode").
+GROUPED_ROUTES = frozenset(
+    {
+        "prefill_smallq_fp16_grouped_fp32",
+        "prefill_smallq_e4m3_grouped_fp32",
+        "prefill_prefix_decode_rows_e4m3_grouped_fp32",
+    }
+)
+# Three codes no routed call can return: §4.6 asks the FP16 admission for the FP16 route and
+# the E4M3 one for the two E4M3 routes (so a codec outside the admission's table never
+# reaches it, `codec_unsupported`), only the E4M3 rows ask for explicit groups, which E4M3
+# accepts (`layout_unsupported`), and §1.2 loads each grouped op only for a cache of its own
+# codec (`kv_dtype`: the op is missing first).
+NO_ROUTED_CALL = frozenset({"codec_unsupported", "layout_unsupported", "kv_dtype"})
+
+
+def grouped_verdicts(rows: dict[str, A.Row]) -> dict[str, set[tuple[str, str]]]:
+    """code -> {(row id, route)} over every grouped verdict the rows keep."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    for row in rows.values():
+        for forward in row.forwards:
+            for verdict in forward.get("verdicts") or ():
+                route, code = verdict[0], verdict[1]
+                if route in GROUPED_ROUTES and isinstance(code, str):
+                    out.setdefault(code, set()).add((row.id, route))
+    return out
+
+
+@pytest.mark.parametrize("code", A.GROUPED_FP32_CODES)
+def test_each_grouped_fp32_code_is_recorded_by_a_row(rows: dict[str, A.Row], code: str) -> None:
+    # docs/contracts/attention.md §6.3: "one probe per grouped FP32 reason code".
+    seen = grouped_verdicts(rows).get(code, set())
+    if code in NO_ROUTED_CALL:
+        assert seen == set(), (code, sorted(seen))
+        return
+    assert seen, f"no row of {A.SNAPSHOT.name} records the grouped FP32 code {code!r}"
+    for row_id, route in seen:
+        # A refused admission never takes its route in that row.
+        assert route not in rows[row_id].all_routes(), (code, row_id, route)
+
+
+def test_the_grouped_codes_are_the_contracts_twenty() -> None:
+    # §3.5 lists 21 checks, `query_rows` twice (before and after the group count).
+    assert len(A.GROUPED_FP32_CODES) == len(set(A.GROUPED_FP32_CODES)) == 20
+    assert NO_ROUTED_CALL <= set(A.GROUPED_FP32_CODES)

@@ -25,6 +25,8 @@ from policies.categories.v100_attention import (
 from policies.categories.v100_attention import (
     V100_ATTENTION_CATEGORY as CATEGORY,
 )
+from policies.v100_attention import Case, Layout, simulate
+from policies.v100_attention_variables import V100_ATTENTION_FIELDS
 from routectl.replay.harness import replay_category
 from tests.fixtures.toy import invoke, ok
 
@@ -160,7 +162,14 @@ def test_every_declared_route_is_reached_or_declared_unreachable(routes):
     assert unreachable <= declared
     assert declared - unreachable <= set(seen), sorted(declared - unreachable - set(seen))
     assert not unreachable & set(seen), sorted(unreachable & set(seen))
-    # The two FlashInfer SM70 routes belong to another backend.
+    # Only the two FlashInfer SM70 routes (another backend) and the Split-D default name
+    # (the FA2 candidate always names its route) stay unreachable: the architecture routes
+    # and the contiguous dense Split-D route are reached by rows declaring their inputs.
+    assert unreachable == {
+        "flashinfer_sm70_fixed_entry",
+        "flashinfer_sm70_splitkv3_fast_visible",
+        "prefill_prefix_splitd_d256",
+    }
     assert "another" not in UNREACHABLE["flashinfer_sm70_fixed_entry"]
     assert "FlashInfer" in UNREACHABLE["flashinfer_sm70_fixed_entry"]
     # Every recorded name is declared (the table, then the families).
@@ -516,3 +525,66 @@ def test_list_matrix_explain_and_report_show_the_category(tmp_path):
     report = ok(invoke(["report", "--html", html, "-c", NAME], cwd=ROOT))
     assert report.code == 0, report.stderr
     assert NAME in html.read_text()
+
+
+def test_a_layout_entry_outside_the_known_ops_is_refused():
+    # A misspelt op would otherwise leave the row's routes silently unchanged.
+    for inputs in ({"present": ("archh",)}, {"unavailable": ("xqa2",)}, {"declines": ("arch",)}):
+        with pytest.raises(ValueError, match="unknown entries"):
+            Layout(**inputs)
+    assert Layout(present=("arch", "arch_q8192"), declines=("splitd_paged",)).present == (
+        "arch",
+        "arch_q8192",
+    )
+
+
+def test_the_architecture_entry_needs_its_switch_and_no_capture():
+    base = Case("prefill", "auto", 256, 6, False, "none", "none", qlen=8000)
+    on = simulate(base, _values(), Layout(present=("arch",)))
+    assert on["forwards"][0]["routes"][:2] == [
+        "prefill_dense_d256_gqa_arch_long",
+        "prefill_dense_d256_gqa_79t_fp32",
+    ]
+    off = simulate(
+        base, _values(prefill_d256_gqa_arch_128k_experimental=False), Layout(present=("arch",))
+    )
+    assert off["forwards"][0]["routes"] == [
+        "prefill_dense_splitd_d256",
+        "prefill_no_prefix_dense_flash",
+    ]
+    # v37 needs KV > q: the no-prefix call (KV == q) falls back to plain Split-D.
+    v37 = simulate(base, _values(prefill_d256_gqa_v37=True), Layout(present=("arch",)))
+    assert v37["forwards"][0]["routes"] == [
+        "prefill_dense_splitd_d256",
+        "prefill_no_prefix_dense_flash",
+    ]
+    # 8100 is no multiple of 32: neither the architecture entry nor plain Split-D.
+    odd = simulate(
+        Case("prefill", "auto", 256, 6, False, "none", "none", qlen=8100),
+        _values(),
+        Layout(present=("arch",)),
+    )
+    assert odd["forwards"][0]["routes"] == ["prefill_no_prefix_dense_flash"]
+
+
+def test_an_absent_grouped_op_answers_operator_missing_without_moving_the_route():
+    case = Case("prefix", "auto", 256, 6, False, "mtp", "none", page=832)
+    loaded = simulate(case, _values(), Layout())
+    missing = simulate(case, _values(), Layout(unavailable=("grouped_fp16",)))
+    assert "prefill_smallq_fp16_grouped_fp32" in loaded["forwards"][0]["routes"]
+    assert missing["forwards"][0]["routes"] == [
+        "prefill_smallq_decode_scalar",
+        "prefill_prefix_flash",
+    ]
+    assert ["prefill_smallq_fp16_grouped_fp32", "operator_missing:sm70_grouped_fp16_fwd"] in (
+        missing["forwards"][0]["verdicts"]
+    )
+
+
+def _values(**changes: Any) -> dict[str, Any]:
+    """The section's defaults (each field's declared default), with the given changes."""
+    values: dict[str, Any] = {f.name: f.default for f in V100_ATTENTION_FIELDS}
+    unknown = set(changes) - set(values)
+    assert not unknown, unknown
+    values.update(changes)
+    return values
