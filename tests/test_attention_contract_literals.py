@@ -1318,6 +1318,14 @@ def threshold_rows(
     return out
 
 
+def captured_with_workspace_hint(row: A.Row) -> bool:
+    """A probe that captures and declares a workspace capacity hint (§3.3 items 4, 7, 9)."""
+    case = row.probe_case or {}
+    return bool(case.get("capture")) and any(
+        key.endswith("workspace_hint") and value is not None for key, value in case.items()
+    )
+
+
 @pytest.mark.parametrize("threshold", THRESHOLDS, ids=lambda t: t.name)
 def test_each_threshold_has_both_sides_with_and_without_a_workspace_hint(
     rows: dict[str, A.Row], manifest: list[dict[str, Any]], threshold: Threshold
@@ -1331,6 +1339,12 @@ def test_each_threshold_has_both_sides_with_and_without_a_workspace_hint(
         f"{threshold.name}: probes at {threshold.low}: {[r.id for r in below]}, "
         f"at {threshold.low + 1}: {[r.id for r in above]} (two on each side expected)"
     )
+    for side, group in (("below", below), ("above", above)):
+        hinted = [r for r in group if captured_with_workspace_hint(r)]
+        assert hinted and len(hinted) < len(group), (
+            f"{threshold.name} {side}: {[r.id for r in group]} (one with a capture workspace "
+            f"hint and one without expected; with: {[r.id for r in hinted]})"
+        )
     for row in below:
         assert row.rejected is None, row.id
         assert row.all_routes() & A.XQA_ROUTES == set(), (row.id, row.all_routes())
@@ -1564,3 +1578,46 @@ def test_the_grouped_codes_are_the_contracts_twenty() -> None:
     # §3.5 lists 21 checks, `query_rows` twice (before and after the group count).
     assert len(A.GROUPED_FP32_CODES) == len(set(A.GROUPED_FP32_CODES)) == 20
     assert NO_ROUTED_CALL <= set(A.GROUPED_FP32_CODES)
+
+
+# --- §6.3 "rows 0/2/32 with E4M3 batch XQA on and off" -----------------------------------------
+
+
+@pytest.mark.parametrize("rows_asked", [0, 2, 32])
+def test_e4m3_rows_are_probed_with_batch_xqa_on_and_off(
+    rows: dict[str, A.Row], rows_asked: int
+) -> None:
+    # §3.3 item 6: E4M3 with rows != 1 (decode) or > 1 (verify) is refused `e4m3_batch` unless
+    # rows > 1 and E4M3 batch XQA is on; "decode and mixed do not" admit 0 rows.
+    found: dict[str, list[str]] = {"1": [], "0": []}
+    for row in rows.values():
+        case = row.probe_case or {}
+        if row.case is not None or case.get("codec") != "fp8_e4m3":
+            continue
+        lengths = case.get("lengths")
+        asked = sum(lengths) if lengths else case.get("qlen")
+        switch = (case.get("env") or {}).get("VLLM_FLASH_V100_E4M3_BATCH_XQA")
+        if asked == rows_asked and switch in found:
+            found[switch].append(row.id)
+            xqa = row.all_routes() & A.XQA_ROUTES
+            if rows_asked == 0 or switch == "0":
+                assert xqa == set(), (row.id, xqa)
+    assert found["1"] and found["0"], found
+
+
+# --- the small-query cap (§1.2 SMALLQ_DECODE_MAX_Q "16"; §4.6 "max q <= cap") on both sides ----
+
+
+def test_the_small_query_cap_has_both_sides(rows: dict[str, A.Row]) -> None:
+    verifier = {name for name in A.DECLARED_ROUTES if name.startswith("prefill_smallq_")}
+    seen = set()
+    for row in rows.values():
+        case = row.probe_case or {}
+        if row.case is not None or case.get("stage") != "prefix" or case.get("spec") == "none":
+            continue
+        if case.get("env") or case.get("qlen") not in (16, 17) or case.get("lengths"):
+            continue
+        seen.add(case["qlen"])
+        took = bool(routed(rows, row.id).all_routes() & verifier)
+        assert took == (case["qlen"] == 16), (row.id, row.all_routes())
+    assert seen == {16, 17}

@@ -318,6 +318,15 @@ def _own_probes() -> list[AttentionProbe]:
                 decode_max_seq_len_hint=1,
             )
         )
+        # Capturing without a static hint: the workspace capacity comes next (§3.3 item 9).
+        probes.append(
+            _own(
+                f"decode_e5m2_capture_workspace_{hint}",
+                _base(codec=_E5, capture=True),
+                decode_workspace_hint=hint,
+                decode_max_seq_len_hint=1,
+            )
+        )
     # The GQA4 decode minimum (32768): the workspace hint first, then static, then max.
     for hint in (32767, 32768):
         probes.append(
@@ -389,6 +398,19 @@ def _own_probes() -> list[AttentionProbe]:
                     smallq_max_seq_len_hint=4096,
                 )
             )
+    # Zero rows: decode never admits them (the sequence rows differ first), on or off.
+    for on in ("1", "0"):
+        probes.append(
+            _own(
+                f"decode_e4m3_rows0_batch_{'on' if on == '1' else 'off'}",
+                _base(codec=_E4, lengths=[0]),
+                _env(e4m3_batch_xqa=on),
+            )
+        )
+    # The small-query cap (16) on both sides: at the cap the verifier, above it the
+    # per-sequence prefix path.
+    for qlen in (16, 17):
+        probes.append(_own(f"verify_q{qlen}_cap16", _base(**_VERIFY, qlen=qlen)))
     # The decode strategy and the XQA op's revision.
     probes.append(
         _own(
@@ -753,6 +775,7 @@ ROW_CODES: Mapping[str, tuple[str, ...]] = {
         "e5m2_gqa4",
         "gqa",
         "head_dim",
+        "sequence_rows",
         "short_e5m2",
         "short_gqa4",
         "window",
