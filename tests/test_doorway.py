@@ -1,11 +1,16 @@
-"""The measure of the doorway: a new kernel family costs its own modules plus edits to the
-family list (`policies/families.py`), `docs/` and CHANGELOG.md.
+"""The measure of the doorway: a new kernel family costs its own modules (its tests and
+their expectations included) plus edits to the family list (`policies/families.py`),
+`docs/` and CHANGELOG.md.
 
-Proved two ways. Structurally: no existing file outside those three places names two
-families' own things (their names, categories, own sections, own modules, own ops modules),
-so no file is a registry that a new family would have to extend, except the files listed
-below, each with its reason. And by construction: the project built from the family list
-without one family still works, with every other category's rows exactly as retained.
+Proved three ways. Structurally: no existing file outside those places names two families'
+own things (their names, categories, own sections, own modules, own ops modules), so no file
+is a registry that a new family would have to extend, except the files listed below, each
+with its reason. Strictly: no family's names appear outside its own files at all (each
+family's test expectations are its own module, `tests/families/<family>.py`, which every
+family must have), the founding families' worked examples excepted where listed. And by
+construction: the project built from the family list without one family still works, with
+every other category's rows exactly as retained, and so does a copy of the tree with the
+family's files and entry taken out.
 """
 
 from __future__ import annotations
