@@ -470,9 +470,10 @@ def test_a_family_is_named_only_in_its_own_files(group, outside):
         f"{group}'s names appear outside its own files:\n  "
         + "\n  ".join(outside[group])
         + f"\nMove each expectation into tests/families/{families.module_name(group)}.py (the "
-        "shared tests merge it from there) or a test file named after one of the family's "
-        f"module stems ({', '.join(sorted(confinement_tokens(FAMILIES)[group][1]))}); a "
-        "generic test takes a family-neutral example. CONTRIBUTING.md, adding a family."
+        "shared tests merge it from there); a test file of the family's own is named after one "
+        f"of its module stems ({', '.join(sorted(confinement_tokens(FAMILIES)[group][1]))}) or "
+        "listed in that module's OWN_FILES; a generic test takes a family-neutral example. "
+        "CONTRIBUTING.md, adding a family, step 7."
     )
 
 
