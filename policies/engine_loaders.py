@@ -2,7 +2,7 @@
 meta tensors: the `LayerLoader` of a linear family (its checkpoint tensors and one activation
 per call) and of the AWQ MoE family (the category's router inputs and stage summaries). The
 family records (`policies.families`) name them; a family whose loader is its own keeps it in
-a module of its own (`policies/fp8_moe_loader.py`)."""
+a module of its own, beside the family's other modules."""
 
 from __future__ import annotations
 

@@ -10,10 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.contract_literals import FIELD_VARIABLES
 from tests.fixtures.toy import invoke, load, make_project, ok, tree_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
-WIDEST_KEY = len("v100_attention.prefill_dense_splitkv3_q8000_experimental")
+# The longest policy key the contracts name (the families' literals, tests/families/).
+WIDEST_KEY = max(len(key) for key in FIELD_VARIABLES)
 
 
 def test_version():
@@ -150,8 +152,7 @@ def test_explain_shows_the_family_sections_and_formats_bytes():
         invoke(["explain", "sm70-awq-moe:edge:qpn_m1_on", "--all-policy"], cwd=ROOT)
     ).stdout.splitlines()
     assert "policy (value, source; every section):" in every
-    # Every section: the longest key (the attention section's
-    # v100_attention.prefill_dense_splitkv3_q8000_experimental) sets the column.
+    # Every section: the longest key of any section sets the column.
     assert "  " + "sm70_nvfp4.qpn2".ljust(WIDEST_KEY) + " = false  (default)" in every
 
 
@@ -219,10 +220,9 @@ def _complete(words: str, cword: int) -> list[str]:
 
 
 def test_shell_completion_of_categories_and_row_ids():
-    assert _complete("routectl check -c sm70-a", 3) == [
+    assert _complete("routectl check -c sm70-aw", 3) == [
         "plain,sm70-awq-linear",
         "plain,sm70-awq-moe",
-        "plain,sm70-attention",
     ]
     assert _complete("routectl explain sm70-awq-linear:edge:native_m", 2) == [
         "plain,sm70-awq-linear:edge:native_missing"

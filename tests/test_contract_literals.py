@@ -47,10 +47,8 @@ CONTEXT = {
     "dflash2_qualified": False,
     "model_quantization": None,
     "capability": 70,
-    # The Flash-Next family's entries (docs/contracts/flashnext.md §2.3, §2.5): no model
-    # facts, so no decode contract.
-    "flash_next_qualified": False,
-    "flash_next_base_lane": False,
+    # The entries the family records add (each written in its module in tests/families/).
+    **C.CONTEXT,
 }
 
 

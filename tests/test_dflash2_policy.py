@@ -13,12 +13,14 @@ import pytest
 from native.kernels.gdn_sm70 import GdnLayout, can_implement_combined_split
 from policies import PROJECT
 from policies.dflash2 import gdn_admissions
+from policies.families import FAMILIES
 from policies.qualification import dflash2_verifier_qualified
 from policies.variables import FIELDS, RETIRED
 from routectl.errors import InputError
 from routectl.policy.fields import INT_BOOL, Field, Kind
 from routectl.policy.resolve import PolicyDeprecationWarning, resolve_fields
 from routectl.workload import EngineConfig, Hardware, ModelFacts
+from tests import families
 
 # The sections the policy hash covers, as the project derives them from its family records.
 active_sections = PROJECT.hashed_sections
@@ -480,34 +482,19 @@ def test_guard_messages_name_the_failed_condition_literally():
 
 # --- hash rule -----------------------------------------------------------------------------------
 
-# Issue 16 made the whole sm70_fp8 section active on Volta too (block-FP8 linears).
-ROUND_1_SECTIONS_70 = [
-    "sm70_turbomind",
-    "sm70_nvfp4",
-    "sm70_awq",
-    "sm70_awq_moe.tune_small_shapes",
-    "sm70_awq_moe",
-    "sm70_fp8",
-    # Issue 32: the FP8 MoE family hashes the 11 route fields of its section (Volta class).
-    *(
-        f"sm70_fp8_moe.{name}"
-        for name in (
-            "batched",
-            "w13_per_expert",
-            "w2_per_expert",
-            "legacy_compact",
-            "permute_scratch",
-            "compact_exact_layout",
-            "compact_native_unpermute",
-            "compact_decomposed",
-            "single_token_w13",
-            "single_token_w2",
-            "single_token_reduce",
-        )
-    ),
-    # Issue 35: the attention section, hashed on capability 70 for every engine.
-    "v100_attention",
-]
+
+# The sections every engine hashes at a capability: each family's own statement (its module
+# in tests/families/, `ALWAYS_HASHED`; issue 16 made the whole sm70_fp8 section active on
+# Volta too), joined in the family list's order, each once.
+def always_hashed(capability: int) -> list[str]:
+    out: dict[str, None] = {}
+    for family in FAMILIES:
+        stated = getattr(families.modules()[family.name], "ALWAYS_HASHED", {})
+        out.update(dict.fromkeys(stated.get(capability, ())))
+    return list(out)
+
+
+ROUND_1_SECTIONS_70 = always_hashed(70)
 
 
 @pytest.mark.parametrize(
@@ -520,7 +507,7 @@ ROUND_1_SECTIONS_70 = [
 def test_other_engines_do_not_hash_the_section(engine):
     policy = resolve(engine=engine)
     assert active_sections(70, engine, policy) == ROUND_1_SECTIONS_70
-    assert active_sections(75, engine, policy) == ["sm70_turbomind", "sm70_nvfp4", "sm70_fp8"]
+    assert active_sections(75, engine, policy) == always_hashed(75)
 
 
 def test_dflash_engines_and_explicit_fields_hash_the_section():

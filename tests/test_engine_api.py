@@ -22,7 +22,7 @@ from jsonschema import Draft202012Validator
 import native.reference  # noqa: F401  (registers the routectl:: reference ops)
 from native.awq_schemas import PREPARE_COMPACT_OP, QPN_M1_OP, REFERENCE_NAMESPACE
 from native.kernels.awq_dense import AWQ_GEMM_OP
-from native.layers import AwqLayer, BlockFp8Layer, Fp8Layer, Nvfp4Layer
+from native.layers import AwqLayer
 from policies import PROJECT
 from policies.variables import FIELDS, UNKNOWN_PREFIX, field
 from routectl.engine.startup import LOGGER_NAME, NotDispatchedError, start
@@ -36,6 +36,7 @@ from routectl.policy.fields import Kind
 from routectl.replay.harness import RecordingNamespace
 from routectl.replay.observe import OpObserver
 from routectl.workload import EngineConfig, Hardware
+from tests import families
 from tests.policy_helpers import QWEN38_AWQ_MOE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,14 +48,6 @@ DISABLE_VAR = field("sm70_awq_moe.disable").variable
 DEPRECATED_VAR = next(f.variable for f in FIELDS if f.kind is Kind.DEPRECATED)
 FAMILY = "sm70-awq-moe"
 QPN_ON = {"sm70_awq_moe": {"qpn_m1": True}}
-FP8_MOE = {
-    "prefix": "model.layers.0.mlp.experts",
-    "layer_id": 0,
-    "experts": 256,
-    "top_k": 8,
-    "hidden": 2048,
-    "intermediate": 512,
-}
 
 
 def _recording(*remove: str) -> RecordingNamespace:
@@ -247,23 +240,9 @@ QUALIFIED = EngineConfig(
     max_num_batched_tokens=8192,
 )
 # Family -> (capability, layer, kernel_config): one served layer of every engine family.
-FAMILY_CASES = {
-    "sm70-nvfp4-linear": (
-        70,
-        Nvfp4Layer.of("model.layers.0.linear_attn.in_proj_qkvz", 5120, 4120),
-        None,
-    ),
-    "sm70-awq-linear": (70, AwqLayer.of("model.layers.0.mlp.down_proj", 8704, 5120, 128), None),
-    "sm75-nvfp4-linear": (75, Nvfp4Layer.of("model.layers.0.mlp.gate_up_proj", 5120, 17408), None),
-    "sm75-fp8-linear": (75, Fp8Layer.of("model.layers.0.mlp.down_proj", 8704, 5120), None),
-    "sm70-awq-moe": (70, MOE, QPN_ON),
-    "sm70-fp8-linear": (
-        70,
-        BlockFp8Layer.of("model.layers.0.mlp.down_proj", 4352, 5120, tp=4),
-        None,
-    ),
-    "sm70-fp8-moe": (70, FP8_MOE, None),
-}
+# One hand-written case per family that loads layers, in its module in tests/families/
+# (`ENGINE_CASE`): a coverage pin (`test_every_engine_family_has_a_case`).
+FAMILY_CASES = {family: case for family, case in families.stated("ENGINE_CASE")}
 
 
 def test_every_engine_family_has_a_case():
@@ -428,7 +407,7 @@ def test_invalid_report_is_rejected():
 
 # --- the engine loaders: how the startup report replays each family on meta tensors ----------
 
-MOE_FAMILIES = {FAMILY, "sm70-fp8-moe"}
+MOE_FAMILIES = {family for family, layer in families.stated("ENGINE_LAYER") if layer == "moe"}
 LINEAR_FAMILIES = sorted(f for f in FAMILY_CASES if f not in MOE_FAMILIES)
 
 

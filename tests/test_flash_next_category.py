@@ -21,7 +21,7 @@ from policies.flash_next import Rules, flash_next_route
 from routectl.errors import SelectionError
 from routectl.replay.harness import RecordingNamespace, find_row, replay_category, resolve_row
 from routectl.workload import Hardware
-from tests.contract_literals import FLASH_NEXT_CONTROLS
+from tests.families.sm70_flash_next_batch import FLASH_NEXT_CONTROLS
 from tests.fixtures.toy import invoke, ok
 
 # The reference's expected-change file, copied unchanged (docs/contracts/flashnext.md §6.4):

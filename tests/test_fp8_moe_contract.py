@@ -19,7 +19,7 @@ from policies.variables import FIELDS
 from routectl.errors import SelectionError
 from routectl.replay.harness import replay_category
 from routectl.workload import Hardware
-from tests.contract_literals import FP8_MOE_VARIABLES, MOE_SINGLE_TOKEN_VARIABLES
+from tests.families.sm70_fp8_moe import FP8_MOE_VARIABLES, MOE_SINGLE_TOKEN_VARIABLES
 from tests.fixtures.toy import invoke, ok
 from tests.policy_helpers import resolve
 

@@ -35,53 +35,20 @@ from routectl.review.invariances import verify_category, verify_invariance
 from routectl.review.matrix import build_matrix
 from routectl.review.matrix_text import render_matrix_text
 from routectl.rows import Invariance, RowSpec
+from tests import families
 from tests.fixtures.toy import invoke, ok
 from tests.project_files import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 NVFP4 = "sm70-nvfp4-linear"
 
-KERNEL_FIELDS = ("kernel", "prepared_layout", "fallbacks", "bytes", "prepare")
-# What each category's rows never depend on, written here from the policy code (the test
-# proves each below by replaying rows that differ only there), as (dimensions, fields) with
-# fields under `route` (None: the whole route; `*`: every layer).
-PROVED: Mapping[str, Sequence[tuple[tuple[str, ...], tuple[str, ...] | None]]] = {
-    NVFP4: [
-        (("kv",), None),
-        (("kv", "c", "q"), ("kernel", "prepared_layout", "fallbacks", "dispatch")),
-    ],
-    "sm70-awq-linear": [(("kv", "spec", "c"), None), (("kv", "spec", "c", "q"), KERNEL_FIELDS)],
-    "sm75-linear": [(("kv", "spec", "c", "q"), None)],
-    "sm70-awq-moe": [(("kv", "spec", "c"), None), (("kv", "spec", "c", "q"), KERNEL_FIELDS)],
-    "sm70-dflash2-policy": [(("kv", "c", "q"), None)],
-    "sm70-fp8-linear": [
-        (("kv", "c"), None),
-        (
-            ("kv", "c", "q"),
-            (
-                "layers.*.kernel",
-                "layers.*.prepared_layout",
-                "layers.*.fallbacks",
-                "layers.*.bytes",
-                "workspaces",
-            ),
-        ),
-    ],
-    "sm70-flash-next-batch": [
-        (("kv", "c"), None),
-        (
-            ("kv", "c", "q"),
-            ("flash_next_route", "controls", "packed_bytes", "precision", "methods"),
-        ),
-    ],
-    # The attention rows' kv, spec and the other slots are the trace's case keys: every one
-    # of them moves some route, so the category declares no invariance.
-    "sm70-attention": [],
-    "sm70-fp8-moe": [
-        (("kv", "spec", "c"), None),
-        (("kv", "spec", "c", "q"), ("kernel", "fallback", "bytes", "prepare", "warnings")),
-    ],
-}
+# What each category's rows never depend on, written from the policy code in each family's
+# expectations module (tests/families/, `INVARIANCES`; the test proves each below by replaying
+# rows that differ only there), as (dimensions, fields) with fields under `route` (None: the
+# whole route; `*`: every layer).
+PROVED: Mapping[str, Sequence[tuple[tuple[str, ...], tuple[str, ...] | None]]] = families.table(
+    "INVARIANCES"
+)
 
 # Matrix values, and one value outside the matrix each (the statements hold beyond the grid:
 # another KV dtype the engine accepts, another concurrency, a larger budget).

@@ -8,24 +8,13 @@ from policies import PROJECT, KernelConfig
 from policies.families import FAMILIES
 from policies.variables import FIELDS, SECTIONS, SHARED_FIELDS, field
 from routectl.errors import InputError
+from tests import families
 from tests.policy_helpers import resolve
 
-# The sections the contracts name (docs/contracts/): typed out, so a lost or renamed section
-# fails. The table may hold more only where a family record declares them (a new family's).
-CONTRACT_SECTIONS = frozenset(
-    {
-        "sm70_nvfp4",
-        "sm70_turbomind",
-        "sm70_awq",
-        "sm70_awq_moe",
-        "sm70_fp8",
-        "sm70_dflash2",
-        "sm70_flash_next",
-        "sm70_moe_single_token",
-        "sm70_fp8_moe",
-        "v100_attention",
-    }
-)
+# The sections the contracts name, typed out in each family's expectations module
+# (tests/families/, `SECTIONS`), so a lost or renamed section fails. The table may hold more
+# only where a family record declares them (a new family's).
+CONTRACT_SECTIONS = families.names("SECTIONS")
 
 
 def test_sections_and_fields_come_from_the_table():
@@ -34,7 +23,8 @@ def test_sections_and_fields_come_from_the_table():
     assert set(SECTIONS) - CONTRACT_SECTIONS <= declared
     # The families' own tables follow the shared one, in list order.
     assert FIELDS == (*SHARED_FIELDS, *(f for family in FAMILIES for f in family.fields))
-    assert {"sm70_flash_next", "sm70_fp8_moe", "sm70_moe_single_token"} <= declared
+    # The sections the families' own tables declare, as their modules state them.
+    assert families.names("OWN_SECTIONS") == declared
     assert declared.isdisjoint({f.section for f in SHARED_FIELDS})
     config = KernelConfig()
     for f in FIELDS:

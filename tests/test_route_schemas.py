@@ -17,25 +17,13 @@ from routectl.io.schemas import (
     violation,
 )
 from routectl.review.snapshot import read_snapshot, validate_rows
+from tests import families
 from tests.test_routes_golden import SNAPSHOTS
 
-OWN_SHAPES = {
-    "sm70-awq-moe": "moe_route",
-    "sm70-dflash2-policy": "policy_route",
-    "sm70-fp8-linear": "layers_route",
-    "sm70-flash-next-batch": "flash_next_batch_route",
-    "sm70-fp8-moe": "fp8_moe_row",
-    "sm70-attention": "v100_attention_route",
-}
-# A key only the category's own shape has.
-OWN_KEY = {
-    "sm70-awq-moe": "stages",
-    "sm70-dflash2-policy": "qualification",
-    "sm70-fp8-linear": "layers",
-    "sm70-flash-next-batch": "flash_next_route",
-    "sm70-fp8-moe": "stages",
-    "sm70-attention": "forwards",
-}
+# Each category's own route shape and a key only that shape has, as the family that proves it
+# writes them (tests/families/, `ROUTE_SHAPES`).
+OWN_SHAPES = {name: shape for name, (shape, _) in families.table("ROUTE_SHAPES").items()}
+OWN_KEY = {name: key for name, (_, key) in families.table("ROUTE_SHAPES").items()}
 
 
 def test_the_generic_schema_knows_no_category_shape():
@@ -48,8 +36,8 @@ def test_the_generic_schema_knows_no_category_shape():
 def test_the_project_composes_every_category_fragment():
     fragments = {c.name: c.route_schema() for c in PROJECT.categories}
     owners = {name for name, fragment in fragments.items() if fragment is not None}
-    # The retained categories' own shapes, by name; a new family's category may add one.
-    assert set(OWN_SHAPES) <= owners
+    # Every category with a fragment, by name: a new family states its shape in its module.
+    assert set(OWN_SHAPES) == owners
     for name, shape in OWN_SHAPES.items():
         assert fragments[name]["route"] == {"$ref": f"#/$defs/{shape}"}
     composed = PROJECT.snapshot_schema.data

@@ -22,12 +22,13 @@ from native.catalogue import CATALOGUE
 from native.layers import AwqLayer, Nvfp4Layer
 from policies import PROJECT, linear_awq, linear_fp8_sm70, linear_nvfp4, linear_turing
 from policies.awq_moe import decide_awq_moe
-from policies.fp8_moe import Fp8MoeOptions
 from policies.variables import FIELDS, field
 from routectl.namespaces.native_ns import InMemoryNamespace
 from routectl.policy.resolve import ResolvedPolicy
 from routectl.workload import Hardware
+from tests import families
 from tests.policy_helpers import QUALIFIED, QWEN38_AWQ_MOE
+from tests.wiring import Case, c, env
 
 HARDWARE = Hardware(70)
 ENGINE = QUALIFIED
@@ -58,8 +59,9 @@ MAPPINGS: Mapping[str, Callable[[ResolvedPolicy], dict[str, Any]]] = {
     "awq": _options(lambda p: linear_awq.awq_options(AWQ_LAYER, p, ENGINE)),
     "turing_qpn2": _options(linear_turing.qpn2_options),
     "turing_qpn8": _options(linear_turing.qpn8_options),
-    "fp8_moe": _options(Fp8MoeOptions.of),
     "awq_moe": _awq_moe,
+    # The mappings of the families that state their own (tests/families/, `WIRING_MAPPINGS`).
+    **families.table("WIRING_MAPPINGS"),
 }
 
 # Options no field sets alone: they come from the engine, the layer or a constant.
@@ -69,26 +71,6 @@ NOT_FROM_A_FIELD: Mapping[str, frozenset[str]] = {
     "awq": frozenset({"exact_dense_role", "tp"}),
     "awq_moe": frozenset({"capability", "hidden", "w2_n", "experts", "flags.qwen38_contract"}),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    key: str  # the field
-    value: Any  # typed value, or the variable's text when `variable`
-    changes: Mapping[str, Mapping[str, Any]]  # mapping -> option -> new value
-    variable: bool = False  # set through the environment (native-read fields must agree)
-
-    @property
-    def id(self) -> str:
-        return f"{self.key}={self.value!r}"
-
-
-def c(key: str, value: Any, **changes: Mapping[str, Any]) -> Case:
-    return Case(key, value, changes)
-
-
-def env(key: str, text: str, **changes: Mapping[str, Any]) -> Case:
-    return Case(key, text, changes, variable=True)
 
 
 # The batched lane off for layer 3, as the route and the flags record it.
@@ -104,20 +86,6 @@ UNBATCHED = {
 }
 # The engine's own MoE method: no route and no flags of this family.
 WNA16 = {"method": "MoeWNA16"}
-_MOE_BASE = ("sm70_fp8_moe", "sm70_moe_single_token")
-
-
-def _attention_value(name: str, default: object) -> object:
-    """A valid non-default value of an attention variable."""
-    if name == "decode_partition_size":
-        return 512  # one of 256, 512, 1024 (0: automatic)
-    if name == "sm70_decode_strategy":
-        return "legacy"
-    if isinstance(default, bool):
-        return not default
-    if isinstance(default, int):
-        return default + 1
-    return "/tmp/routectl-wiring"  # the free-text diagnostics (dump folders, debug names)
 
 
 CASES: tuple[Case, ...] = (
@@ -263,71 +231,12 @@ CASES: tuple[Case, ...] = (
         True,
         fp8={"explicit_enables": frozenset({"block_qpn8_volta_turbomind_prefill"})},
     ),
-    # --- the single-token inputs and sm70_fp8_moe (fp8moe.md §1) ---
-    c(
-        "sm70_moe_single_token.compact_w13",
-        True,
-        fp8_moe={"single_token_w13": ("compact", "dense")},
-    ),
-    c(
-        "sm70_moe_single_token.indexed_stage",
-        True,
-        fp8_moe={"single_token_w13": ("indexed", "dense")},
-    ),
-    c(
-        "sm70_moe_single_token.indexed_w13",
-        True,
-        fp8_moe={"single_token_w13": ("indexed", "dense")},
-    ),
-    # The FP8 alias already makes W2 indexed, and `unpermute` already makes the reduce
-    # weighted: either input alone changes nothing.
-    c("sm70_moe_single_token.indexed_w2", True),
-    c("sm70_moe_single_token.fastpath", True),
-    c("sm70_moe_single_token.unpermute", False, fp8_moe={"single_token_reduce": "unpermute"}),
-    c("sm70_moe_single_token.fp8_indexed_w2", False, fp8_moe={"single_token_w2": "dense"}),
-    c("sm70_fp8_moe.batched", False, fp8_moe={"batched": False}),
-    c("sm70_fp8_moe.w13_per_expert", True, fp8_moe={"w13_per_expert": True}),
-    c("sm70_fp8_moe.w2_per_expert", True, fp8_moe={"w2_per_expert": True}),
-    c("sm70_fp8_moe.legacy_compact", False, fp8_moe={"legacy_compact": False}),
-    c("sm70_fp8_moe.permute_scratch", False, fp8_moe={"permute_scratch": False}),
-    c("sm70_fp8_moe.compact_exact_layout", False, fp8_moe={"compact_exact_layout": False}),
-    c(
-        "sm70_fp8_moe.compact_native_unpermute",
-        True,
-        fp8_moe={"compact_native_unpermute": True},
-    ),
-    c("sm70_fp8_moe.compact_decomposed", True, fp8_moe={"compact_decomposed": True}),
-    c(
-        "sm70_fp8_moe.single_token_w13",
-        ["indexed", "compact", "dense"],
-        fp8_moe={"single_token_w13": ("compact", "indexed", "dense")},  # reordered
-    ),
-    c("sm70_fp8_moe.single_token_w2", "dense", fp8_moe={"single_token_w2": "dense"}),
-    c(
-        "sm70_fp8_moe.single_token_reduce",
-        "unpermute",
-        fp8_moe={"single_token_reduce": "unpermute"},
-    ),
-    c("sm70_fp8_moe.compact_compare", True, fp8_moe={"compact_compare": True}),
-    c("sm70_fp8_moe.compact_compare_reports", 3),  # diagnostics: never an option
-    c("sm70_fp8_moe.strict_compare_fail", True),
     # --- engine-wide: selection filters (tests/test_backend_filters.py), no option ---
     c("disabled_kernels", ["MarlinLinearKernel"]),
     c("linear_backend", "marlin"),
     c("linear_backend", "turbomind"),
-    # --- sm70_flash_next: read by the Flash-Next route only ---
-    *(
-        c(f.key, not f.default if isinstance(f.default, bool) else True)
-        for f in FIELDS
-        if f.section == "sm70_flash_next"
-    ),
-    # --- v100_attention: read by the attention routing only (its category's rows prove each
-    # switch's routes); here, that no kernel option of another family moves ---
-    *(
-        c(f.key, _attention_value(f.name, f.default))
-        for f in FIELDS
-        if f.section == "v100_attention"
-    ),
+    # --- the cases of the families that state their own (tests/families/, `WIRING_CASES`)
+    *families.rows("WIRING_CASES"),
 )
 
 

@@ -1,0 +1,36 @@
+"""The Turing NVFP4 linear family's literal test expectations (`sm75-nvfp4-linear`), written
+from docs/contracts/core.md §2.2; the shared tests merge them with every other family's
+(tests/families/__init__.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from native.layers import Nvfp4Layer
+
+FAMILY = "sm75-nvfp4-linear"
+
+# Its category `sm75-linear` proves the Turing FP8 family too; its expectations are here.
+
+# The policy sections its contract names.
+SECTIONS: frozenset[str] = frozenset({"sm70_turbomind", "sm70_nvfp4"})
+
+# The invariances its category's rows declare, written from the policy code as
+# (dimensions, fields under `route`; None: the whole route) (tests/test_invariances.py).
+INVARIANCES: dict[str, Sequence[tuple[tuple[str, ...], tuple[str, ...] | None]]] = {
+    "sm75-linear": [(("kv", "spec", "c", "q"), None)]
+}
+
+# capability -> the sections (or `section.field` entries) its record hashes there for every
+# engine, in its record's order (tests/test_dflash2_policy.py composes the hashed list).
+ALWAYS_HASHED: dict[int, tuple[str, ...]] = {75: ("sm70_turbomind", "sm70_nvfp4")}
+
+# Its engine case (tests/test_engine_api.py): (capability, the layer it loads, the typed
+# kernel config), and whether the layer is a linear or a mixture-of-experts layer.
+ENGINE_CASE: tuple[int, Any, Any] = (
+    75,
+    Nvfp4Layer.of("model.layers.0.mlp.gate_up_proj", 5120, 17408),
+    None,
+)
+ENGINE_LAYER: str = "linear"
