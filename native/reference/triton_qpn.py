@@ -22,9 +22,9 @@ multiplies and adds; W13 is launched with programmatic dependent launch too, so 
 overlaps the previous kernel's end (the previous layer's W2); before its wait it asks L2 for
 the ids, the input and (from the ids as they stand then, a hint only) its expert's words and
 metadata, so after the wait they come from L2, not DRAM. W13 lets W2 launch before its own
-wait and W2 reads the ids and router weights before its wait: sound where W2 starts only once
-W13's predecessor has completed, as seen on the H200 (else QpnConfig.w2_recheck or
-w13_trigger_first=False). Two chains per thread share
+wait and W2 reads the ids and router weights before its wait: sound where the kernel before
+the step does not let its dependents launch before it has written them (see launch_qpn_m1;
+else QpnConfig.w2_recheck or w13_trigger_first=False). Two chains per thread share
 their activations' conversions and loads, and need half the registers per chain, so W2's
 programs fit beside W13's and decode meanwhile. What is left on a chain's path is kept off
 it: W13's chains start once all their activations are in registers (loaded together, not one
@@ -137,8 +137,8 @@ class QpnConfig:
     W13's predecessor runs); whether W2 reads the ids and router weights again after its
     wait and redoes its chains from them where an id changed (w2_recheck: then the step
     never depends on when W2 started; w2_redo always redoes them, for tests). By default
-    W13 triggers first and W2 does not recheck: W2 then relies on starting only once W13's
-    predecessor has completed (benchmarks/RESULTS.md: what the H200 showed, and what each
+    W13 triggers first and W2 does not recheck, which needs launch_qpn_m1's condition on
+    the kernel before the step (benchmarks/RESULTS.md: what the H200 showed, and what each
     option gave). The default: 100 W13 programs of 8
     warps (16 pairs), 160 W2 programs of 4 warps (16 columns)."""
 
@@ -1220,7 +1220,14 @@ def launch_qpn_m1(
     config: QpnConfig = DEFAULT_CONFIG,
 ) -> None:
     """Enqueue the two kernels on the current stream. Arguments must already be validated
-    (contiguous, of `geometry`'s shapes); nothing is synchronised or allocated."""
+    (contiguous, of `geometry`'s shapes); nothing is synchronised or allocated.
+
+    With the default config the kernel enqueued before this step must not let its
+    dependents launch early (`griddepcontrol.launch_dependents`) before it has written ids
+    and topk: W13 lets W2 launch before W13's own wait, and W2 reads ids and topk before its
+    wait, which covers W13 only (on the H200 a grid started early does let its dependent
+    start early). No PyTorch kernel triggers early, and the previous step's W2 writes
+    neither. After a kernel that does, use config.w2_recheck or w13_trigger_first=False."""
     launch_w13(
         intermediate,
         input,
