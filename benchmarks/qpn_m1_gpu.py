@@ -139,6 +139,16 @@ CONFIGS = {
         w13_prefetch=True, w2_prefetch=True, w13_words_first=True
     ),
     "batches-capped": triton_qpn.QpnConfig(w13_word_batches=2, w13_maxnreg=144),
+    # Issue 36, sixth session: the 3-byte records read a byte at a time (the fifth session's
+    # kernels); W2 reading the ids and router weights again after its wait and redoing its
+    # chains where an id changed (`recheck`); always redoing them (the recheck's slow path);
+    # W13 letting W2 launch only after its own wait (race-free by the order alone).
+    "fifth-session": triton_qpn.QpnConfig(wide_metadata=False),
+    "recheck": triton_qpn.QpnConfig(w2_recheck=True),
+    "w2-redo": triton_qpn.QpnConfig(w2_recheck=True, w2_redo=True),
+    "trigger-after-wait": triton_qpn.QpnConfig(w13_trigger_first=False),
+    # W13 100 programs of 4 warps, each thread two pairs' four chains (one slice).
+    "w13-p16w4": triton_qpn.QpnConfig(w13_warps=4),
 }
 LAYOUTS = {"3-byte": True, "4-byte": False}
 

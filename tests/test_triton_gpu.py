@@ -14,6 +14,9 @@ from collections.abc import Callable
 
 import pytest
 import torch
+import triton
+import triton.language as tl
+from triton.language.extra.cuda import gdc
 
 import native.reference  # noqa: F401  (registers the ops)
 from native.awq_schemas import GROUP_SIZE, NUM_EXPERTS, W2_K, W2_N, W13_K, W13_N
@@ -260,6 +263,68 @@ def test_back_to_back_steps_share_the_intermediate(gpu_banks: Banks) -> None:
     assert torch.equal(inter.cpu(), want[-1][1])
 
 
+@triton.jit
+def _late_router(ids_ptr, topk_ptr, new_ids_ptr, new_topk_ptr, spin_ptr, spins):
+    """A router that lets the next kernel launch at once and writes the ids and router
+    weights only after a long dependent chain (legal under programmatic dependent launch: the
+    next kernel waits for this grid before it reads them)."""
+    gdc.gdc_launch_dependents()
+    acc = tl.load(spin_ptr)
+    for _ in range(spins):
+        acc = acc * 0.999 + 0.001
+    tl.store(spin_ptr, acc)
+    slot = tl.arange(0, 16)
+    live = slot < 10
+    tl.store(ids_ptr + slot, tl.load(new_ids_ptr + slot, mask=live), mask=live)
+    tl.store(topk_ptr + slot, tl.load(new_topk_ptr + slot, mask=live), mask=live)
+
+
+LATE_ROUTER_CONFIGS = {
+    "default": triton_qpn.DEFAULT_CONFIG,
+    "recheck": triton_qpn.QpnConfig(w2_recheck=True),
+    "trigger-after-wait": triton_qpn.QpnConfig(w13_trigger_first=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LATE_ROUTER_CONFIGS))
+@pytest.mark.parametrize("compact", [False, True], ids=["4-byte", "3-byte"])
+def test_step_after_a_router_that_writes_the_ids_late(
+    gpu_banks: Banks, compact: bool, name: str
+) -> None:
+    """The default W13 lets W2 launch before its own wait, and W2 reads the ids and router
+    weights before its wait: were W2 started while a router that lets W13 launch early still
+    runs, it would read the old ones. The step after such a router must be the step of the
+    new ids and weights. `recheck` and `trigger-after-wait` do not depend on when W2 starts;
+    the default does (launch_qpn_m1's condition), and on the H200 it was right at every
+    delay tried (benchmarks/RESULTS.md), which this keeps watching."""
+    x, old_topk = inputs(11)
+    _, new_topk = inputs(12)
+    old_ids = [3, 9, 27, 81, 243, 5, 25, 125, 7, 49]
+    new_ids = MIXED_IDS
+    want_out, want_inter = call(gpu_banks[compact], x, new_ids, new_topk, CUDA)
+    ids, topk = on(CUDA, torch.tensor([old_ids], dtype=torch.int32), old_topk)
+    fresh_ids, fresh_topk = on(CUDA, torch.tensor([new_ids], dtype=torch.int32), new_topk)
+    spin = torch.ones(1, device=CUDA)
+    out = torch.full((1, 2560), float("nan"), dtype=torch.float16, device=CUDA)
+    inter = torch.full((10, 160), float("nan"), dtype=torch.float16, device=CUDA)
+    torch.cuda.synchronize()
+    _late_router[(1,)](ids, topk, fresh_ids, fresh_topk, spin, 200_000)
+    triton_qpn.launch_qpn_m1(
+        out,
+        inter,
+        *on(CUDA, x),
+        *gpu_banks[compact],
+        ids,
+        topk,
+        compact=compact,
+        config=LATE_ROUTER_CONFIGS[name],
+    )
+    torch.cuda.synchronize()
+    assert torch.equal(ids.cpu(), fresh_ids.cpu())
+    assert torch.equal(inter.cpu(), want_inter)
+    assert torch.equal(out.cpu(), want_out)
+
+
 # The other code paths of the launch configs the benchmark times: the second session's
 # one-chain-per-thread kernels (W13 not waiting for its predecessor), smaller blocks of the
 # default's kernels, the default's W13 with one-chain-per-thread W2, no programmatic
@@ -289,6 +354,14 @@ OTHER_CONFIGS = {
         w13_speculate=False,
     ),
     "batches-capped": triton_qpn.QpnConfig(w13_word_batches=2, w13_maxnreg=144),
+    # W2 reading the ids and router weights again after its wait (redoing its chains where
+    # an id changed), and always redoing them (the recheck's slow path); W13 letting W2
+    # launch only after its own wait; the 3-byte records a byte at a time (the fifth
+    # session's kernels).
+    "recheck": triton_qpn.QpnConfig(w2_recheck=True),
+    "w2-redo": triton_qpn.QpnConfig(w2_recheck=True, w2_redo=True),
+    "trigger-after-wait": triton_qpn.QpnConfig(w13_trigger_first=False),
+    "fifth-session": triton_qpn.QpnConfig(wide_metadata=False),
 }
 
 

@@ -36,7 +36,8 @@ IDS = [2, 5, -1, 0, 2, 6, 1, 3, 5, 4]
 # blocks per route, two W2 blocks); the other is the one-chain-per-thread kernels (exchanges by
 # reduction) with one block each, which keeps the slower 4-byte case short, starts the W13
 # chains without waiting for all their activations (both values of w13_x_first), takes W13's
-# words in two batches and loads W2's router weights after its chains.
+# words in two batches and takes W2's recheck's slow path (its ids and router weights read again
+# after the wait, its chains redone from them as if an id had changed).
 CONFIGS = {
     True: QpnConfig(w13_pairs=16, w13_warps=4, w2_columns=64),
     False: QpnConfig(
@@ -47,6 +48,8 @@ CONFIGS = {
         w2_paired=False,
         w13_word_batches=2,
         w2_weights_first=False,
+        w2_recheck=True,
+        w2_redo=True,
     ),
 }
 

@@ -15,12 +15,16 @@ Speed (benchmarks/RESULTS.md): the step is latency-bound, so a chain's loads (it
 metadata records, 160 activations) are written before its first multiply, unrolled, with no
 loop between them; the columns lie along a warp's lanes (a warp reads few cache lines per
 load); compiled, a word's 8 weights are decoded with four FP16x2 FMAs and the activations
-read 16 bytes at a time; W2 is launched with programmatic dependent launch, so it loads and
+read 16 bytes at a time, a thread's two adjacent 3-byte metadata records as two aligned 4-byte
+words; W2 is launched with programmatic dependent launch, so it loads and
 decodes its weights (to FP16 pairs) while W13 runs and, after the wait, only converts,
 multiplies and adds; W13 is launched with programmatic dependent launch too, so its launch
 overlaps the previous kernel's end (the previous layer's W2); before its wait it asks L2 for
 the ids, the input and (from the ids as they stand then, a hint only) its expert's words and
-metadata, so after the wait they come from L2, not DRAM. Two chains per thread share
+metadata, so after the wait they come from L2, not DRAM. W13 lets W2 launch before its own
+wait and W2 reads the ids and router weights before its wait: sound where the kernel before
+the step does not let its dependents launch before it has written them (see launch_qpn_m1;
+else QpnConfig.w2_recheck or w13_trigger_first=False). Two chains per thread share
 their activations' conversions and loads, and need half the registers per chain, so W2's
 programs fit beside W13's and decode meanwhile. What is left on a chain's path is kept off
 it: W13's chains start once all their activations are in registers (loaded together, not one
@@ -127,7 +131,15 @@ class QpnConfig:
     for the words and metadata of the expert the route's id names before the wait
     (w13_speculate: a hint, the id is read again after the wait); whether W2 loads the
     router weights with its ids, before its wait (w2_weights_first; else after its
-    chains). benchmarks/RESULTS.md says what each gave. The default: 100 W13 programs of 8
+    chains); whether a thread's two adjacent 3-byte records are read as two aligned 4-byte
+    words (wide_metadata; else six bytes); whether W13 lets W2 launch before its own
+    grid-dependency wait (w13_trigger_first; else after it, so that W2 cannot start while
+    W13's predecessor runs); whether W2 reads the ids and router weights again after its
+    wait and redoes its chains from them where an id changed (w2_recheck: then the step
+    never depends on when W2 started; w2_redo always redoes them, for tests). By default
+    W13 triggers first and W2 does not recheck, which needs launch_qpn_m1's condition on
+    the kernel before the step (benchmarks/RESULTS.md: what the H200 showed, and what each
+    option gave). The default: 100 W13 programs of 8
     warps (16 pairs), 160 W2 programs of 4 warps (16 columns)."""
 
     w13_pairs: int = 16
@@ -149,6 +161,10 @@ class QpnConfig:
     w13_prefetch_inputs: bool = True
     w13_speculate: bool = True
     w2_weights_first: bool = True
+    wide_metadata: bool = True
+    w13_trigger_first: bool = True
+    w2_recheck: bool = False
+    w2_redo: bool = False
 
     def __post_init__(self) -> None:
         for blocks in (self.w13_pairs, self.w2_columns // 2, self.w13_warps, self.w2_warps):
@@ -176,6 +192,35 @@ def _metadata(meta_ptr, record, COMPACT: tl.constexpr, mask):
         scale = (word & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True)
         bias = (word >> 16).to(tl.int16).to(tl.float16, bitcast=True)
     return scale, bias
+
+
+@triton.jit
+def _metadata_pairs(meta_ptr, records, half, mask):
+    """(scale, bias) as FP16 of the 3-byte records `records`, a tensor whose last axis (of
+    two, `half` its index) holds a record and the next one, the first even and both held by
+    one thread (a pair's gate and up, or two adjacent W2 columns): their 6 bytes start at a
+    multiple of 6 bytes, hence of 2, so they lie in the two aligned int32 words from the
+    first's byte offset rounded down to 4, each word holding at least one of the 6 bytes
+    (so both lie inside the tensor, which is 4-byte aligned and a multiple of 4 bytes long).
+    Two 4-byte loads a pair instead of six 1-byte ones; the values are _metadata's."""
+    first = (records - half) * 3  # byte offset of the even record, in both halves
+    words_ptr = meta_ptr.to(tl.pointer_type(tl.int32))
+    loaded = tl.load(words_ptr + (first >> 2) + half, mask=mask, other=0)
+    w0, w1 = tl.split(loaded)
+    offset, _ = tl.split(first)
+    # Record bytes 0..3 in `low`, 4..5 in `high` (the 6 bytes start at byte 0 or 2 of w0).
+    at_two = (offset & 2) != 0
+    low = tl.where(at_two, ((w0 >> 16) & 0xFFFF) | (w1 << 16), w0)
+    high = tl.where(at_two, (w1 >> 16) & 0xFFFF, w1 & 0xFFFF)
+    scale0 = (low & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True)
+    zero0 = ((low >> 16) & 0xFF).to(tl.float32)
+    scale1 = (((low >> 24) & 0xFF) | ((high & 0xFF) << 8)).to(tl.int16)
+    scale1 = scale1.to(tl.float16, bitcast=True)
+    zero1 = ((high >> 8) & 0xFF).to(tl.float32)
+    # -z*scale is exact in FP32; the cast is the one rounding of fp16(-zero*scale).
+    bias0 = (-zero0 * scale0.to(tl.float32)).to(tl.float16)
+    bias1 = (-zero1 * scale1.to(tl.float32)).to(tl.float16)
+    return tl.join(scale0, scale1), tl.join(bias0, bias1)
 
 
 @triton.jit
@@ -391,16 +436,27 @@ def _decoded(words, meta, WORDS: tl.constexpr, GROUP: tl.constexpr, ONE_SHIFT: t
 @triton.jit
 def _wait_after(pairs, COUNT: tl.constexpr, e):
     """The grid-dependency wait, after every pair of `pairs` is computed: the wait is
-    predicated on (OR of the pairs) & min(e, 0) == 0, true for every thread (e >= 0) but not
-    known to the compilers, so the decode feeding it runs while the preceding grid still runs
-    (unpredicated, ptxas moved the decode below the wait). Returns +0.0 bits, read after."""
+    predicated on (OR of the pairs) & min(e, 0) == 0, true for every thread (the expert index
+    e >= 0) but not known to the compilers, so the decode feeding it runs while the preceding
+    grid still runs (unpredicated, ptxas moved the decode below the wait). Returns +0.0 bits,
+    read after. min(e, 0) is taken inside the asm: computed before it (the fifth session's
+    kernels), LLVM proved it zero once the wide metadata came in, and the wait went above the
+    decode. (%tid.y, zero in 1-D blocks, is no help: ptxas knows the block's shape.)"""
     bits = pairs[0]
     for j in tl.static_range(1, COUNT):
         bits = bits | pairs[j]
     return tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.eq.b32 p, $1, 0; @p griddepcontrol.wait; mov.b32 $0, $1; }",
-        "=r,r",
-        [bits & tl.minimum(e, 0)],
+        """{
+.reg .pred p;
+.reg .b32 z;
+min.s32 z, $2, 0;
+and.b32 z, z, $1;
+setp.eq.b32 p, z, 0;
+@p griddepcontrol.wait;
+mov.b32 $0, z;
+}""",
+        "=r,r,r",
+        [bits, e],
         dtype=tl.int32,
         is_pure=False,
         pack=1,
@@ -651,6 +707,8 @@ def _w13_kernel(
     WORD_BATCHES: tl.constexpr,
     PREFETCH_INPUTS: tl.constexpr,
     SPECULATE: tl.constexpr,
+    WIDE_META: tl.constexpr,
+    TRIGGER_FIRST: tl.constexpr,
 ):
     """W13, one (column, slice) chain per element (GATE_UP: elements (pair, slice, gate or
     up), a thread holding a pair's gate and up chains, which share its slice's activations);
@@ -658,10 +716,13 @@ def _w13_kernel(
     pairs) are written before its first multiply, unrolled, for ptxas to schedule."""
     # The griddepcontrol instructions exist from compute capability 9.0 on (Triton's
     # compile-time target, a constexpr); compiled for an older GPU nothing overlaps.
-    if PDL:
+    if PDL and (TRIGGER_FIRST or not WAIT):
         if tl.target_info.cuda_capability_geq(9, 0):
             # Lets W2 (launched with programmatic dependent launch) load its weights while
             # this kernel runs; W2 waits for this grid's completion before reading its output.
+            # W2 also reads the ids and router weights before its wait: triggered here, before
+            # this grid's own wait, that is sound only if W2 cannot start before this grid's
+            # predecessor completes, or if W2 rechecks them (QpnConfig.w2_recheck).
             gdc.gdc_launch_dependents()
     route = tl.program_id(0)
     block = tl.program_id(1)
@@ -709,6 +770,12 @@ def _w13_kernel(
             # reads and writes nothing before that kernel has completed: it may write the
             # input or ids, or still read `intermediate` (the previous layer's W2).
             gdc.gdc_wait()
+            if PDL and not TRIGGER_FIRST:
+                # Triggered here, every program of this grid has seen its predecessor complete
+                # before W2 can start, so the ids and router weights W2 reads before its own
+                # wait are final whatever that predecessor is (1.7 us a step slower: W2's
+                # decode then overlaps less, benchmarks/RESULTS.md).
+                gdc.gdc_launch_dependents()
     expert = tl.load(ids_ptr + route)
     valid = (expert >= 0) & (expert < EXPERTS)
     e = tl.where(valid, expert, 0)
@@ -745,7 +812,12 @@ def _w13_kernel(
         words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
     meta = ()
     for g in tl.static_range(SLICE_K // GROUP):
-        meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
+        if COMPACT and GATE_UP and WIDE_META:
+            # A pair's gate and up records are adjacent, the gate's even.
+            half = tl.arange(0, 2)[None, None, :] + 0 * records
+            meta = meta + (_metadata_pairs(meta_ptr, records + g * N, half, valid),)
+        else:
+            meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
     xs = _activations(x_at, SLICE_K // 2, HW_FMA, False)
     acc = tl.zeros(words_at.shape, dtype=tl.float32)
     if X_FIRST:
@@ -810,6 +882,72 @@ def _combine(weights, routes, TOPK: tl.constexpr, HW_FMA: tl.constexpr):
 
 
 @triton.jit
+def _w2_banks(
+    w_ptr,
+    meta_ptr,
+    e,
+    col,
+    valid,
+    K: tl.constexpr,
+    N: tl.constexpr,
+    GROUP: tl.constexpr,
+    COMPACT: tl.constexpr,
+    PAIRED: tl.constexpr,
+    WIDE_META: tl.constexpr,
+):
+    """W2's words (a tuple of K/8) and metadata records (K/GROUP) of expert `e` for columns
+    `col`, zero where not `valid`."""
+    words_at = w_ptr + e * (K * N // 8) + ((col // 32) * (K // 8)) * 32 + col % 32
+    records = e * (K // GROUP) * N + col
+    words = ()
+    for j in tl.static_range(K // 8):
+        words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
+    meta = ()
+    for g in tl.static_range(K // GROUP):
+        if COMPACT and PAIRED and WIDE_META:
+            # A thread's two adjacent columns' records, the first's column even.
+            half = tl.arange(0, 2)[None, None, :] + 0 * records
+            meta = meta + (_metadata_pairs(meta_ptr, records + g * N, half, valid),)
+        else:
+            meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
+    return words, meta
+
+
+@triton.jit
+def _ids_and_weights(ids_ptr, topk_ptr, route, in_topk, TOPK: tl.constexpr, HW_FMA: tl.constexpr):
+    """The route slots' ids (-1 past TOPK) and the TOPK router weights, read after W2's
+    grid-dependency wait through L2 only (the ids read before the wait were too, so no stale
+    copy is in L1). Compiled, as loads the compilers cannot move above the wait (not pure)."""
+    at = ids_ptr + tl.minimum(route, TOPK - 1)
+    weights = ()
+    if HW_FMA:
+        ids = tl.inline_asm_elementwise(
+            "ld.global.cg.b32 $0, [$1];",
+            "=r,l",
+            [at.to(tl.int64)],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
+        )
+        for r in tl.static_range(TOPK):
+            # Each thread reads them all (the same lines for every thread).
+            weight = tl.inline_asm_elementwise(
+                "ld.global.cg.f32 $0, [$1];",
+                "=f,l",
+                [(topk_ptr + r).to(tl.int64)],
+                dtype=tl.float32,
+                is_pure=False,
+                pack=1,
+            )
+            weights = weights + (weight,)
+    else:
+        ids = tl.load(at)
+        for r in tl.static_range(TOPK):
+            weights = weights + (tl.load(topk_ptr + r),)
+    return tl.where(in_topk, ids, -1), weights
+
+
+@triton.jit
 def _w2_kernel(
     inter_ptr,
     w_ptr,
@@ -832,6 +970,9 @@ def _w2_kernel(
     PAIRED: tl.constexpr,
     ONE_SHIFT: tl.constexpr,
     WEIGHTS_FIRST: tl.constexpr,
+    WIDE_META: tl.constexpr,
+    RECHECK: tl.constexpr,
+    REDO: tl.constexpr,
 ):
     """W2, one (column, route) chain per element of a program's COLUMNS columns x ROUTES (16)
     route slots, of which TOPK are routes (PAIRED: elements (column pair, route slot, column
@@ -856,26 +997,23 @@ def _w2_kernel(
         route = tl.arange(0, ROUTES)[None, :]
         anchor = col
     in_topk = route < TOPK
-    expert = tl.load(ids_ptr + route, mask=in_topk, other=-1)
+    # Read through L2 only where RECHECK reads them again after the wait (no stale copy
+    # left in L1 for that load).
+    expert = tl.load(
+        ids_ptr + route, mask=in_topk, other=-1, cache_modifier=".cg" if RECHECK else ""
+    )
     # The router weights too are loaded here, with the ids (neither is written by W13): loaded
     # after the chains (WEIGHTS_FIRST false), they were one more memory round trip at the very
-    # end of the step.
+    # end of the step. With RECHECK they are loaded just after the wait instead.
     weights = ()
-    if WEIGHTS_FIRST:
+    if WEIGHTS_FIRST and not RECHECK:
         for r in tl.static_range(TOPK):
             weights = weights + (tl.load(topk_ptr + r),)
     valid = (in_topk & (expert >= 0) & (expert < EXPERTS)) & (col >= 0)
     e = tl.where(valid, expert, 0)
-    words_at = w_ptr + e * (K * N // 8) + ((col // 32) * (K // 8)) * 32 + col % 32
-    records = e * (K // GROUP) * N + col
     # Routes past TOPK read route TOPK - 1's row (in bounds); invalid routes are zeroed below.
     x_at = inter_ptr + tl.minimum(route, TOPK - 1) * (K // 2) + 0 * anchor
-    words = ()
-    for j in tl.static_range(K // 8):
-        words = words + (tl.load(words_at + j * 32, mask=valid, other=0),)
-    meta = ()
-    for g in tl.static_range(K // GROUP):
-        meta = meta + (_metadata(meta_ptr, records + g * N, COMPACT, valid),)
+    words, meta = _w2_banks(w_ptr, meta_ptr, e, col, valid, K, N, GROUP, COMPACT, PAIRED, WIDE_META)
     acc = tl.zeros(valid.shape, dtype=tl.float32)
     if HW_FMA and PREDECODE:
         # Decoded to FP16x2 while W13 runs (nothing here reads W13's output), then the wait.
@@ -884,6 +1022,8 @@ def _w2_kernel(
             # +0.0, read after the wait: the chains start after it.
             acc = acc + _wait_after(pairs, K // 2, e).to(tl.float32, bitcast=True)
         xs = _activations(x_at, K // 2, HW_FMA, PDL)
+        if RECHECK:
+            again, weights = _ids_and_weights(ids_ptr, topk_ptr, route, in_topk, TOPK, HW_FMA)
         acc = _chains_decoded(acc, pairs, xs, K // 2)
     else:
         if PDL:
@@ -892,9 +1032,40 @@ def _w2_kernel(
                 # write) are loaded meanwhile; the intermediate only once W13 has completed.
                 gdc.gdc_wait()
         xs = _activations(x_at, K // 2, HW_FMA, PDL)
+        if RECHECK:
+            again, weights = _ids_and_weights(ids_ptr, topk_ptr, route, in_topk, TOPK, HW_FMA)
         acc = _chains(acc, words, meta, xs, 0, K // 8, GROUP, HW_FMA, not COMPACT, ONE_SHIFT)
+    if RECHECK:
+        # The ids read before the wait were read while the kernel before W13 may still have
+        # been running (W13 lets this grid launch before its own wait): read again after the
+        # wait (W13 complete, so its predecessor too), they are final. If any differs in this
+        # program (or REDO, which tests ask for), its chains are redone from the final ids,
+        # loaded and decoded after the wait: slow, but never a result from a stale id.
+        stale = tl.max(tl.where(again != expert, 1, 0)) | REDO
+        if stale != 0:
+            valid = (in_topk & (again >= 0) & (again < EXPERTS)) & (col >= 0)
+            final_e = tl.where(valid, again, 0)
+            final_words, final_meta = _w2_banks(
+                w_ptr, meta_ptr, final_e, col, valid, K, N, GROUP, COMPACT, PAIRED, WIDE_META
+            )
+            # The activations loaded again too: kept from above, all of them would stay live
+            # through the fast chains, and ptxas then issued each load just before its use
+            # (one cache round trip after another: W2 2 us slower).
+            final_xs = _activations(x_at, K // 2, HW_FMA, PDL)
+            acc = _chains(
+                tl.zeros(valid.shape, dtype=tl.float32),
+                final_words,
+                final_meta,
+                final_xs,
+                0,
+                K // 8,
+                GROUP,
+                HW_FMA,
+                not COMPACT,
+                ONE_SHIFT,
+            )
     rounded = tl.where(valid, acc.to(tl.float16).to(tl.float32), 0.0)
-    if not WEIGHTS_FIRST:
+    if not WEIGHTS_FIRST and not RECHECK:
         for r in tl.static_range(TOPK):
             weights = weights + (tl.load(topk_ptr + r),)
     if PAIRED:
@@ -975,6 +1146,8 @@ def launch_w13(
         WORD_BATCHES=config.w13_word_batches,
         PREFETCH_INPUTS=config.w13_prefetch_inputs,
         SPECULATE=config.w13_speculate,
+        WIDE_META=config.wide_metadata,
+        TRIGGER_FIRST=config.w13_trigger_first,
         num_warps=config.w13_warps,
         maxnreg=config.w13_maxnreg,
         launch_pdl=_w13_pdl(config),
@@ -1023,6 +1196,9 @@ def launch_w2(
         PAIRED=config.w2_paired,
         ONE_SHIFT=config.one_shift_decode,
         WEIGHTS_FIRST=config.w2_weights_first,
+        WIDE_META=config.wide_metadata,
+        RECHECK=config.w2_recheck,
+        REDO=config.w2_redo,
         num_warps=config.w2_warps,
         launch_pdl=pdl,
     )
@@ -1044,7 +1220,14 @@ def launch_qpn_m1(
     config: QpnConfig = DEFAULT_CONFIG,
 ) -> None:
     """Enqueue the two kernels on the current stream. Arguments must already be validated
-    (contiguous, of `geometry`'s shapes); nothing is synchronised or allocated."""
+    (contiguous, of `geometry`'s shapes); nothing is synchronised or allocated.
+
+    With the default config the kernel enqueued before this step must not let its
+    dependents launch early (`griddepcontrol.launch_dependents`) before it has written ids
+    and topk: W13 lets W2 launch before W13's own wait, and W2 reads ids and topk before its
+    wait, which covers W13 only (on the H200 a grid started early does let its dependent
+    start early). No PyTorch kernel triggers early, and the previous step's W2 writes
+    neither. After a kernel that does, use config.w2_recheck or w13_trigger_first=False."""
     launch_w13(
         intermediate,
         input,
