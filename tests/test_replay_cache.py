@@ -9,10 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from routectl.category import Category
 from routectl.project import load_project
 from routectl.review.cache import (
     CACHE_DIR_NAME,
@@ -23,6 +25,7 @@ from routectl.review.cache import (
     dependency_versions,
 )
 from routectl.review.closure import WALK_DEPTH, _Sources, _walk
+from routectl.rows import RowSpec
 from tests.fixtures.toy import Result, invoke, make_project, ok, tree_bytes
 from tests.project_files import git_environ
 
@@ -416,6 +419,37 @@ def test_keys_computed_beside_the_replay_are_the_keys_a_lookup_computes(tmp_path
     again = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
     found, missing = again.rows(project, categories)
     assert missing == [] and found == {c.name: [("row", "{}")] for c in categories}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordingCategory(Category):
+    """A category whose `rows()` appends the id of the process it runs in to `log`."""
+
+    log: Path
+    name: str = "recording"
+    basis: str = "records where its rows are asked for"
+
+    def rows(self) -> Sequence[RowSpec]:
+        with self.log.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return ()
+
+
+def test_the_key_process_runs_no_project_code(tmp_path: Path):
+    """The forked key process reads files and walks objects only: a category's `rows()`
+    runs in this process (the one `diff` stops and reaps as its baseline), and the keys
+    are still those a lookup computes."""
+    log = tmp_path / "rows-called-in"
+    toy = load_project(make_project(tmp_path / "toy"))
+    project = toy.with_categories((RecordingCategory(log),))
+    categories = list(project.categories)
+    cache = ReplayCache(tmp_path / CACHE_DIR_NAME, pytest.fail)
+    with cache.keying(project, categories, background=True):
+        pass
+    assert set(log.read_text().split()) == {str(os.getpid())}
+    expected = {c.name: category_key(project, c, KeyInputs()) for c in categories}
+    assert {c.name: cache.inputs.key_of(project, c) for c in categories} == expected
+    assert "recording" in expected
 
 
 def test_keys_without_background_are_computed_before_the_block(tmp_path: Path):

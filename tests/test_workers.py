@@ -169,6 +169,25 @@ def test_cancelled_background_work_leaves_no_process():
     assert no_children_left()
 
 
+def test_ctrl_c_while_waiting_for_background_work_leaves_no_process():
+    parent = os.getpid()
+
+    def work() -> None:
+        time.sleep(0.5)  # the caller is waiting by now
+        os.kill(parent, signal.SIGINT)  # Ctrl-C lands while the caller waits for the answer
+        time.sleep(30)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        pending = in_background(work)
+        with pytest.raises(KeyboardInterrupt):
+            pending.result()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    # The child sleeps for 30 s: none left means the interrupted wait ended it.
+    assert no_children_left()
+
+
 def test_background_work_runs_here_with_threads_running():
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)

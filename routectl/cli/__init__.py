@@ -72,7 +72,7 @@ jobs_option = click.option(
     default=0,
     metavar="N",
     help=f"Processes that replay rows: 0 (default) one per available CPU, at most "
-    f"{MAX_AUTO_JOBS}; 1 none forked. The rows do not depend on it.",
+    f"{MAX_AUTO_JOBS}; 1 this process only. The rows do not depend on it.",
 )
 
 

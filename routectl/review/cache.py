@@ -295,18 +295,32 @@ def category_key(project: Project, category: Any, inputs: KeyInputs) -> str:
     found = inputs.key_of(project, category)
     if found is not None:  # asked again to store what was replayed
         return found
+    key = _row_key(category, inputs.versions, sources_digest(project, category, inputs))
+    return inputs.remember_key(project, category, key)
+
+
+def sources_digest(project: Project, category: Any, inputs: KeyInputs) -> str:
+    """The part of `category`'s key that reads files and walks objects only (the digest of
+    its `category_sources`): no project code runs for it, so a forked process may compute
+    it (`ReplayCache.keying`)."""
     assert project.root is not None
+    sources = category_sources(project, category, inputs)
+    return inputs.files_digest(project.root.resolve(), sources)
+
+
+def _row_key(category: Any, versions: tuple[tuple[str, str], ...], sources: str) -> str:
+    """The key of `category` from the versions and its sources' digest: those, its name,
+    basis and row set (the project's own `rows()`, called in the caller's process)."""
     h = hashlib.blake2b(digest_size=20)
     h.update(f"routectl row cache {CACHE_FORMAT}\n".encode())
-    h.update(orjson.dumps([list(v) for v in inputs.versions]))
-    sources = category_sources(project, category, inputs)
-    h.update(f"\nfiles {inputs.files_digest(project.root.resolve(), sources)}".encode())
+    h.update(orjson.dumps([list(v) for v in versions]))
+    h.update(f"\nfiles {sources}".encode())
     h.update(f"\ncategory {category.name}\n{category.basis}\n".encode())
     # The row set as pickle writes it: every field of every RowSpec (a fifth of the time
     # repr takes). Equal rows built alike pickle alike; rows that pickle otherwise (a set
     # in another order) cost a replay, never a wrong hit.
     h.update(pickle.dumps(list(category.rows()), protocol=PICKLE_PROTOCOL))
-    return inputs.remember_key(project, category, h.hexdigest())
+    return h.hexdigest()
 
 
 # --- the store -----------------------------------------------------------------------------
@@ -399,28 +413,37 @@ class ReplayCache:
         self, project: Project, categories: Sequence[Any], *, background: bool
     ) -> Iterator[None]:
         """The keys of `categories` (those about to be replayed), ready when the block
-        ends. With `background`, a forked process computes them while the block runs (the
-        torch import and the replay, in this process and its workers: the import graph and
-        the row sets cost about a tenth of the torch import); otherwise they are computed
-        here first. Either way they are computed from the state this process had before
-        the replay, the state a later run's lookup computes them from."""
-        todo = [c for c in categories if self.inputs.key_of(project, c) is None]
+        ends. With `background`, a forked process computes their costly part (the import
+        closures and the source digests, `sources_digest`: about a tenth of the torch
+        import) while the block runs (the torch import and the replay), and this process
+        adds the row sets when it ends; otherwise they are computed here first. Either way
+        they are computed from the state this process had before the replay, the state a
+        later run's lookup computes them from.
 
-        def keys() -> dict[str, str]:
-            return {c.name: category_key(project, c, self.inputs) for c in todo}
+        The forked process runs no project code (each category's `rows()` is called
+        here): project code that records the process it runs in sees this one, which its
+        own parent stops and reaps (`diff`'s baseline on Ctrl-C), never a child of it that
+        only init would reap once this process is killed."""
+        inputs = self.inputs
+        todo = [c for c in categories if inputs.key_of(project, c) is None]
+
+        def digests() -> tuple[tuple[tuple[str, str], ...], dict[str, str]]:
+            return inputs.versions, {c.name: sources_digest(project, c, inputs) for c in todo}
 
         if not todo or not background:
-            keys()
+            for category in todo:
+                category_key(project, category, inputs)
             yield
             return
-        pending = in_background(keys)
+        pending = in_background(digests)
         try:
             yield
-            by_name = pending.result()
+            versions, by_name = pending.result()
         finally:
             pending.cancel()  # stopped if the block (or the wait) failed: nothing else
         for category in todo:
-            self.inputs.remember_key(project, category, by_name[category.name])
+            key = _row_key(category, versions, by_name[category.name])
+            inputs.remember_key(project, category, key)
 
     def store_rows(self, project: Project, category: Any, rows: Sequence[RowText]) -> None:
         path = self._rows_path(category.name, category_key(project, category, self.inputs))

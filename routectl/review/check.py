@@ -43,6 +43,7 @@ from routectl.review.snapshot import (
 )
 from routectl.review.sources import SnapshotSource
 from routectl.rows import RowSpec
+from routectl.runtime.workers import available_cpus
 
 if TYPE_CHECKING:
     from routectl.review.cache import ReplayCache
@@ -94,10 +95,10 @@ def cached_replay(
     if cache is None:
         return replay_texts(project, categories, jobs=jobs, meanwhile=meanwhile)
     found, missing = cache.rows(project, categories)
-    # The keys are computed first, here. Computing them in a forked process beside the
-    # replay (`background=True`, benchmarks/RESULTS.md) left `diff`'s baseline process
-    # running after Ctrl-C (tests/test_diff_baseline.py); it stays off until that is fixed.
-    with cache.keying(project, missing, background=False):
+    # Where a second CPU can take it, the keys' import closures and digests are computed
+    # by a forked process while this one imports torch and replays (with any `jobs`: the
+    # replay itself forks its workers only after the import).
+    with cache.keying(project, missing, background=available_cpus() > 1):
         texts, extra = replay_texts(project, missing, jobs=jobs, meanwhile=meanwhile)
     for category in missing:
         cache.store_rows(project, category, texts[category.name])

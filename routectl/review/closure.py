@@ -23,7 +23,6 @@ The closure never leaves out a module the replay can reach:
 from __future__ import annotations
 
 import ast
-import collections
 import functools
 import inspect
 import re
@@ -100,54 +99,83 @@ def _walk(obj: Any, modules: set[str], known: Iterable[str]) -> None:
     depend on the order of the steps, and the walks of several objects together find what
     their walks one by one find (`_Walker` keeps one walk per object)."""
     names = set(known)
-    seen: set[int] = set()
-    queue: collections.deque[tuple[Any, int]] = collections.deque([(obj, 0)])
-    while queue:
-        item, depth = queue.popleft()
-        if id(item) in seen or depth > WALK_DEPTH:
-            continue
-        seen.add(id(item))
-        if isinstance(item, str):
-            if item in names:
-                modules.add(item)
-            continue
-        if item is None or isinstance(item, (bool, int, float, bytes, Path)):
-            continue
-        if isinstance(item, Family):  # a record: walked where its categories are keyed
-            continue
-        children: list[Any] = []
-        if isinstance(item, Mapping):
-            children.extend(item.keys())
-            children.extend(item.values())
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            children.extend(item)
-        elif inspect.ismodule(item):
-            modules.add(item.__name__)
-            continue
-        elif inspect.isclass(item):
-            modules.update(c.__module__ for c in item.__mro__)
-            continue
-        elif inspect.ismethod(item):
-            children.extend([item.__func__, item.__self__])
-        elif inspect.isfunction(item):
-            modules.add(item.__module__)
-            cells = item.__closure__ or ()
-            children.extend(c.cell_contents for c in cells if _filled(c))
-            children.extend([item.__defaults__, item.__kwdefaults__])
-            children.append(getattr(item, "__wrapped__", None))
-        elif isinstance(item, functools.partial):
-            children.extend([item.func, item.args, item.keywords])
-        elif _ours(type(item).__module__, names):
+    # Level by level, each object taken once, at the first (least) depth that reaches it;
+    # kept by id while the walk lives, so that no id is reused within it.
+    seen: dict[int, Any] = {id(obj): obj}
+    level = [obj]
+    for depth in range(WALK_DEPTH + 1):
+        following: list[Any] = []
+        for item in level:
             kind = type(item)
-            modules.update(c.__module__ for c in kind.__mro__)
-            state = getattr(item, "__dict__", None)
-            if isinstance(state, dict):
-                children.extend(state.values())
-            for slot in getattr(kind, "__slots__", ()):
-                if isinstance(slot, str) and hasattr(item, slot):
-                    children.append(getattr(item, slot))
-        # Any other library's object: its code is not the project's, nor is what it holds.
-        queue.extend((child, depth + 1) for child in children)
+            # The common exact types first (most of what a category holds), by one type
+            # test each; any other type (subclasses too) goes through the isinstance chain.
+            if kind is str:
+                if item in names:
+                    modules.add(item)
+                continue
+            if kind in _ATOMS:
+                continue
+            if kind is tuple or kind is list:
+                children: Iterable[Any] = item
+            elif kind is dict:
+                children = [*item.keys(), *item.values()]
+            else:
+                children = _children(item, modules, names)
+            if depth < WALK_DEPTH:
+                for child in children:
+                    if id(child) not in seen:
+                        seen[id(child)] = child
+                        following.append(child)
+        if not following:
+            return
+        level = following
+
+
+# Exact types that hold no code and name no module (a str may: `_walk` looks it up).
+_ATOMS = frozenset({bool, int, float, bytes, type(None)})
+
+
+def _children(item: Any, modules: set[str], names: set[str]) -> list[Any]:
+    """What `_walk` follows from `item`, the modules it names added to `modules`."""
+    if isinstance(item, str):
+        if item in names:
+            modules.add(item)
+        return []
+    if item is None or isinstance(item, (bool, int, float, bytes, Path)):
+        return []
+    if isinstance(item, Family):  # a record: walked where its categories are keyed
+        return []
+    children: list[Any] = []
+    if isinstance(item, Mapping):
+        children.extend(item.keys())
+        children.extend(item.values())
+    elif isinstance(item, (list, tuple, set, frozenset)):
+        children.extend(item)
+    elif inspect.ismodule(item):
+        modules.add(item.__name__)
+    elif inspect.isclass(item):
+        modules.update(c.__module__ for c in item.__mro__)
+    elif inspect.ismethod(item):
+        children.extend([item.__func__, item.__self__])
+    elif inspect.isfunction(item):
+        modules.add(item.__module__)
+        cells = item.__closure__ or ()
+        children.extend(c.cell_contents for c in cells if _filled(c))
+        children.extend([item.__defaults__, item.__kwdefaults__])
+        children.append(getattr(item, "__wrapped__", None))
+    elif isinstance(item, functools.partial):
+        children.extend([item.func, item.args, item.keywords])
+    elif _ours(type(item).__module__, names):
+        kind = type(item)
+        modules.update(c.__module__ for c in kind.__mro__)
+        state = getattr(item, "__dict__", None)
+        if isinstance(state, dict):
+            children.extend(state.values())
+        for slot in getattr(kind, "__slots__", ()):
+            if isinstance(slot, str) and hasattr(item, slot):
+                children.append(getattr(item, slot))
+    # Any other library's object: its code is not the project's, nor is what it holds.
+    return children
 
 
 class _Walker:

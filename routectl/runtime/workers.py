@@ -157,6 +157,7 @@ class Background(Generic[T]):
             self._value = work()
 
     def result(self) -> T:
+        # Taken first: `_collect` stops and reaps the child however the wait ends.
         child, self._child = self._child, None
         if child is None:
             return self._value
@@ -180,11 +181,24 @@ def in_background(work: Callable[[], T]) -> Background[T]:
 
 
 def _collect(pid: int, stream: int) -> list[tuple[int, Any]]:
-    """A worker's results once it has sent them all and exited; the stream is closed."""
-    with os.fdopen(stream, "rb", closefd=False) as reader:
-        payload = reader.read()
+    """A worker's results once it has sent them all and exited. However this ends (a Ctrl-C
+    while it waits included) the stream is closed and the worker reaped, killed if need be,
+    so that the caller has nothing of it left to stop."""
+    try:
+        with os.fdopen(stream, "rb", closefd=False) as reader:
+            payload = reader.read()
+    except BaseException:
+        _stop(pid, stream)
+        raise
     os.close(stream)
-    _, status = os.waitpid(pid, 0)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # the child has sent everything: it is ending, or about to
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+        raise
     if not payload:
         how = (
             f"signal {os.WTERMSIG(status)}"
@@ -237,10 +251,9 @@ def run_shared(
         results: list[Any] = [None] * count
         for i in _taken(queue, chunks):
             results[i] = work(i)
-        for pid, stream in list(workers.items()):
-            collected = _collect(pid, stream)
-            del workers[pid]  # closed and reaped
-            for i, value in collected:
+        for pid in list(workers):
+            # Off the list first: `_collect` closes and reaps it however it ends.
+            for i, value in _collect(pid, workers.pop(pid)):
                 results[i] = value
         return results, extra
     finally:
