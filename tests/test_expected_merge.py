@@ -1,5 +1,5 @@
 """The expected-changes steps that `check --write-expected` and `check --update` take after
-judging (docs/contracts/review.md): merging a run's changes into an existing file
+judging (docs/reviewing-changes.md): merging a run's changes into an existing file
 (`merge_expected`: kept, new, obsolete and restated entries, `--prune`) and deciding that the
 changes a run misses are already in the baseline (`already_applied`). In process, so that the
 mutation run of `routectl.review.expected` reaches them (the CLI tests run a child process)."""

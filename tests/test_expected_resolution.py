@@ -1,4 +1,4 @@
-"""How stated entries reach their categories (`resolve_stated`, docs/contracts/review.md):
+"""How stated entries reach their categories (`resolve_stated`, docs/reviewing-changes.md):
 a qualified pattern to its own, a bare one to the one category holding a matching row, to
 the single judged category when none does, else it matches no row; an id entry keeps its row
 even when no category has it, and one row is named by one id entry at most. Each branch with
