@@ -19,13 +19,8 @@ from routectl.review.expected import (
 )
 from routectl.review.groups import group_changes
 
-CATS = ("cat-a", "cat-b")
-A1, A2, A3 = (
-    "m/float16/tp2/none/c1/q4096",
-    "m/float16/tp4/none/c1/q4096",
-    "m/float16/tp2/none/c4/q4096",
-)
-SPLIT = "route.dispatch[*].plan.split_k"
+# The same two categories, rows and stated path as the judge's own tests.
+from tests.test_expected import A1, A2, A3, CATS, SPLIT
 
 
 def row(row_id: str, split_k: int = 4) -> dict:
