@@ -5,12 +5,14 @@ ignored with one warning and rebuilt, and a run whose every category hits import
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -348,6 +350,9 @@ def test_a_check_of_the_real_project_served_from_the_cache_never_imports_torch(t
     assert second[:2] == (False, 0), second[2]
     shipped = len(list((ROOT / "snapshots").glob("*.json")))  # one retained file a category
     assert f"replayed: none; from the replay cache: {shipped} categories" in second[2]
+    # The first check parsed every retained file and found it holds the rows it replayed:
+    # the second took them from the cache entries instead of parsing the 18 MB again.
+    assert f"snapshot files known to hold those rows: {shipped}" in second[2]
     # A changed retained row is still found: the cached rows are compared as replayed ones.
     retained = project / "snapshots" / "sm75-linear.json"
     retained.write_text(retained.read_text().replace('"capability": 75', '"capability": 76', 1))
@@ -502,3 +507,171 @@ def test_a_module_imports_by_a_computed_name_only_when_it_uses_one(
     path = tmp_path / "mod.py"
     path.write_text(source)
     assert _Sources({"mod": path}).dynamic("mod") is dynamic
+
+
+# --- retained files known to hold a cache entry's rows ---------------------------------------
+
+
+def memos(project: Path) -> list[Path]:
+    return sorted(cache_of(project).glob("retained/*/*.json"))
+
+
+def matched(result: Result) -> int:
+    """How many snapshot files `-v` says a memo matched (their parse spared)."""
+    line = next(x for x in result.lines if x.startswith("replayed"))
+    marker = "snapshot files known to hold those rows: "
+    return int(line.split(marker)[1].split(";")[0]) if marker in line else 0
+
+
+@pytest.fixture
+def clean(repo: Path) -> Path:
+    """The toy project at `base`: its retained files hold exactly what it replays."""
+    git(repo, "checkout", "-q", "base")
+    shutil.rmtree(cache_of(repo), ignore_errors=True)
+    return repo
+
+
+def unchanged_commands(project: Path, out: Path) -> dict[str, list[object]]:
+    return {
+        "check": ["check"],
+        "check json": ["check", "--format", "json"],
+        "check one": ["check", "-c", "toy-b"],
+        "check expected": ["check", "--write-expected", out / "expected.json"],
+        "diff files": ["diff", "--baseline", project / "snapshots"],
+        "diff files json": ["diff", "--baseline", project / "snapshots", "--format", "json"],
+    }
+
+
+def test_a_file_that_holds_the_cached_rows_is_not_parsed_again_and_says_the_same(
+    clean: Path, tmp_path: Path
+):
+    """The first run with the cache parses each retained file and notes that it holds the
+    rows stored; later runs take the rows from the entries. Every command says the same
+    with the cache off, on a cold cache, and with the files matched by their memos."""
+    out = tmp_path / "out"
+    results: dict[str, list[tuple[object, ...]]] = {}
+    for environ in (NO_CACHE, {}, {}, {}):
+        for name, args in unchanged_commands(clean, out).items():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            results.setdefault(name, []).append(outcome(run(clean, args, environ), out))
+    for name, (off, *cached) in results.items():
+        assert off[0] == 0, (name, off)
+        assert all(c == off for c in cached), name
+    # Two a category: the same file read as retained (check) and as a baseline (diff).
+    assert len(memos(clean)) == 4
+    assert matched(run(clean, ["check", "-v"])) == 2
+    assert matched(run(clean, ["check", "-v", "-c", "toy-a"])) == 1
+
+
+def test_a_cold_run_notes_the_files_and_the_second_run_matches_them(clean: Path):
+    first = run(clean, ["check", "-v"])
+    assert "replayed: toy-a, toy-b;" in first.stderr and matched(first) == 0
+    assert len(memos(clean)) == 2
+    second = run(clean, ["check", "-v"])
+    assert "replayed: none;" in second.stderr and matched(second) == 2
+    assert second.stdout == first.stdout
+
+
+def _edit_value(text: str) -> str:
+    return text.replace('"tp": 1', '"tp": 5', 1)
+
+
+def _edit_layout(text: str) -> str:
+    return json.dumps(json.loads(text), indent=4, sort_keys=True) + "\n"
+
+
+def _edit_schema(text: str) -> str:
+    document = json.loads(text)
+    document["rows"][0]["route"] = "not a route"
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def _edit_json(text: str) -> str:
+    return text[: len(text) // 2]
+
+
+def _edit_bom(text: str) -> str:
+    return "\ufeff" + text
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [_edit_value, _edit_layout, _edit_schema, _edit_json, _edit_bom],
+    ids=["a value", "the layout", "a schema violation", "cut short", "a byte order mark"],
+)
+def test_a_file_edited_after_its_memo_is_read_in_full(clean: Path, edit: Any):
+    """A memo names the file's exact bytes: after any edit (one that moves a row, one that
+    only reformats, one that makes it invalid or unreadable) the file is read and judged as
+    without the cache, errors and all."""
+    run(clean, ["check"])
+    assert matched(run(clean, ["check", "-v"])) == 2
+    retained = clean / "snapshots" / "toy-a.json"
+    retained.write_text(edit(retained.read_text()), encoding="utf-8")
+    off = run(clean, ["check"], NO_CACHE)
+    on = run(clean, ["check"])
+    assert (on.code, on.stdout, on.stderr) == (off.code, off.stdout, off.stderr)
+    verbose = run(clean, ["check", "-v"])
+    assert (verbose.code, verbose.stdout) == (off.code, off.stdout)
+    if off.code != 2:  # read in full, and noted again if it holds the rows (the layout)
+        assert matched(verbose) == 1 + (edit is _edit_layout)
+
+
+def test_a_file_over_the_size_limit_is_refused_alike_with_a_memo(clean: Path):
+    """The digest thread reads under the run's limit too (a thread does not inherit the
+    caller's context): a memo never lets a file past the limit the reader enforces."""
+    run(clean, ["check"])
+    assert matched(run(clean, ["check", "-v"])) == 2
+    small = {"ROUTECTL_MAX_INPUT_BYTES": "200"}
+    off = run(clean, ["check"], {**NO_CACHE, **small})
+    on = run(clean, ["check"], small)
+    assert off.code == 2 and "toy-a.json" in off.stderr, off.stderr
+    assert (on.code, on.stdout, on.stderr) == (off.code, off.stdout, off.stderr)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "another entry", "another basis", "no basis"])
+def test_a_memo_that_does_not_fit_is_ignored(clean: Path, damage: str):
+    """A memo that cannot be read, or names another entry, or carries no basis: the file
+    is parsed as always (the basis a memo carries is the one the output shows)."""
+    expected = run(clean, ["check", "--format", "json"], NO_CACHE)
+    run(clean, ["check"])
+    for memo in memos(clean):
+        document = json.loads(memo.read_text())
+        if damage == "garbage":
+            memo.write_bytes(b"\x00{not json")
+            continue
+        if damage == "another entry":
+            document["rows"] = "0" * len(document["rows"])
+        elif damage == "another basis":
+            document["basis"] = 7
+        else:
+            del document["basis"]
+        memo.write_text(json.dumps(document))
+    result = run(clean, ["check", "--format", "json", "-v"])
+    assert matched(result) == 0
+    assert (result.code, result.stdout) == (expected.code, expected.stdout)
+    assert "warning" not in result.stderr
+
+
+def test_a_memo_holds_the_basis_the_file_declares(clean: Path):
+    """The basis shown for a matched file is the one its memo recorded from the file."""
+    run(clean, ["check"])
+    retained = json.loads((clean / "snapshots" / "toy-a.json").read_text())
+    (memo,) = [m for m in memos(clean) if m.parent.name == "toy-a"]
+    assert json.loads(memo.read_text())["basis"] == retained["basis"]
+    entry = next(p for p in row_entries(clean) if p.parent.name == "toy-a")
+    header = entry.read_bytes().split(b"\n", 1)[0].split(b" ")
+    assert json.loads(memo.read_text())["rows"] == header[3].decode()
+
+
+def test_the_memo_is_named_by_every_source(clean: Path):
+    """A memo is named by every project and routectl source: after one byte of a project
+    source (every category replayed) the old memo names no file read with the new sources."""
+    run(clean, ["check"])
+    before = set(memos(clean))
+    assert len(before) == 2
+    helper = clean / "toyproj" / "helper.py"
+    helper.write_text("# one more source\n")
+    result = run(clean, ["check", "-v"])
+    assert "replayed: toy-a, toy-b;" in result.stderr and matched(result) == 0
+    assert len(set(memos(clean)) - before) == 2

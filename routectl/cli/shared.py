@@ -115,9 +115,11 @@ def note_replayed(cache: ReplayCache | None, verbose: bool) -> None:
         return
     replayed = ", ".join(cache.replayed) or "none"
     baseline = {None: "", True: "; baseline from the replay cache", False: "; baseline computed"}
+    matched = len(cache.retained_hits)
+    files = f"; snapshot files known to hold those rows: {matched}" if matched else ""
     note(
         f"replayed: {replayed}; from the replay cache: {len(cache.hits)} categories"
-        f"{baseline[cache.baseline_hit]}"
+        f"{files}{baseline[cache.baseline_hit]}"
     )
 
 

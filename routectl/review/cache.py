@@ -13,11 +13,13 @@ nothing else. Entries are written atomically (temp file or folder, then a rename
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import pickle
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +27,11 @@ from typing import Any
 
 import orjson
 
+from routectl.errors import RoutectlError
+from routectl.io.jsonread import Limits, current_limits, read_bytes
 from routectl.project import Project
 from routectl.replay.harness import RowText
-from routectl.review.snapshot import remove_stale_temp_files, temp_path
+from routectl.review.snapshot import Row, Snapshot, remove_stale_temp_files, temp_path
 from routectl.runtime.workers import in_background
 
 CACHE_DIR_NAME = ".routectl_cache"
@@ -40,6 +44,9 @@ KEEP_ENTRIES = 4
 # The dependencies whose versions shape the rows' bytes: torch (meta tensors' shapes and
 # dtypes), orjson (the canonical texts), pydantic with its core (typed configs).
 DEPENDENCIES = ("torch", "orjson", "pydantic", "pydantic-core")
+# The schema validators: their versions name a retained snapshot's memo (`retained_shortcut`).
+VALIDATORS = ("jsonschema-rs", "jsonschema")
+RETAINED = "retained"
 # The files whose bytes count as project sources (code and the data or settings it reads).
 SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".toml", ".json", ".cfg"})
 # Of those, the ones an import graph follows; the others are keyed for every category.
@@ -91,6 +98,20 @@ def source_files(root: Path, *, exclude: Sequence[Path] = ()) -> list[Path]:
         )
         found.extend(here / f for f in files if Path(f).suffix in SOURCE_SUFFIXES)
     return sorted(found)
+
+
+def validator_versions() -> tuple[tuple[str, str], ...]:
+    """The versions of the schema validators (installed metadata), which decide whether a
+    snapshot file is valid but never shape a replayed row."""
+    from importlib import metadata
+
+    versions = []
+    for name in VALIDATORS:
+        try:
+            versions.append((name, metadata.version(name)))
+        except metadata.PackageNotFoundError:
+            versions.append((name, "absent"))
+    return tuple(versions)
 
 
 def dependency_versions() -> tuple[tuple[str, str], ...]:
@@ -158,13 +179,9 @@ def category_sources(project: Project, category: Any, inputs: KeyInputs) -> list
     modules = inputs.closures(project).get(category.name)
     if modules is None:
         return every
-    package = inputs.package.resolve()
+    always = inputs.always_keyed(project)
     kept = set(modules)
-    return [
-        p
-        for p in every
-        if p in kept or p.suffix not in PYTHON_SUFFIXES or p.is_relative_to(package)
-    ]
+    return [p for p in every if p in kept or p in always]
 
 
 @dataclass
@@ -183,12 +200,18 @@ class KeyInputs:
     _files: dict[tuple[Path, tuple[Path, ...]], str] = field(default_factory=dict)
     _keys: dict[tuple[int, str], str] = field(default_factory=dict)
     _closures: dict[Path, dict[str, list[Path] | None]] = field(default_factory=dict)
+    _always: dict[Path, frozenset[Path]] = field(default_factory=dict)
+    _lines: dict[tuple[Path, Path], bytes] = field(default_factory=dict)
 
     @property
     def versions(self) -> tuple[tuple[str, str], ...]:
         if self.given_versions is None:
             self.given_versions = dependency_versions()
         return self.given_versions
+
+    @functools.cached_property
+    def validator_versions(self) -> tuple[tuple[str, str], ...]:
+        return validator_versions()
 
     def key_of(self, project: Project, category: Any) -> str | None:
         return self._keys.get((id(project), category.name))
@@ -203,6 +226,26 @@ class KeyInputs:
             self._sources[project.root] = project_sources(project, self.package)
         return self._sources[project.root]
 
+    def always_keyed(self, project: Project) -> frozenset[Path]:
+        """The sources in every category's key (`category_sources`): those no import graph
+        follows (not Python) and routectl's own. Worked out once a run: a path test per file
+        per category cost more than the rest of a category's key."""
+        assert project.root is not None
+        found = self._always.get(project.root)
+        if found is None:
+            package = _inside(self.package.resolve())
+            found = self._always[project.root] = frozenset(
+                p
+                for p in self.project_sources(project)
+                if p.suffix not in PYTHON_SUFFIXES or str(p).startswith(package)
+            )
+        return found
+
+    def every_digest(self, project: Project) -> str:
+        """The digest of every project and routectl source (`project_sources`)."""
+        assert project.root is not None
+        return self.files_digest(project.root.resolve(), self.project_sources(project))
+
     def closures(self, project: Project) -> dict[str, list[Path] | None]:
         """Each category's project modules (`routectl.review.closure.category_modules`),
         kept in the cache folder under the digest of every project and routectl source:
@@ -215,7 +258,7 @@ class KeyInputs:
         every = self.project_sources(project)
         memo = None
         if self.memo_dir is not None:
-            memo = self.memo_dir / "closures" / f"{self.files_digest(root, every)}.json"
+            memo = self.memo_dir / "closures" / f"{self.every_digest(project)}.json"
             found = _read_closures(memo, root, every, [c.name for c in project.categories])
         if found is None:
             from routectl.review.closure import category_modules
@@ -233,11 +276,30 @@ class KeyInputs:
         found = self._files.get(memo)
         if found is None:
             h = hashlib.blake2b(digest_size=20)
-            for path in paths:
-                name = path.relative_to(root).as_posix() if path.is_relative_to(root) else path
-                h.update(f"file {name} {self.digests.digest(path)}\n".encode())
+            h.update(b"".join(self._line(root, path) for path in paths))
             found = self._files[memo] = h.hexdigest()
         return found
+
+    def _line(self, root: Path, path: Path) -> bytes:
+        """What `files_digest` hashes for one file: its name (relative to `root` where
+        inside it, as POSIX) and its bytes' digest; made once a run for each file, since
+        every category's list repeats most of them."""
+        found = self._lines.get((root, path))
+        if found is None:
+            text = str(path)
+            inside = _inside(root)
+            # A string test, not PurePath.relative_to: the same answer for the resolved
+            # paths held here, at a hundredth of the cost.
+            name = text[len(inside) :].replace(os.sep, "/") if text.startswith(inside) else text
+            found = f"file {name} {self.digests.digest(path)}\n".encode()
+            self._lines[(root, path)] = found
+        return found
+
+
+def _inside(folder: Path) -> str:
+    """The prefix of every path strictly inside `folder` (resolved, absolute)."""
+    text = str(folder)
+    return text if text.endswith(os.sep) else text + os.sep
 
 
 def _read_closures(
@@ -352,6 +414,11 @@ class ReplayCache:
         self.inputs = KeyInputs(memo_dir=directory)
         self.replayed: list[str] = []
         self.hits: list[str] = []
+        # The rows each hit read and its entry's body digest (`retained_shortcut`).
+        self._found: dict[str, tuple[list[RowText], str]] = {}
+        self._digests: _FileDigests | None = None
+        # The categories whose retained (or baseline) file a memo matched (`check -v`).
+        self.retained_hits: list[str] = []
         # Whether `diff --baseline-ref`'s baseline came from the cache (None: no such diff).
         self.baseline_hit: bool | None = None
         self._write_failed = False
@@ -406,6 +473,8 @@ class ReplayCache:
         if rows is None:
             self._warn(f"ignoring the unreadable replay cache {path}: replaying {category.name}")
             return None
+        # The header's fourth word is the body's digest, checked by `_parse_rows`.
+        self._found[category.name] = (rows, data.partition(b"\n")[0].split(b" ")[3].decode())
         return rows
 
     @contextlib.contextmanager
@@ -450,10 +519,14 @@ class ReplayCache:
         try:
             self._prepare()
             path.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(path, _format_rows(rows))
+            data = _format_rows(rows)
+            _write_atomic(path, data)
             _prune(path.parent.glob("*.rows"), KEEP_ENTRIES)
         except OSError as exc:
             self._failed_write(path, exc)
+            return
+        # A retained file found to hold these rows is noted under this entry (`run_check`).
+        self._found[category.name] = (list(rows), data.partition(b"\n")[0].split(b" ")[3].decode())
 
     def rows(
         self, project: Project, categories: Sequence[Any]
@@ -470,6 +543,101 @@ class ReplayCache:
         self.hits.extend(found)
         self.replayed.extend(c.name for c in missing)
         return found, missing
+
+    # --- retained snapshots that hold exactly a hit's rows -----------------------------------
+
+    def retained_shortcut(
+        self, project: Project, name: str, path: Path, context: str
+    ) -> tuple[Snapshot, dict[str, tuple[str, Row]]] | None:
+        """The snapshot file `path` of category `name` as `SnapshotFiles.load` would read it,
+        with its rows' canonical texts (`known_rows`), from this run's cached rows of `name`
+        instead of the file: only where a memo (`remember_retained`) says a file of these
+        very bytes, read by these very sources and versions, parsed, validated and held
+        exactly the rows of this cache entry. None otherwise, also for a file that cannot
+        be read: the caller reads it as always, and raises what it raises.
+
+        Parsing an unchanged 18 MB snapshot folder cost more than half of an unchanged
+        tree's check; its digest costs a fifth of that."""
+        found = self._found.get(name)
+        if found is None:
+            return None
+        texts, entry = found
+        try:
+            memo = self._memo_path(project, name, context, self._file_digest(path))
+            document = orjson.loads(memo.read_bytes())
+        except (RoutectlError, OSError, orjson.JSONDecodeError):
+            return None
+        if (
+            not isinstance(document, dict)
+            or document.get("format") != CACHE_FORMAT
+            or document.get("rows") != entry
+            or not isinstance(document.get("basis"), str)
+        ):
+            return None
+        # Texts routectl wrote from rows a file it validated holds: plain JSON within the
+        # 64-bit range, which orjson reads back exactly.
+        parsed = [orjson.loads(text) for _, text in texts]
+        known = {row_id: (text, row) for (row_id, text), row in zip(texts, parsed, strict=True)}
+        rows = tuple(sorted(parsed, key=lambda r: r["id"]))
+        self.retained_hits.append(name)
+        return Snapshot(name, document["basis"], rows, validated=True), known
+
+    def remember_retained(
+        self,
+        project: Project,
+        name: str,
+        context: str,
+        raw: bytes,
+        snapshot: Snapshot,
+        known: Mapping[str, tuple[str, Row]],
+    ) -> None:
+        """Note that the file of bytes `raw`, read as `snapshot` with rows of canonical
+        texts `known`, holds exactly the rows this run read from or stored in the entry of
+        `name` (nothing when it does not: a changed category's file is read every run).
+        The memo is named by the very bytes that were parsed."""
+        found = self._found.get(name)
+        if found is None:
+            return
+        texts, entry = found
+        if len(texts) != len(known) or any(
+            known.get(row_id, ("",))[0] != text for row_id, text in texts
+        ):
+            return
+        document = {"format": CACHE_FORMAT, "basis": snapshot.basis, "rows": entry}
+        digest = hashlib.blake2b(raw, digest_size=20).digest()
+        try:
+            memo = self._memo_path(project, name, context, digest)
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(memo, orjson.dumps(document))
+            _prune(memo.parent.glob("*.json"), KEEP_ENTRIES)
+        except (RoutectlError, OSError):
+            pass  # a memo lost costs the next run a parse, nothing else
+
+    def _memo_path(self, project: Project, name: str, context: str, digest: bytes) -> Path:
+        """The memo of one snapshot file: named by the digest of its bytes, the category,
+        the reader's `context` (the baseline's advice), every project and routectl source
+        (the schema and the parser are among them) and the versions of the dependencies
+        and of the schema validators."""
+        h = hashlib.blake2b(digest_size=20)
+        h.update(f"routectl retained {CACHE_FORMAT}\n{name}\n{context}\n".encode())
+        versions = (*self.inputs.versions, *self.inputs.validator_versions)
+        h.update(orjson.dumps([list(v) for v in versions]))
+        h.update(f"\nsources {self.inputs.every_digest(project)}\n".encode())
+        h.update(digest)
+        return self.directory / RETAINED / name / f"{h.hexdigest()}.json"
+
+    def prefetch_retained(self, paths: Sequence[Path]) -> None:
+        """Start reading and hashing the snapshot files `paths` in a thread, for
+        `retained_shortcut`: hashing releases the interpreter lock, so on a second CPU
+        the digests of the retained files cost nothing beside the keys computed meanwhile."""
+        self._digests = _FileDigests(paths, current_limits())
+
+    def _file_digest(self, path: Path) -> bytes:
+        if self._digests is not None:
+            found = self._digests.get(path)
+            if found is not None:
+                return found
+        return _digest_file(path, current_limits())
 
     # --- baselines computed at a git ref ---------------------------------------------------
 
@@ -513,6 +681,39 @@ class ReplayCache:
             self._failed_write(target, exc)
         finally:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def _digest_file(path: Path, limits: Limits) -> bytes:
+    """The digest of a snapshot file read as its reader reads it (under `limits`); an
+    InputError for a file that reader refuses."""
+    return hashlib.blake2b(read_bytes(path, "snapshot", limits), digest_size=20).digest()
+
+
+class _FileDigests:
+    """`_digest_file` of some files, computed by a thread started at once. The run's JSON
+    limits are passed in: a thread does not inherit the caller's context variables."""
+
+    def __init__(self, paths: Sequence[Path], limits: Limits) -> None:
+        self._done: dict[Path, bytes | RoutectlError] = {}
+        self._thread = threading.Thread(target=self._run, args=(list(paths), limits), daemon=True)
+        self._thread.start()
+
+    def _run(self, paths: list[Path], limits: Limits) -> None:
+        for path in paths:
+            try:
+                self._done[path] = _digest_file(path, limits)
+            except RoutectlError as exc:
+                self._done[path] = exc
+            except Exception:  # noqa: BLE001 - the caller then reads the file itself
+                return
+
+    def get(self, path: Path) -> bytes | None:
+        """The digest of `path` (its reader's error raised), None if it was not asked for."""
+        self._thread.join()
+        found = self._done.get(path)
+        if isinstance(found, RoutectlError):
+            raise found
+        return found
 
 
 def _baseline_intact(folder: Path, manifest: Any) -> bool:

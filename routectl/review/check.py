@@ -41,7 +41,7 @@ from routectl.review.snapshot import (
     check_category_names,
     validate_rows,
 )
-from routectl.review.sources import SnapshotSource
+from routectl.review.sources import SnapshotFiles, SnapshotSource
 from routectl.rows import RowSpec
 from routectl.runtime.workers import available_cpus
 
@@ -169,13 +169,38 @@ def run_check(
     listed = [c.name for c in project.categories]
     ready = dict(ready or {})
 
-    def read_baseline() -> tuple[dict[str, Snapshot | None], dict[str, Known]]:
-        snapshots = {c.name: baseline.load(c.name) for c in selected}
-        return snapshots, {
-            name: known_rows(snap)
-            for name, snap in snapshots.items()
-            if snap is not None and name not in ready
+    files = {}
+    if cache is not None and isinstance(baseline, SnapshotFiles):
+        # The files whose memo may spare their parse (`ReplayCache.retained_shortcut`).
+        files = {
+            c.name: file
+            for c in selected
+            if c.name not in ready and (file := baseline.file_of(c.name)) is not None
         }
+        cache.prefetch_retained([path for path, _ in files.values()])
+    parsed: dict[str, bytes] = {}  # the bytes of each file parsed in full
+
+    def read_baseline() -> tuple[dict[str, Snapshot | None], dict[str, Known]]:
+        snapshots: dict[str, Snapshot | None] = {}
+        known: dict[str, Known] = {}
+        for c in selected:
+            name = c.name
+            if cache is not None and name in files:
+                # A file known to hold exactly the cached rows: those rows, not a parse.
+                quick = cache.retained_shortcut(project, name, *files[name])
+                if quick is not None:
+                    snapshots[name], known[name] = quick
+                    continue
+                assert isinstance(baseline, SnapshotFiles)
+                snap, raw = baseline.load_read(name)
+                if raw is not None:
+                    parsed[name] = raw
+            else:
+                snap = baseline.load(name)
+            snapshots[name] = snap
+            if snap is not None and name not in ready:
+                known[name] = known_rows(snap)
+        return snapshots, known
 
     texts, (loaded, known) = cached_replay(
         project,
@@ -184,6 +209,13 @@ def run_check(
         meanwhile=read_baseline,
         cache=cache,
     )
+    if cache is not None:
+        # Now that the rows are in the cache (read or replayed and stored), note each file
+        # parsed in full that holds exactly them: the next run spares its parse.
+        for name, raw in parsed.items():
+            retained = loaded[name]
+            if retained is not None:
+                cache.remember_retained(project, name, files[name][1], raw, retained, known[name])
     snapshots = {
         c.name: ready[c.name]
         if c.name in ready

@@ -21,7 +21,7 @@ import orjson
 
 from routectl.errors import InputError, RoutectlError
 from routectl.io import jsonwrite, output
-from routectl.io.jsonread import read_json_file, shorten
+from routectl.io.jsonread import parse_json, read_json_file, shorten
 from routectl.io.schemas import SCHEMA_VERSION, LoadedSchema, load_schema, violation
 from routectl.rows import ROW_ID
 from routectl.runtime import checkpoints
@@ -237,11 +237,20 @@ def parse_snapshot(
 
 
 def read_snapshot(
-    path: Path, *, category: str | None = None, schema: LoadedSchema | None = None
+    path: Path,
+    *,
+    category: str | None = None,
+    schema: LoadedSchema | None = None,
+    data: bytes | None = None,
 ) -> Snapshot:
-    return parse_snapshot(
-        read_json(path, "snapshot"), source=str(path), category=category, schema=schema
-    )
+    """The snapshot file `path` (`data`: its bytes, read already under the size limit)."""
+    document = read_json(path, "snapshot") if data is None else parse_json_file(data, path)
+    return parse_snapshot(document, source=str(path), category=category, schema=schema)
+
+
+def parse_json_file(data: bytes, path: Path, what: str = "snapshot") -> Any:
+    """`read_json(path, what)` of bytes read from `path` already."""
+    return parse_json(data, f"{what} {path}")
 
 
 def plain_rows(rows: Sequence[Row]) -> list[Row]:

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from routectl.errors import InputError, RoutectlError
+from routectl.io.jsonread import read_bytes
 from routectl.io.schemas import SCHEMA_VERSION, LoadedSchema
 from routectl.review.snapshot import (
     CATEGORY_NAME,
     Snapshot,
+    parse_json_file,
     parse_snapshot,
     read_json,
     read_snapshot,
@@ -25,6 +27,8 @@ from routectl.review.snapshot import (
 )
 
 Document = dict[str, Any]
+# What a baseline file is called in messages (a retained one is a "snapshot").
+BASELINE = "baseline snapshot"
 Migration = Callable[[Document], Document]
 # schema_version N -> a function turning a version-N snapshot document into version N + 1.
 # Version 1 is the first: there is nothing to migrate yet.
@@ -80,10 +84,11 @@ def read_baseline_snapshot(
     category: str | None = None,
     migrations: Mapping[int, Migration] = MIGRATIONS,
     schema: LoadedSchema | None = None,
+    raw: bytes | None = None,
 ) -> Snapshot:
     """A baseline snapshot file, migrated to the current schema and validated (against
-    `schema`: the project's snapshot schema)."""
-    data = read_json(path, "baseline snapshot")
+    `schema`: the project's snapshot schema); `raw`, its bytes when read already."""
+    data = read_json(path, BASELINE) if raw is None else parse_json_file(raw, path, BASELINE)
     data = migrate_document(data, source=str(path), advice=advice, migrations=migrations)
     return parse_snapshot(data, source=str(path), category=category, schema=schema)
 
@@ -141,15 +146,31 @@ class SnapshotFiles:
     def names(self) -> Sequence[str]:
         return sorted(self.files)
 
+    def file_of(self, name: str) -> tuple[Path, str] | None:
+        """The file `load(name)` reads and how it reads it (the advice, empty for retained
+        files), or None where it reads none (no such category, or loaded already)."""
+        path = self.files.get(name)
+        if path is None or name in self._loaded:
+            return None
+        return path, self._advice or ""
+
     def load(self, name: str) -> Snapshot | None:
+        return self.load_read(name)[0]
+
+    def load_read(self, name: str) -> tuple[Snapshot | None, bytes | None]:
+        """`load(name)` and the bytes of the file it parsed (None where it read none)."""
         if name in self._loaded:
-            return self._loaded[name]
+            return self._loaded[name], None
         path = self.files.get(name)
         if path is None:
-            return None
+            return None, None
+        raw = read_bytes(path, "snapshot" if self._advice is None else BASELINE)
         if self._advice is None:
-            return read_snapshot(path, category=name, schema=self._schema)
-        return read_baseline_snapshot(path, advice=self._advice, category=name, schema=self._schema)
+            return read_snapshot(path, category=name, schema=self._schema, data=raw), raw
+        snapshot = read_baseline_snapshot(
+            path, advice=self._advice, category=name, schema=self._schema, raw=raw
+        )
+        return snapshot, raw
 
 
 CACHED_ADVICE = (
