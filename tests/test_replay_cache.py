@@ -25,6 +25,8 @@ from routectl.review.cache import (
     ReplayCache,
     category_key,
     dependency_versions,
+    resolved_sources,
+    source_files,
 )
 from routectl.review.closure import WALK_DEPTH, _Sources, _walk
 from routectl.rows import RowSpec
@@ -675,3 +677,36 @@ def test_the_memo_is_named_by_every_source(clean: Path):
     result = run(clean, ["check", "-v"])
     assert "replayed: toy-a, toy-b;" in result.stderr and matched(result) == 0
     assert len(set(memos(clean)) - before) == 2
+
+
+def test_resolved_sources_are_the_source_files_resolved(tmp_path: Path):
+    """The walk that resolves folders once finds the files `source_files` finds, each
+    resolved as `Path.resolve` resolves it: links to files followed to their targets, links
+    to folders not entered, hidden, bytecode, virtual-environment and excluded folders
+    skipped, other suffixes left out."""
+    root = tmp_path / "tree"
+    outside = tmp_path / "outside"
+    for folder in ("pkg/sub", ".hidden", "pkg/__pycache__", "venv", "snapshots", "data"):
+        (root / folder).mkdir(parents=True)
+    outside.mkdir()
+    for name in ("pkg/a.py", "pkg/sub/b.pyi", "pkg/c.txt", ".hidden/d.py", "venv/e.py"):
+        (root / name).write_text("x = 1\n")
+    (root / "venv" / "pyvenv.cfg").write_text("home = /\n")
+    (root / "pkg" / "__pycache__" / "f.py").write_text("")
+    (root / "snapshots" / "g.json").write_text("{}\n")
+    (root / "data" / "h.toml").write_text("")
+    (outside / "linked.py").write_text("y = 2\n")
+    (outside / "inner").mkdir()
+    (outside / "inner" / "i.py").write_text("")
+    (root / "pkg" / "link.py").symlink_to(outside / "linked.py")
+    (root / "pkg" / "folder_link").symlink_to(outside / "inner", target_is_directory=True)
+    (root / "data_link").symlink_to(root / "data", target_is_directory=True)
+    exclude = [root / "snapshots"]
+    expected = sorted({p.resolve() for p in source_files(root, exclude=exclude)})
+    assert sorted(resolved_sources(root, exclude=exclude)) == expected
+    assert outside / "linked.py" in expected
+    assert sorted(p.name for p in expected) == ["a.py", "b.pyi", "h.toml", "linked.py"]
+    # Through a linked root, too: every path is the resolved one.
+    linked_root = tmp_path / "root_link"
+    linked_root.symlink_to(root, target_is_directory=True)
+    assert sorted(resolved_sources(linked_root, exclude=exclude)) == expected

@@ -163,9 +163,33 @@ def project_sources(project: Project, package: Path = PACKAGE) -> list[Path]:
     """Every project source (outside the snapshot folder) and every routectl source."""
     assert project.root is not None
     exclude = [project.snapshots] if project.snapshots is not None else []
-    files = {p.resolve() for p in source_files(project.root, exclude=exclude)}
-    files |= {p.resolve() for p in routectl_sources(package)}
+    files = set(resolved_sources(project.root, exclude=exclude))
+    files |= set(resolved_sources(package))
     return sorted(files)
+
+
+def resolved_sources(root: Path, *, exclude: Sequence[Path] = ()) -> list[Path]:
+    """`source_files(root, exclude=exclude)`, each path resolved: each folder is resolved
+    once and a file only where it is a link (what `Path.resolve` of each file gives, without
+    its lookups of every component of every file)."""
+    excluded = {p.resolve() for p in exclude}
+    found: list[Path] = []
+
+    def walk(folder: Path, real: str) -> None:
+        with os.scandir(folder) as scan:
+            entries = list(scan)
+        for entry in entries:
+            here = folder / entry.name
+            # Classified as os.walk does: a link to a folder is a folder, never entered.
+            if entry.is_dir():
+                if not entry.is_symlink() and not _skipped_dir(here):
+                    if here.resolve() not in excluded:
+                        walk(here, os.path.join(real, entry.name))
+            elif os.path.splitext(entry.name)[1] in SOURCE_SUFFIXES:
+                found.append(here.resolve() if entry.is_symlink() else Path(real, entry.name))
+
+    walk(root, os.path.realpath(root))
+    return found
 
 
 def category_sources(project: Project, category: Any, inputs: KeyInputs) -> list[Path]:
