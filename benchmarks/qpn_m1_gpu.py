@@ -149,6 +149,37 @@ CONFIGS = {
     "trigger-after-wait": triton_qpn.QpnConfig(w13_trigger_first=False),
     # W13 100 programs of 4 warps, each thread two pairs' four chains (one slice).
     "w13-p16w4": triton_qpn.QpnConfig(w13_warps=4),
+    # Issue 36, seventh session: W2's route slots packed, 32 slots holding 3 column blocks' 10
+    # routes each (30 of 32 slots a chain, instead of 10 of 16): 4 pairs a block and 107
+    # programs of 4 warps, or 2 pairs and 214 programs of 2 warps; with other W13 blocks and
+    # the race-free orders.
+    "w2-pack4": triton_qpn.QpnConfig(w2_pack_pairs=4),
+    "w2-pack2w2": triton_qpn.QpnConfig(w2_pack_pairs=2, w2_warps=2),
+    # The same with one column a chain (8 columns a block, 256 threads; 4 columns, 128).
+    "w2-pack4-unpaired": triton_qpn.QpnConfig(w2_pack_pairs=4, w2_paired=False, w2_warps=8),
+    "w2-pack2-unpaired": triton_qpn.QpnConfig(w2_pack_pairs=2, w2_paired=False),
+    # One column a chain, its weights widened to FP32 before the wait (4 columns a block).
+    "w2-pack2-widen": triton_qpn.QpnConfig(w2_pack_pairs=2, w2_paired=False, w2_widen=True),
+    "pack2-unpaired-trigger-after-wait": triton_qpn.QpnConfig(
+        w2_pack_pairs=2, w2_paired=False, w13_trigger_first=False
+    ),
+    "pack4-w13-p8w4": triton_qpn.QpnConfig(w2_pack_pairs=4, w13_pairs=8, w13_warps=4),
+    "pack4-trigger-after-wait": triton_qpn.QpnConfig(w2_pack_pairs=4, w13_trigger_first=False),
+    "pack4-recheck": triton_qpn.QpnConfig(w2_pack_pairs=4, w2_recheck=True),
+    # W13 one chain a thread (a column's, not a pair's two) with today's schedule: 200
+    # programs of 8 warps (16 columns x 16 slices) or 100 of 16; with W2 of 2 warps.
+    "w13-unpaired-p8w8": triton_qpn.QpnConfig(w13_gate_up=False, w13_pairs=8, w13_warps=8),
+    "w13-unpaired-p16w16": triton_qpn.QpnConfig(w13_gate_up=False, w13_warps=16),
+    "w13-unpaired-p8w8-c8w2": triton_qpn.QpnConfig(
+        w13_gate_up=False, w13_pairs=8, w13_warps=8, w2_columns=8, w2_warps=2
+    ),
+    "w13-unpaired-p4w4": triton_qpn.QpnConfig(w13_gate_up=False, w13_pairs=4, w13_warps=4),
+    # W13's speculation (before its wait) asking L2 for the route's W2 banks too.
+    "w2-speculate": triton_qpn.QpnConfig(w2_speculate=True),
+    "pack4-w2-speculate": triton_qpn.QpnConfig(w2_pack_pairs=4, w2_speculate=True),
+    "pack2-unpaired-w2-speculate": triton_qpn.QpnConfig(
+        w2_pack_pairs=2, w2_paired=False, w2_speculate=True
+    ),
 }
 LAYOUTS = {"3-byte": True, "4-byte": False}
 

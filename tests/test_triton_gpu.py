@@ -362,6 +362,13 @@ OTHER_CONFIGS = {
     "w2-redo": triton_qpn.QpnConfig(w2_recheck=True, w2_redo=True),
     "trigger-after-wait": triton_qpn.QpnConfig(w13_trigger_first=False),
     "fifth-session": triton_qpn.QpnConfig(wide_metadata=False),
+    # W2's route slots packed (3 column blocks' routes in 32 slots; the last program's
+    # columns past the end masked), with 4 or 2 pairs a block, and with the recheck's slow path.
+    "w2-pack4": triton_qpn.QpnConfig(w2_pack_pairs=4),
+    "w2-pack2w2": triton_qpn.QpnConfig(w2_pack_pairs=2, w2_warps=2),
+    "w2-pack2-widen": triton_qpn.QpnConfig(w2_pack_pairs=2, w2_paired=False, w2_widen=True),
+    "pack4-w2-speculate": triton_qpn.QpnConfig(w2_pack_pairs=4, w2_speculate=True),
+    "pack4-redo": triton_qpn.QpnConfig(w2_pack_pairs=4, w2_recheck=True, w2_redo=True),
 }
 
 

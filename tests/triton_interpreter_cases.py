@@ -117,3 +117,45 @@ def test_layouts_give_identical_outputs(banks: dict[bool, tuple[torch.Tensor, ..
     four = run(banks[False], False, x, topk)
     three = run(banks[True], True, x, topk)
     assert torch.equal(four[0], three[0]) and torch.equal(four[1], three[1])
+
+
+# W2's route slots packed (32 slots holding 3 column blocks' 10 routes; with 4 pairs a block
+# the reduced W2's 64 pairs take 6 programs, the last one's columns past the end masked): a
+# thread holding two adjacent columns' chains, or one column's with the recheck's slow path.
+PACKED = {
+    "paired": QpnConfig(w13_pairs=16, w13_warps=4, w2_pack_pairs=4),
+    "unpaired-redo": QpnConfig(
+        w13_pairs=16,
+        w13_warps=4,
+        w2_pack_pairs=4,
+        w2_paired=False,
+        w2_warps=8,
+        w2_recheck=True,
+        w2_redo=True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PACKED))
+def test_packed_route_slots_equal_the_reference_arithmetic(
+    banks: dict[bool, tuple[torch.Tensor, ...]], name: str
+) -> None:
+    x, topk = inputs(11)
+    out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
+    intermediate = torch.full((10, GEOMETRY.w2_k), float("nan"), dtype=torch.float16)
+    ids = torch.tensor([IDS], dtype=torch.int32)
+    launch_qpn_m1(
+        out,
+        intermediate,
+        x,
+        *banks[True],
+        ids,
+        topk,
+        compact=True,
+        geometry=GEOMETRY,
+        config=PACKED[name],
+    )
+    want_out, want_intermediate = expected_step(x, *banks[True], ids, topk)
+    assert torch.equal(intermediate, want_intermediate)
+    assert torch.equal(out, want_out)
+    assert out.abs().max() > 0

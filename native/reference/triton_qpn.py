@@ -136,7 +136,13 @@ class QpnConfig:
     grid-dependency wait (w13_trigger_first; else after it, so that W2 cannot start while
     W13's predecessor runs); whether W2 reads the ids and router weights again after its
     wait and redoes its chains from them where an id changed (w2_recheck: then the step
-    never depends on when W2 started; w2_redo always redoes them, for tests). By default
+    never depends on when W2 started; w2_redo always redoes them, for tests); whether W2
+    packs its route slots (w2_pack_pairs > 0: 32 slots holding 32 // top_k column blocks of
+    that many pairs, a slot one (column block, route), instead of w2_columns columns x 16
+    slots of which 6 hold no route; w2_columns is then unused) and, with one column a chain
+    (w2_paired false), whether it widens its decoded weights to FP32 before its wait
+    (w2_widen; else after it); whether W13's speculation asks L2 for the route's W2 words
+    and metadata too (w2_speculate). By default
     W13 triggers first and W2 does not recheck, which needs launch_qpn_m1's condition on
     the kernel before the step (benchmarks/RESULTS.md: what the H200 showed, and what each
     option gave). The default: 100 W13 programs of 8
@@ -165,11 +171,17 @@ class QpnConfig:
     w13_trigger_first: bool = True
     w2_recheck: bool = False
     w2_redo: bool = False
+    w2_pack_pairs: int = 0
+    w2_widen: bool = False
+    w2_speculate: bool = False
 
     def __post_init__(self) -> None:
         for blocks in (self.w13_pairs, self.w2_columns // 2, self.w13_warps, self.w2_warps):
             if blocks < 1 or blocks & (blocks - 1):
                 raise ValueError(f"unsupported QPN launch config {self}")
+        pack = self.w2_pack_pairs
+        if pack < 0 or pack & (pack - 1):
+            raise ValueError(f"unsupported QPN launch config {self}")
 
 
 CONTRACT = QpnGeometry()
@@ -566,6 +578,25 @@ def _split16(values):
 
 
 @triton.jit
+def _split32(values):
+    """The 32 columns of a 2-D tensor `values` as 32 1-D tensors, by layout alone, as
+    _split16 (five splits; the split tuple holds column c at the 5-bit reversal of c)."""
+    tl.static_assert(values.shape[1] == 32)
+    parts = (tl.reshape(values, (values.shape[0], 2, 2, 2, 2, 2)),)
+    for level in tl.static_range(5):
+        halves = ()
+        for i in tl.static_range(2**level):
+            halves = halves + tl.split(parts[i])
+        parts = halves
+    columns = ()
+    for c in tl.static_range(32):
+        columns = columns + (
+            parts[(c & 1) * 16 + (c & 2) * 4 + (c & 4) + (c & 8) // 4 + (c & 16) // 16],
+        )
+    return columns
+
+
+@triton.jit
 def _activations(at, PAIRS: tl.constexpr, HW_FMA: tl.constexpr, AFTER_WAIT: tl.constexpr):
     """PAIRS int32 pairs of FP16 from `at` on (int32 pointers, 16-byte aligned), as a tuple.
     Compiled: 16-byte loads, a quarter of the load instructions. AFTER_WAIT: the loads follow
@@ -709,6 +740,7 @@ def _w13_kernel(
     SPECULATE: tl.constexpr,
     WIDE_META: tl.constexpr,
     TRIGGER_FIRST: tl.constexpr,
+    SPECULATE_W2: tl.constexpr,
 ):
     """W13, one (column, slice) chain per element (GATE_UP: elements (pair, slice, gate or
     up), a thread holding a pair's gate and up chains, which share its slice's activations);
@@ -754,6 +786,18 @@ def _w13_kernel(
                     RECORD,
                     UNIT,
                 )
+                if SPECULATE_W2:
+                    # And for the route's W2 words and metadata, a BLOCKS-th each, which W2
+                    # (launched before this grid's wait) then reads from L2 as it decodes.
+                    hint_e = tl.where(hint_ok, hint, 0)
+                    W2_SPEC: tl.constexpr = W2_K * W2_N // 2 // BLOCKS
+                    w2_hint = w2_ptr + hint_e * (W2_K * W2_N // 8) + block * (W2_SPEC // 4)
+                    _prefetch_l2(w2_hint.to(tl.int64), W2_SPEC // 16, W2_SPEC // 16, 16, hint_ok)
+                    S2_SPEC: tl.constexpr = W2_K // GROUP * W2_N // BLOCKS
+                    s2_hint = s2_ptr + (hint_e * (W2_K // GROUP) * W2_N + block * S2_SPEC) * UNIT
+                    _prefetch_l2(
+                        s2_hint.to(tl.int64), S2_SPEC * RECORD, S2_SPEC * RECORD, 1, hint_ok
+                    )
             if PREFETCH_INPUTS:
                 # Before the wait, L2 is asked for the route's id (the 16-byte granule that
                 # holds it, which never crosses the end of an allocation) and the input, each
@@ -973,6 +1017,8 @@ def _w2_kernel(
     WIDE_META: tl.constexpr,
     RECHECK: tl.constexpr,
     REDO: tl.constexpr,
+    PACK: tl.constexpr,
+    WIDEN: tl.constexpr,
 ):
     """W2, one (column, route) chain per element of a program's COLUMNS columns x ROUTES (16)
     route slots, of which TOPK are routes (PAIRED: elements (column pair, route slot, column
@@ -986,7 +1032,26 @@ def _w2_kernel(
             # it waits for this grid's completion before it reads or writes anything.
             gdc.gdc_launch_dependents()
     block = tl.program_id(0)
-    if PAIRED:
+    # PACK: 32 slots of (column block, route), SLOTS // TOPK column blocks of PACK pairs each
+    # (3 x 10 of 32 slots hold a route, instead of 10 of 16): fewer chains computed for
+    # nothing, the same chains and sums. Slower on the H200 (benchmarks/RESULTS.md): W2's
+    # time follows a thread's path, which the slot arithmetic and 32-slot exchange lengthen.
+    SLOTS: tl.constexpr = 32
+    BLOCKS: tl.constexpr = SLOTS // TOPK
+    if PACK > 0 and PAIRED:
+        slot = tl.arange(0, SLOTS)[:, None, None]
+        pair = tl.arange(0, PACK)[None, :, None]
+        # Slot s: route s % TOPK of column block s // TOPK of this program's BLOCKS.
+        route = slot % TOPK
+        col = ((block * BLOCKS + slot // TOPK) * PACK + pair) * 2 + tl.arange(0, 2)[None, None, :]
+        anchor = pair
+    elif PACK > 0:
+        # One column a chain: 2 * PACK columns a block.
+        slot = tl.arange(0, SLOTS)[:, None]
+        route = slot % TOPK
+        col = (block * BLOCKS + slot // TOPK) * (2 * PACK) + tl.arange(0, 2 * PACK)[None, :]
+        anchor = col
+    elif PAIRED:
         pair = tl.arange(0, COLUMNS // 2)[:, None, None]
         col = block * COLUMNS + 2 * pair + tl.arange(0, 2)[None, None, :]
         route = tl.arange(0, ROUTES)[None, :, None]
@@ -996,7 +1061,11 @@ def _w2_kernel(
         col = _lane_columns(block, COLUMNS)[:, None]
         route = tl.arange(0, ROUTES)[None, :]
         anchor = col
-    in_topk = route < TOPK
+    if PACK > 0:
+        # Slots past BLOCKS * TOPK, and columns past N (the last program's), hold no chain.
+        in_topk = (slot < BLOCKS * TOPK) & (col < N)
+    else:
+        in_topk = route < TOPK
     # Read through L2 only where RECHECK reads them again after the wait (no stale copy
     # left in L1 for that load).
     expert = tl.load(
@@ -1018,13 +1087,31 @@ def _w2_kernel(
     if HW_FMA and PREDECODE:
         # Decoded to FP16x2 while W13 runs (nothing here reads W13's output), then the wait.
         pairs = _decoded(words, meta, K // 8, GROUP, ONE_SHIFT)
-        if PDL and tl.target_info.cuda_capability_geq(9, 0):
+        if WIDEN:
+            # Each weight widened to FP32 before the wait too (twice the registers: one column
+            # a thread), so that after it a k costs its activation's conversion and one FMA.
+            widened = ()
+            bits = ()
+            for j in tl.static_range(K // 2):
+                for h in tl.static_range(2):
+                    w32 = _half(pairs[j], h)
+                    widened = widened + (w32,)
+                    bits = bits + (w32.to(tl.int32, bitcast=True),)
+            if PDL and tl.target_info.cuda_capability_geq(9, 0):
+                acc = acc + _wait_after(bits, K, e).to(tl.float32, bitcast=True)
+        elif PDL and tl.target_info.cuda_capability_geq(9, 0):
             # +0.0, read after the wait: the chains start after it.
             acc = acc + _wait_after(pairs, K // 2, e).to(tl.float32, bitcast=True)
         xs = _activations(x_at, K // 2, HW_FMA, PDL)
         if RECHECK:
             again, weights = _ids_and_weights(ids_ptr, topk_ptr, route, in_topk, TOPK, HW_FMA)
-        acc = _chains_decoded(acc, pairs, xs, K // 2)
+        if WIDEN:
+            for j in tl.static_range(K // 2):
+                for h in tl.static_range(2):
+                    # FP16 x FP16 is exact in FP32: one rounding per step, as _chains_decoded.
+                    acc = acc + _half(xs[j], h) * widened[2 * j + h]
+        else:
+            acc = _chains_decoded(acc, pairs, xs, K // 2)
     else:
         if PDL:
             if tl.target_info.cuda_capability_geq(9, 0):
@@ -1068,7 +1155,21 @@ def _w2_kernel(
     if not WEIGHTS_FIRST and not RECHECK:
         for r in tl.static_range(TOPK):
             weights = weights + (tl.load(topk_ptr + r),)
-    if PAIRED:
+    if PACK > 0:
+        # Row 2p + h: column 2p + h of each column block; slot 10b + r: its route r.
+        if PAIRED:
+            slots = _split32(tl.reshape(tl.permute(rounded, (1, 2, 0)), (2 * PACK, SLOTS)))
+        else:
+            slots = _split32(tl.permute(rounded, (1, 0)))
+        lane = tl.arange(0, 2 * PACK)
+        for b in tl.static_range(BLOCKS):
+            routes = ()
+            for r in tl.static_range(TOPK):
+                routes = routes + (slots[b * TOPK + r],)
+            out = _combine(weights, routes, TOPK, HW_FMA)
+            at = (block * BLOCKS + b) * 2 * PACK + lane
+            tl.store(out_ptr + at, out.to(tl.float16), mask=at < N)
+    elif PAIRED:
         # Row 2c + h: the block's column 2c + h.
         routes = _split16(tl.reshape(tl.permute(rounded, (0, 2, 1)), (COLUMNS, ROUTES)))
         out = _combine(weights, routes, TOPK, HW_FMA)
@@ -1148,6 +1249,7 @@ def launch_w13(
         SPECULATE=config.w13_speculate,
         WIDE_META=config.wide_metadata,
         TRIGGER_FIRST=config.w13_trigger_first,
+        SPECULATE_W2=config.w2_speculate and w2_banks is not None,
         num_warps=config.w13_warps,
         maxnreg=config.w13_maxnreg,
         launch_pdl=_w13_pdl(config),
@@ -1171,10 +1273,17 @@ def launch_w2(
     before the preceding kernel on the stream has completed and reads w2, s2, ids and topk
     meanwhile: that kernel must be launch_w13's (as in launch_qpn_m1), which writes none of
     them."""
-    if geometry.w2_n % config.w2_columns:
+    pack = config.w2_pack_pairs
+    if pack:
+        # SLOTS // top_k column blocks of `pack` pairs a program, the last one's masked.
+        per_program = 32 // geometry.top_k * 2 * pack
+        grid = ((geometry.w2_n + per_program - 1) // per_program,)
+    elif geometry.w2_n % config.w2_columns:
         raise ValueError(f"launch config {config} does not tile {geometry}")
+    else:
+        grid = (geometry.w2_n // config.w2_columns,)
     pdl = _pdl(config)
-    _w2_kernel[(geometry.w2_n // config.w2_columns,)](
+    _w2_kernel[grid](
         intermediate.view(torch.int32),
         w2,
         s2,
@@ -1199,6 +1308,8 @@ def launch_w2(
         WIDE_META=config.wide_metadata,
         RECHECK=config.w2_recheck,
         REDO=config.w2_redo,
+        PACK=pack,
+        WIDEN=config.w2_widen,
         num_warps=config.w2_warps,
         launch_pdl=pdl,
     )
