@@ -30,6 +30,9 @@ NOT_BATCHED = {"VLLM_SM70_FP8_MOE_BATCHED_GEMM": "0"}
 ST_UNPERMUTE = {**NOT_BATCHED, "VLLM_SM70_MOE_SINGLE_TOKEN_UNPERMUTE_FASTPATH": "0"}
 
 
+DEVICES: set[str] = set()  # every device a logged argument was on (cleared per log)
+
+
 class ArgumentLog:
     """A recording namespace that also keeps every call's arguments: a tensor as its shape
     and dtype, anything else as it is (the namespace is injected, as the engine does)."""
@@ -37,6 +40,7 @@ class ArgumentLog:
     def __init__(self, inner: RecordingNamespace) -> None:
         self._inner = inner
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        DEVICES.clear()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -61,7 +65,7 @@ def _described(value: Any) -> Any:
         # A shape holds integers (a float would be a halved size, `/` for `//`), and every
         # buffer stays on the checkpoint's device (meta in replay).
         assert all(type(d) is int for d in value.shape), value.shape
-        assert str(value.device) == "meta", value.device
+        DEVICES.add(str(value.device))
         return (tuple(value.shape), str(value.dtype).removeprefix("torch."))
     if isinstance(value, list):
         return [_described(v) for v in value]
@@ -113,6 +117,7 @@ def test_the_routed_lane_sizes_its_index_buffers_by_experts_and_slots(m):
     assert unpermute["inv_permuted_idx"] == ((slots,), "int32")
     assert unpermute["permuted_hidden_states"] == ((slots, H), "float16")
     assert unpermute["hidden_states"] == ((m, H), "float16")
+    assert DEVICES == {"meta"}
 
 
 def test_the_monolithic_op_then_unpermute_passes_no_offsets():
@@ -205,3 +210,75 @@ def test_turbomind_off_is_a_policy_decision_and_capability_75_a_fallback():
     (verdict,) = turing.selection.verdicts
     assert (verdict.ok, verdict.stage) == (False, "capability")
     assert turing.selection.fallback is True
+
+
+def test_moe_dequant_without_the_dequant_fallback_is_another_backend():
+    # §2.1: TurboMind off, moe_dequant_fallback on but dequant_fallback off: the generic
+    # backend oracle serves the layer (nothing is dequantized here).
+    config = {
+        "sm70_fp8": {"enabled": False, "moe_dequant_fallback": True, "dequant_fallback": False}
+    }
+    ns = RecordingNamespace(CATALOGUE)
+    decision = select_fp8_moe(QWEN36_35B, resolve({}, config), Hardware(70), _engine(), ns)
+    assert decision.kernel is None and decision.capability == 70
+    assert decision.status is not None and decision.status[0] == "other_backend"
+    assert "sm70_fp8.dequant_fallback is false" in decision.status[1]
+    assert [v.code for v in decision.selection.verdicts] == ["turbomind_off"]
+    loaded = load_fp8_moe(QWEN36_35B, resolve({}, config), Hardware(70), _engine(), ns)
+    assert loaded.resident == {} and ns.calls == []
+
+
+def test_a_dequant_fallback_describes_its_fp16_banks_on_meta():
+    config = {
+        "sm70_fp8": {"enabled": False, "moe_dequant_fallback": True, "dequant_fallback": True}
+    }
+    loaded = load_fp8_moe(
+        QWEN36_35B, resolve({}, config), Hardware(70), _engine(), RecordingNamespace(CATALOGUE)
+    )
+    assert loaded.decision.status is not None and loaded.decision.status[0] == "dequant_fallback"
+    # §4.4: twice the FP8 code bytes, E x 3 x H x I in all (TP4: I 128).
+    assert {k: (tuple(t.shape), str(t.device)) for k, t in loaded.resident.items()} == {
+        "w13_fp16": ((2 * E * H * 2 * INTER,), "meta"),
+        "w2_fp16": ((2 * E * INTER * H,), "meta"),
+    }
+
+
+# A small layer whose banks fit in host memory: what the engine loads from a real checkpoint.
+SMALL = {**QWEN36_35B, "experts": 4, "top_k": 2, "hidden": 256, "local_intermediate": 128}
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_every_tensor_the_load_makes_is_on_the_checkpoints_device(device):
+    import torch
+
+    tensors = {"w13": torch.empty((4, 256, 256), dtype=torch.float8_e4m3fn, device=device)}
+    ns = ArgumentLog(RecordingNamespace(CATALOGUE))
+    loaded = load_fp8_moe(SMALL, resolve({}), Hardware(70), _engine(), ns, tensors=tensors)
+    assert DEVICES == {device}
+    assert {str(t.device) for t in loaded.resident.values()} == {device}
+    # Without a checkpoint (replay), everything is on meta.
+    ns = ArgumentLog(RecordingNamespace(CATALOGUE))
+    loaded = load_fp8_moe(SMALL, resolve({}), Hardware(70), _engine(), ns)
+    assert DEVICES == {"meta"}
+    assert {str(t.device) for t in loaded.resident.values()} == {"meta"}
+
+
+def test_a_layer_never_called_has_no_last_call_for_the_startup_report():
+    from policies.fp8_moe_loader import FP8_MOE_LOADER
+
+    loaded = load_fp8_moe(
+        QWEN36_35B, resolve({}), Hardware(70), _engine(), RecordingNamespace(CATALOGUE)
+    )
+    assert FP8_MOE_LOADER.last_call is not None
+    assert FP8_MOE_LOADER.last_call(loaded) is None
+    loaded.apply(*call_inputs(2, loaded.state["layer"]))
+    assert FP8_MOE_LOADER.last_call(loaded) == {
+        "stages": [
+            "lane=routed",
+            "w13=batched",
+            "w2=batched",
+            "reduce=unpermute",
+            "buffers=persistent",
+        ],
+        "rejected": [],
+    }
