@@ -256,6 +256,14 @@ def test_every_tensor_the_load_makes_is_on_the_checkpoints_device(device):
     loaded = load_fp8_moe(SMALL, resolve({}), Hardware(70), _engine(), ns, tensors=tensors)
     assert DEVICES == {device}
     assert {str(t.device) for t in loaded.resident.values()} == {device}
+    # A routed call on that device allocates its buffers there (a real device refuses a
+    # size that is not an integer, where meta's shared tensors would not tell).
+    m, top_k = 2, SMALL["top_k"]
+    x = torch.empty((m, SMALL["hidden"]), dtype=torch.float16, device=device)
+    ids = torch.empty((m, top_k), dtype=torch.int32, device=device)
+    weights = torch.empty((m, top_k), dtype=torch.float32, device=device)
+    out = loaded.apply(x, ids, weights)
+    assert (tuple(out.shape), str(out.device)) == ((m, SMALL["hidden"]), device)
     # Without a checkpoint (replay), everything is on meta.
     ns = ArgumentLog(RecordingNamespace(CATALOGUE))
     loaded = load_fp8_moe(SMALL, resolve({}), Hardware(70), _engine(), ns)
