@@ -91,6 +91,7 @@ EXAMPLES = {
     "one case per field (issue 28)",
 }
 EXCEPTIONS = {**CONTRACT_LITERALS, **SHARED_TABLE, **EXAMPLES}
+RECORDS = frozenset(p for p, why in EXAMPLES.items() if why.startswith("a measurement record"))
 
 
 def _groups(families: Iterable[Family]) -> list[tuple[Family, ...]]:
@@ -212,10 +213,14 @@ def test_the_shared_table_names_only_the_families_it_explains(registries):
 
 def test_no_exception_lists_every_family(registries):
     # A file naming every group is a list of families a new one would extend; only the
-    # contract literals and the coverage pin are such lists, on purpose.
+    # contract literals and the coverage pin are such lists, on purpose. A measurement
+    # record names what was measured then (a mutation run over every family's modules),
+    # which a new family never edits to be found.
     every = len(own_tokens(FAMILIES))
     complete = sorted(
-        p for p, named in registries.items() if len(named) == every and p not in ANYWHERE
+        p
+        for p, named in registries.items()
+        if len(named) == every and p not in ANYWHERE and p not in RECORDS
     )
     assert set(complete) <= set(CONTRACT_LITERALS), complete
 
