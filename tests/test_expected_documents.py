@@ -79,6 +79,16 @@ def test_a_pattern_over_the_limit_is_refused_at_its_entry_in_every_form(entry: o
         assert refusal(data).startswith(f"f.json: [1]: {TOO_LARGE}: ")
 
 
+@pytest.mark.parametrize("form", ["rows", "rows-list"])
+def test_a_megabyte_pattern_is_refused_by_the_guard_not_the_schemas_regex_engine(form: str) -> None:
+    # The schema's regex engine runs out of stack on a pattern this long: the guard must
+    # see every form of `rows` first.
+    mega = "m/" + "*" * 1_000_000
+    rows: object = mega if form == "rows" else [f"cat-a:{A1}", mega]
+    text = refusal(doc({"rows": rows, "reason": "r"}))
+    assert text.startswith(f"f.json: [0]: row pattern too large: {len(mega):,} characters")
+
+
 def test_a_document_without_a_change_list_is_a_schema_problem() -> None:
     for data in ({"schema_version": 4}, {"schema_version": 4, "changes": "m/**"}):
         assert refusal(data).startswith("f.json: ")
