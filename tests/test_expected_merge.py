@@ -6,6 +6,9 @@ mutation run of `routectl.review.expected` reaches them (the CLI tests run a chi
 
 from __future__ import annotations
 
+import pytest
+
+from routectl.errors import InputError
 from routectl.review.compare import CategoryVerdict, compare_rows
 from routectl.review.expected import (
     EXPECTED_VERSION,
@@ -159,3 +162,109 @@ def test_an_absent_new_value_is_applied_only_when_the_path_is_gone() -> None:
     ]
     assert _applied(without, without, doc(gone)) is True
     assert _applied(rows(), rows(), doc(gone)) is False
+
+
+# --- what makes an entry obsolete, and where it is -----------------------------------------
+
+
+def two_verdicts(tables: dict[str, tuple[list[dict], list[dict]]]) -> tuple[list, object]:
+    """The verdicts of several judged categories (no entries), and their ids as check
+    knows them."""
+    verdicts = []
+    ids: dict[str, set[str]] = {}
+    for name, (old, new) in tables.items():
+        comparison = compare_rows(old, new)
+        groups = group_changes(name, comparison, {}, {})
+        verdicts.append(judge_category(name, comparison, (), groups)[0])
+        ids[name] = set(comparison.fresh_ids | comparison.baseline_ids)
+    return verdicts, lambda name: ids.get(name, set())
+
+
+def merged(document: object, old: list[dict], new: list[dict], **kw: bool):
+    verdict = run_verdict(old, new)
+    return merge_expected(document, [verdict], list(CATS), known(old, new), source="f", **kw)
+
+
+def test_a_version_1_list_is_merged_as_its_entries() -> None:
+    merge = merged([f"cat-a:{A1}", {"id": f"cat-a:{A3}", "reason": "gone"}], rows(), rows(A1=8))
+    assert (merge.kept, merge.new) == (2, 0)
+    assert merge.obsolete == ((1, f"cat-a:{A3}", "1 of its rows did not move"),)
+
+
+def test_an_obsolete_entry_after_a_restated_one_keeps_its_place_and_is_pruned() -> None:
+    positional = {
+        "rows": f"cat-a:{A1}",
+        "fields": {"route.dispatch[0].plan.split_k": [4, 8]},
+        "reason": "retuned",
+    }
+    document = {"schema_version": 2, "changes": [positional, STALE]}
+    merge = merged(document, rows(), rows(A1=8))
+    assert merge.obsolete == ((1, f"cat-a:{A3}", "1 of its rows did not move"),)
+    pruned = merged(document, rows(), rows(A1=8), prune=True)
+    assert pruned.document is not None
+    assert [e["rows"] for e in pruned.document["changes"]] == [f"cat-a:{A1}"]
+    assert (pruned.restated, pruned.dropped) == (1, 2)
+
+
+def test_bare_patterns_are_merged_and_restated_in_their_category() -> None:
+    bare = {"rows": A1, "fields": {SPLIT: [4, 8]}, "reason": "retuned"}
+    assert merged(doc(bare), rows(), rows(A1=8)).document is None
+    positional = {**bare, "fields": {"route.dispatch[0].plan.split_k": [4, 8]}}
+    merge = merged({"schema_version": 2, "changes": [positional]}, rows(), rows(A1=8))
+    assert merge.document is not None
+    [entry] = merge.document["changes"]
+    assert entry == {"rows": f"cat-a:{A1}", "fields": {SPLIT: [4, 8]}, "reason": "retuned"}
+
+
+def test_a_restated_entry_whose_reason_is_still_todo_gives_the_new_entry_a_fresh_todo() -> None:
+    positional = {
+        "rows": f"cat-a:{A1}",
+        "fields": {"route.dispatch[0].plan.split_k": [4, 8]},
+        "reason": "TODO",
+    }
+    merge = merged({"schema_version": 2, "changes": [positional]}, rows(), rows(A1=8))
+    assert merge.document is not None
+    [entry] = merge.document["changes"]
+    assert entry["reason"] == f"TODO: say why {SPLIT} moves"
+
+
+def test_merging_refuses_entries_stating_different_changes_of_one_row() -> None:
+    other = {"rows": "cat-a:m/**", "fields": {SPLIT: [4, 16]}, "reason": "other"}
+    with pytest.raises(InputError) as caught:
+        merged(doc(KEPT, other), rows(), rows(A1=8))
+    assert f"different changes of {SPLIT} for row cat-a:{A1}: " in str(caught.value)
+
+
+def test_a_pattern_matching_no_row_is_obsolete_with_why() -> None:
+    nothing = {"rows": "cat-a:x/**", "reason": "r"}
+    merge = merged(doc(KEPT, nothing), rows(), rows(A1=8))
+    assert merge.obsolete == ((1, "cat-a:x/**", "matches no row"),)
+    unmoved = {"rows": f"cat-a:{A1}", "fields": {SPLIT: [4, 8], "route.kernel": ["K", "L"]}}
+    merge = merged(doc(dict(unmoved, reason="r")), rows(), rows(A1=8))
+    assert merge.obsolete == (
+        (0, f"cat-a:{A1}", 'stated ["K", "L"] but no matched row changed it so'),
+    )
+
+
+def test_with_two_categories_each_entry_is_judged_by_its_own_category() -> None:
+    # A1 moves in both categories; each has its own stated entry, and an id of neither
+    # category names no row; an id that names a moved row stays.
+    verdicts, ids = two_verdicts({"cat-a": (rows(), rows(A1=8)), "cat-b": (rows(), rows(A1=8))})
+    entries = (
+        {"rows": f"cat-a:{A1}", "fields": {SPLIT: [4, 8]}, "reason": "a"},
+        {"rows": f"cat-b:{A1}", "fields": {SPLIT: [4, 8]}, "reason": "b"},
+        "z/bfloat16/tp1/x/c9/q1",
+        f"cat-a:{A1}",
+    )
+    merge = merge_expected(doc(*entries), verdicts, list(CATS), ids, source="f")
+    assert (merge.kept, merge.new) == (4, 0)
+    assert merge.obsolete == ((2, "z/bfloat16/tp1/x/c9/q1", "names no row"),)
+    assert merge.document is None
+    pruned = merge_expected(doc(*entries), verdicts, list(CATS), ids, source="f", prune=True)
+    assert pruned.document == doc(*entries[:2], entries[3])
+    assert (pruned.dropped, pruned.pruned) == (1, True)
+
+
+def test_prune_on_a_file_stating_every_change_writes_nothing_and_says_it_pruned() -> None:
+    merge = merged(doc(KEPT), rows(), rows(A1=8), prune=True)
+    assert (merge.document, merge.pruned, merge.dropped, merge.obsolete) == (None, True, 0, ())

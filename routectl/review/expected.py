@@ -214,6 +214,18 @@ def _check_pattern_sizes(items: Any, source: str) -> None:
                     raise InputError(f"{source}: [{index}]: {exc}") from None
 
 
+def _check_ids(items: Any, categories: Collection[str], source: str) -> None:
+    """Each id entry's id, named by its place in the file: `parse_expected` reads the id
+    entries alone, so its own message would number them among themselves."""
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        listed = item.get("id") if isinstance(item, dict) and not _is_stated(item) else item
+        if isinstance(listed, str):
+            try:
+                split_id(listed, categories)
+            except InputError as exc:
+                raise InputError(f"{source}: [{index}]: {exc}") from None
+
+
 def parse_document(data: Any, categories: Collection[str], *, source: str) -> ExpectedChanges:
     """Validate an expected-changes document of either version."""
     if (
@@ -228,18 +240,12 @@ def parse_document(data: Any, categories: Collection[str], *, source: str) -> Ex
         )
     items = data.get("changes") if isinstance(data, dict) else data
     _check_pattern_sizes(items, source)  # before the schema: its regex engine overflows
+    _check_ids(items, categories, source)  # the id entries' own messages read better
     problem = schema_violation("expected-changes", data)
     version = data.get("schema_version") if isinstance(data, dict) else 1
     if problem is None and isinstance(items, list) and version in (1, 2):
         _refuse_positional(items, version, source)
     if problem is not None or not isinstance(items, list):
-        if isinstance(items, list):
-            # The id entries' own messages read better than the schema's.
-            parse_expected(
-                [i for i in items if not _is_stated(i)],
-                categories,
-                source=source,
-            )
         raise InputError(f"{source}: {problem}")
     id_places = [i for i, item in enumerate(items) if not _is_stated(item)]
     ids = parse_expected([items[i] for i in id_places], categories, source=source)
