@@ -235,6 +235,7 @@ def test_the_block_kernel_s_calls_whole_with_its_turbomind_copy() -> None:
         "turbomind_codes": ((5120, 3584), torch.uint8),
         "turbomind_scales": ((28, 40), torch.float32),
     }
+    assert prepared.apply is not None
     start = ns.mark()
     prepared.apply(activations(1, 5120))
     prepared.apply(activations(9, 5120))
