@@ -177,7 +177,8 @@ def run_check(
             for c in selected
             if c.name not in ready and (file := baseline.file_of(c.name)) is not None
         }
-        cache.prefetch_retained([path for path, _ in files.values()])
+        if cache.holds_entries(list(files)):
+            cache.prefetch_retained([path for path, _ in files.values()])
     parsed: dict[str, bytes] = {}  # the bytes of each file parsed in full
 
     def read_baseline() -> tuple[dict[str, Snapshot | None], dict[str, Known]]:
