@@ -100,24 +100,28 @@ def source_files(root: Path, *, exclude: Sequence[Path] = ()) -> list[Path]:
     return sorted(found)
 
 
-def validator_versions() -> tuple[tuple[str, str], ...]:
-    """The versions of the schema validators (installed metadata), which decide whether a
-    snapshot file is valid but never shape a replayed row."""
+def installed_versions(names: Sequence[str]) -> list[tuple[str, str]]:
+    """Each distribution's installed version (from its metadata: nothing imported), or
+    "absent"."""
     from importlib import metadata
 
     versions = []
-    for name in VALIDATORS:
+    for name in names:
         try:
             versions.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:
             versions.append((name, "absent"))
-    return tuple(versions)
+    return versions
+
+
+def validator_versions() -> tuple[tuple[str, str], ...]:
+    """The versions of the schema validators, which decide whether a snapshot file is valid
+    but never shape a replayed row."""
+    return tuple(installed_versions(VALIDATORS))
 
 
 def dependency_versions() -> tuple[tuple[str, str], ...]:
     """Python's and every DEPENDENCY's version (from installed metadata: torch not imported)."""
-    from importlib import metadata
-
     # The package above every layer is imported already (this module is inside it); its
     # sources are in the key as well.
     version = getattr(sys.modules["routectl"], "__version__", "unknown")
@@ -125,12 +129,7 @@ def dependency_versions() -> tuple[tuple[str, str], ...]:
         ("routectl", str(version)),
         ("python", f"{sys.version} {sys.implementation.cache_tag} {sys.platform}"),
     ]
-    for name in DEPENDENCIES:
-        try:
-            versions.append((name, metadata.version(name)))
-        except metadata.PackageNotFoundError:
-            versions.append((name, "absent"))
-    return tuple(versions)
+    return (*versions, *installed_versions(DEPENDENCIES))
 
 
 @dataclass
