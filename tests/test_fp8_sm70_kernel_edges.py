@@ -256,3 +256,31 @@ def test_the_block_kernel_s_calls_whole_with_its_turbomind_copy() -> None:
         layer(), layer().checkpoint_tensors("meta"), ns, capability=70, turbomind_copy=False
     )
     assert plain.apply_gated is None
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "tuning"),
+    [
+        # Table entries that differ from the rule (16 or 8 split-K, 2 chains, no prefetch):
+        # a lookup that lost N or the plain call's `gated=False` falls back to the rule.
+        (4352, 5120, (16, 1, False)),
+        (5120, 8704, (16, 1, True)),
+        # Off the table: the rule, on both sides of K % 256.
+        (4608, 5120, (16, 2, False)),
+        (4480, 5120, (8, 2, False)),
+    ],
+)
+def test_the_block_kernel_s_decode_gemm_takes_its_shape_s_table_tuning(
+    k: int, n: int, tuning: tuple[int, int, bool]
+) -> None:
+    ns = RecordingNamespace(PROJECT.catalogue)
+    built = layer("o_proj", k, n)
+    prepared = fs.prepare_block_qpn8(
+        built, built.checkpoint_tensors("meta"), ns, capability=70, turbomind_copy=False
+    )
+    assert prepared.apply is not None
+    start = ns.mark()
+    prepared.apply(activations(1, k))
+    split_k, chains, prefetch = tuning
+    plan = {"m": 1, "k": k, "split_k": split_k, "chains": chains, "prefetch": prefetch}
+    assert ns.since(start) == [{"op": "fp8_qpn8_gemm_sm70_out", "plan": plan}]
