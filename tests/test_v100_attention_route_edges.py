@@ -18,7 +18,6 @@ from native.kernels.v100_attention import (
     FP16,
     ROUTE_FAMILIES,
     ROUTE_SPECS,
-    GroupedInputs,
     RouteContext,
     RouteShape,
     XqaThresholds,
@@ -26,6 +25,7 @@ from native.kernels.v100_attention import (
     is_observer,
     route_reason,
 )
+from tests.test_v100_attention_routes import E4M3_OK, FP16_OK
 
 SHAPE = RouteShape(rows=1, heads_q=6, heads_kv=1, head_dim=256, page_size=16)
 VERIFY = ROUTE_SPECS["prefill_smallq_decode_xqa"]
@@ -100,19 +100,6 @@ def test_mixed_rows_read_the_max_hint_for_e5m2():
 
 # --- grouped FP32 (§3.5) at each bound ------------------------------------------------------
 
-FP16_OK = GroupedInputs(
-    codec=FP16,
-    layer_codec=FP16,
-    rows=8,
-    groups=1,
-    heads_q=6,
-    head_dim=256,
-    heads_kv=1,
-    page_size=832,
-    table_width=1,
-    operator_present=True,
-)
-E4M3_OK = replace(FP16_OK, codec=E4M3, layer_codec=E4M3, page_size=16, table_width=5)
 E4M3_GROUPS = replace(E4M3_OK, explicit_groups=True, batch_revision=6)
 
 GROUPED_EDGES = [
