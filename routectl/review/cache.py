@@ -496,8 +496,7 @@ class ReplayCache:
         if rows is None:
             self._warn(f"ignoring the unreadable replay cache {path}: replaying {category.name}")
             return None
-        # The header's fourth word is the body's digest, checked by `_parse_rows`.
-        self._found[category.name] = (rows, data.partition(b"\n")[0].split(b" ")[3].decode())
+        self._found[category.name] = (rows, _entry_digest(data))
         return rows
 
     @contextlib.contextmanager
@@ -549,7 +548,7 @@ class ReplayCache:
             self._failed_write(path, exc)
             return
         # A retained file found to hold these rows is noted under this entry (`run_check`).
-        self._found[category.name] = (list(rows), data.partition(b"\n")[0].split(b" ")[3].decode())
+        self._found[category.name] = (list(rows), _entry_digest(data))
 
     def rows(
         self, project: Project, categories: Sequence[Any]
@@ -817,6 +816,11 @@ def _format_rows(rows: Sequence[RowText]) -> bytes:
     digest = hashlib.blake2b(body, digest_size=20).hexdigest()
     header = b"%s %d %d %s\n" % (ROWS_MAGIC, CACHE_FORMAT, len(rows), digest.encode())
     return header + body
+
+
+def _entry_digest(data: bytes) -> str:
+    """The body digest of a row entry (`_format_rows`): its header's fourth word."""
+    return data.partition(b"\n")[0].split(b" ")[3].decode()
 
 
 def _parse_rows(data: bytes) -> list[RowText] | None:
