@@ -84,6 +84,18 @@ def test_the_edge_pattern_counts_in_the_budget() -> None:
     assert describe(diagonal(MAX_PATTERNS)).patterns is not None
 
 
+def test_a_budget_is_never_exceeded_even_when_one_box_covers_the_matrix() -> None:
+    # One box covers these ids; with the edge pattern that is two patterns, so a budget of
+    # one has no room for them, and a budget of none has no room for the box alone.
+    square = [mid(tp, c) for tp in (2, 4) for c in (1, 4)]
+    edges = ["edge:slow"]
+    for budget, ids in ((0, square), (1, [*square, *edges]), (0, edges)):
+        assert describe(ids, max_patterns=budget).patterns is None, (budget, ids)
+    assert describe(square, max_patterns=1).patterns == ("m/float16/tp{2,4}/none/c{1,4}/q4096",)
+    both = describe([*square, *edges], max_patterns=2).patterns
+    assert both == ("m/float16/tp{2,4}/none/c{1,4}/q4096", "edge:slow")
+
+
 def test_a_description_keeps_its_ids_sorted_patterns_or_not() -> None:
     ids = [mid(tp=4), mid(tp=2), "edge:x"]
     assert describe(ids).ids == tuple(sorted(ids))
