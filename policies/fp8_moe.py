@@ -411,7 +411,7 @@ class Dispatcher:
             )
             # No permute: the token's row serves each of its top_k routes.
             inter = self._gemms(_fp16((slots, layer.hidden), x), slots, batched=True, m=1)
-            self._unpermute(inter, weights, out, 1)
+            self._unpermute(inter, weights, out, 1, offsets=layer.experts + 1)
             return {"lane": "legacy_decomposed", "w13": "batched", "w2": "batched",
                     "reduce": "unpermute"}  # fmt: skip
         w13_k, w13_n = layer.w13_kn()
@@ -445,7 +445,7 @@ class Dispatcher:
         )
         reduce = "fused"
         if v.native_unpermute:
-            self._unpermute(_fp16((slots, layer.hidden), x), weights, out, 1, offsets=False)
+            self._unpermute(_fp16((slots, layer.hidden), x), weights, out, 1, offsets=None)
             reduce = "unpermute"
         return {"lane": "legacy", "w13": "fused", "w2": "fused", "reduce": reduce}
 
@@ -475,7 +475,9 @@ class Dispatcher:
                 total_slots=slots,
             )
         else:
-            self._unpermute(sorted_out, weights, out, 1)
+            # §5.1: the engine hands the op the first top_k + 1 of its E + 1 int64 offsets
+            # (a view of `expert_offsets64`): one token's routes are the only slots.
+            self._unpermute(sorted_out, weights, out, 1, offsets=layer.top_k + 1)
         return {"lane": "single_token", "w13": v.st_w13, "w2": v.st_w2, "reduce": v.st_reduce}
 
     def _st_stage(
@@ -523,7 +525,7 @@ class Dispatcher:
             total_slots=slots,
         )
         sorted_out = self._gemms(permuted, slots, batched=v.batched, m=m)
-        self._unpermute(sorted_out, weights, out, m)
+        self._unpermute(sorted_out, weights, out, m, offsets=layer.experts + 1)
         return {
             "lane": "routed",
             "w13": self._stage_mode(v.w13_per_expert),
@@ -606,9 +608,8 @@ class Dispatcher:
         self._call(fm.SILU_AND_MUL_OP, m, "silu", result=result, input=gate_up)
         return result
 
-    def _unpermute(
-        self, rows: Any, weights: Any, out: Any, m: int, *, offsets: bool = True
-    ) -> None:
+    def _unpermute(self, rows: Any, weights: Any, out: Any, m: int, *, offsets: int | None) -> None:
+        """`offsets`: how many int64 first-token offsets the op reads (None: no offsets)."""
         self._call(
             fm.UNPERMUTE_OP,
             m,
@@ -616,7 +617,7 @@ class Dispatcher:
             permuted_hidden_states=rows,
             topk_weights=weights,
             inv_permuted_idx=_int32((rows.shape[0],), rows),
-            expert_first_token_offset=_int64((self.layer.experts + 1,), rows) if offsets else None,
+            expert_first_token_offset=None if offsets is None else _int64((offsets,), rows),
             topk=self.layer.top_k,
             hidden_states=out,
         )

@@ -1,10 +1,11 @@
 """What each FP8 MoE dispatch hands its ops beyond the recorded plan (docs/contracts/fp8moe.md
 §4.4 and §5.1): the index buffers' shapes and dtypes (expert offsets E+1 in int32, the
-unpermute's first-token offsets E+1 in int64 or none after the monolithic op, the inverse
-index over the routed slots), the token count scalars, and the M a missing op's error names
-on every lane. The plans (`routectl::` catalogue) keep only scalars, so a buffer of the wrong
-length passes the replay; the native kernels would read past it. Expected values are
-literals from the contract for the 35B-A3B layer at TP4 (E 256, top-k 8, H 2048, I 128)."""
+unpermute's first-token offsets E+1 in int64, top_k+1 of them on the not-batched single-token
+lane, none after the monolithic op, the inverse index over the routed slots), the token count
+scalars, and the M a missing op's error names on every lane. The plans (`routectl::`
+catalogue) keep only scalars, so a buffer of the wrong length passes the replay; the native
+kernels would read past it. Expected values are literals from the contract for the 35B-A3B
+layer at TP4 (E 256, top-k 8, H 2048, I 128)."""
 
 from __future__ import annotations
 
@@ -146,6 +147,18 @@ def test_the_single_token_weighted_reduce_is_one_token_over_top_k_slots():
     (reduce,) = ns.args("awq_moe_single_token_weighted_reduce_out")
     assert (reduce["num_tokens"], reduce["total_slots"]) == (1, TOP_K)
     assert reduce["input"] == ((TOP_K, H), "float16")
+
+
+def test_the_single_token_unpermute_reads_the_first_top_k_plus_one_offsets():
+    # §5.1, M = 1 not batched: the reduce through moe_unpermute gets the first top_k + 1 of
+    # the E + 1 int64 offsets (one token's routes fill the only slots), not all E + 1.
+    ns, _ = dispatched(1, ST_UNPERMUTE)
+    (unpermute,) = ns.args("moe_unpermute")
+    assert unpermute["expert_first_token_offset"] == ((TOP_K + 1,), "int64")
+    assert unpermute["inv_permuted_idx"] == ((TOP_K,), "int32")
+    assert unpermute["permuted_hidden_states"] == ((TOP_K, H), "float16")
+    assert unpermute["hidden_states"] == ((1, H), "float16")
+    assert unpermute["topk"] == TOP_K
 
 
 # §6 item 5: a stage op the construction does not check fails at the first call that needs
