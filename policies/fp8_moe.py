@@ -263,11 +263,14 @@ def load_fp8_moe(
     `workspace` is accepted for the loader protocol: the method owns its workspace."""
     decision = select_fp8_moe(desc, policy, hardware, engine, ns, environ=environ)
     layer = fm.Fp8MoeLayer.for_rank(desc, engine.tp)
+    # Every tensor the load makes lies beside the checkpoint's (meta in a replay): the
+    # dequantized FP16 banks as much as TurboMind's.
+    device = "meta" if tensors is None else tensors["w13"].device
     if decision.kernel is None:
         resident = {}
         if decision.status is not None and decision.status[0] == DEQUANT_CODE:
             resident = {
-                name: meta_tensors.empty((size,), "uint8", "meta")
+                name: meta_tensors.empty((size,), "uint8", device)
                 for name, size in layer.dequant_bytes().items()
             }
         return PreparedLayer(decision=decision, resident=resident, state={"layer": layer})
@@ -294,7 +297,6 @@ def load_fp8_moe(
                 "expansion may give the first up rows a gate block's scale (unverified)",
             }
         )
-    device = "meta" if tensors is None else tensors["w13"].device
     banks = _prepare(layer, ns, device)
     resident = {
         name: meta_tensors.empty((size,), "uint8", device)

@@ -284,6 +284,23 @@ def test_every_tensor_the_load_makes_is_on_the_checkpoints_device(device):
     assert {str(t.device) for t in loaded.resident.values()} == {"meta"}
 
 
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_dequant_fallback_makes_its_fp16_banks_on_the_checkpoints_device(device):
+    import torch
+
+    config = {
+        "sm70_fp8": {"enabled": False, "moe_dequant_fallback": True, "dequant_fallback": True}
+    }
+    tensors = {"w13": torch.empty((4, 256, 256), dtype=torch.float8_e4m3fn, device=device)}
+    loaded = load_fp8_moe(
+        SMALL, resolve({}, config), Hardware(70), _engine(), RecordingNamespace(CATALOGUE),
+        tensors=tensors,
+    )  # fmt: skip
+    assert loaded.decision.status is not None and loaded.decision.status[0] == "dequant_fallback"
+    assert sorted(loaded.resident) == ["w13_fp16", "w2_fp16"]
+    assert {str(t.device) for t in loaded.resident.values()} == {device}
+
+
 def test_a_layer_never_called_has_no_last_call_for_the_startup_report():
     from policies.fp8_moe_loader import FP8_MOE_LOADER
 
