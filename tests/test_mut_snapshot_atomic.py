@@ -1,0 +1,185 @@
+"""Atomic writes and their temporary files, as `routectl.review.snapshot` states them.
+
+Every file routectl writes goes to `.<target name>.routectl-<pid>-<random>.tmp` beside its
+target, then replaces it (`os.replace`): a reader sees the old file or the new one. The temp
+file is removed on any failure; stale ones whose process is gone are removed before a write,
+a live process's never. A failing file system is an InputError naming the file. Pinned here
+in process with real files in a temporary folder (tests/test_interrupts.py kills real
+processes; these pin each rule's both sides): the temp name's exact shape, the pid rule
+(dead, alive, beyond any pid), a name the pattern does not own, a folder of that name, the
+callback's view of the complete temp file, the InputError's text with and without an OS
+error text, parents made, bytes and text, a symbolic link kept a link.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from routectl.errors import InputError
+from routectl.review.snapshot import (
+    TEMP_GLOB,
+    TEMP_NAME,
+    dump_json,
+    remove_stale_temp_files,
+    temp_path,
+    write_json,
+    write_text,
+    write_text_atomic,
+)
+
+
+def dead_pid() -> int:
+    """The pid of a child that has exited and been reaped: no process has it now (the
+    kernel does not hand a pid out again at once)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_the_temp_name_is_hidden_beside_its_target_with_pid_and_random() -> None:
+    target = Path("/some/folder/toy-a.json")
+    first, second = temp_path(target), temp_path(target)
+    assert first.parent == target.parent
+    assert re.fullmatch(rf"\.toy-a\.json\.routectl-{os.getpid()}-[0-9a-f]{{12}}\.tmp", first.name)
+    assert first != second  # two writers of one process never share a temp file
+    match = TEMP_NAME.match(first.name)
+    assert match is not None and int(match["pid"]) == os.getpid()
+    assert Path(target.parent).joinpath(first.name).match(TEMP_GLOB)
+
+
+def make(folder: Path, name: str) -> Path:
+    path = folder / name
+    path.write_text("partial")
+    return path
+
+
+def test_only_stale_temp_files_are_removed(tmp_path: Path) -> None:
+    gone = dead_pid()
+    stale = [
+        make(tmp_path, f".toy-a.json.routectl-{gone}-0a1b2c.tmp"),
+        make(tmp_path, f".b.routectl-{gone}-ff.tmp"),
+    ]
+    kept = [
+        make(tmp_path, f".toy-a.json.routectl-{os.getpid()}-0a1b2c.tmp"),  # this live process
+        make(tmp_path, ".toy-a.json.routectl-1-0a1b2c.tmp"),  # pid 1 is always alive
+        make(tmp_path, f".toy-a.json.routectl-{2**70}-0a1b.tmp"),  # no process can have it
+        make(tmp_path, f".toy-a.json.routectl-{gone}-0A1B.tmp"),  # upper-case: not ours
+        make(tmp_path, f".toy-a.json.routectl-x{gone}-0a.tmp"),  # no pid
+        make(tmp_path, f"toy-a.json.routectl-{gone}-0a.tmp"),  # not hidden
+        make(tmp_path, f"..routectl-{gone}-0a.tmp"),  # no target name
+        make(tmp_path, "toy-a.json"),
+    ]
+    folder = tmp_path / f".c.routectl-{gone}-0a.tmp"
+    folder.mkdir()  # the pattern's name, but a folder: left alone
+    removed = remove_stale_temp_files(tmp_path)
+    assert removed == sorted(stale)
+    assert sorted(p for p in tmp_path.iterdir()) == sorted([*kept, folder])
+    assert remove_stale_temp_files(tmp_path) == []
+
+
+def test_a_missing_folder_has_nothing_to_remove(tmp_path: Path) -> None:
+    assert remove_stale_temp_files(tmp_path / "absent") == []
+
+
+def test_write_replaces_the_target_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "er" / "toy-a.json"  # parents are made
+    write_text_atomic(target, "first é\n")
+    assert target.read_bytes() == "first é\n".encode()
+    write_text_atomic(target, b"\x00second")
+    assert target.read_bytes() == b"\x00second"
+    assert [p.name for p in target.parent.iterdir()] == ["toy-a.json"]
+
+
+def test_a_write_removes_stale_temp_files_of_its_folder_first(tmp_path: Path) -> None:
+    stale = make(tmp_path, f".other.json.routectl-{dead_pid()}-ab.tmp")
+    live = make(tmp_path, f".other.json.routectl-{os.getpid()}-ab.tmp")
+    write_text_atomic(tmp_path / "toy-a.json", "x")
+    assert not stale.exists() and live.exists()
+
+
+def test_the_callback_sees_the_complete_temp_file_before_the_target_changes(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "toy-a.json"
+    target.write_text("old")
+    seen: list[tuple[str, str, str]] = []
+
+    def before(temp: Path) -> None:
+        seen.append((temp.name, temp.read_text(), target.read_text()))
+
+    write_text_atomic(target, "new text", before_replace=before)
+    assert len(seen) == 1
+    name, temp_text, target_text = seen[0]
+    assert TEMP_NAME.match(name) and name.startswith(".toy-a.json.routectl-")
+    assert (temp_text, target_text) == ("new text", "old")
+    assert target.read_text() == "new text"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy-a.json"]
+
+
+class Stop(BaseException):
+    """Not an Exception: an interruption (as KeyboardInterrupt is) still removes the temp."""
+
+
+@pytest.mark.parametrize("error", [Stop(), RuntimeError("bug")])
+def test_any_failure_before_the_rename_keeps_the_old_file_and_removes_the_temp(
+    tmp_path: Path, error: BaseException
+) -> None:
+    target = tmp_path / "toy-a.json"
+    target.write_text("old")
+
+    def fail(_temp: Path) -> None:
+        raise error
+
+    with pytest.raises(type(error)):
+        write_text(target, "new", before_replace=fail)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["toy-a.json"]
+
+
+def test_a_file_system_error_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = blocker / "toy-a.json"  # its folder is a file: mkdir fails
+    with pytest.raises(InputError) as caught:
+        write_text(target, "x")
+    assert str(caught.value) == f"cannot write {target}: {os.strerror(17)}"
+
+    def fail(_temp: Path) -> None:
+        raise OSError("no strerror here")
+
+    other = tmp_path / "toy-b.json"
+    with pytest.raises(InputError) as caught:
+        write_text(other, "x", before_replace=fail)
+    assert str(caught.value) == f"cannot write {other}: no strerror here"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+    with pytest.raises(InputError) as caught:
+        write_json(target, {"a": 1})
+    assert str(caught.value).startswith(f"cannot write {target}: ")
+
+
+def test_a_symbolic_link_stays_a_link_to_the_new_file(tmp_path: Path) -> None:
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    write_text_atomic(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_write_json_writes_the_canonical_text(tmp_path: Path, plain: bool) -> None:
+    data = {"rows": [{"id": "edge:x", "v": 1.5}], "basis": "b"}
+    target = tmp_path / "out.json"
+    seen: list[str] = []
+    write_json(target, data, plain=plain, before_replace=lambda t: seen.append(t.read_text()))
+    assert (
+        target.read_text() == dump_json(data) == json.dumps(data, indent=2, sort_keys=True) + "\n"
+    )
+    assert seen == [dump_json(data)]
