@@ -70,11 +70,13 @@ def check_project_at(
     if text is None:
         raise InputError(f"{ref} has no routectl project: {relative} does not exist there")
     try:
-        table = tomllib.loads(text).get("tool", {}).get("routectl")
+        tool = tomllib.loads(text).get("tool", {})
     except tomllib.TOMLDecodeError as exc:
         raise InputError(
             f"{ref} has no routectl project: its {relative} is not valid TOML ({exc})"
         ) from None
+    # `tool = "x"` (or a list) is valid TOML with no table under it: no project either.
+    table = tool.get("routectl") if isinstance(tool, dict) else None
     if not isinstance(table, dict):
         raise InputError(
             f"{ref} has no routectl project: its {relative} has no [tool.routectl] table"
