@@ -503,13 +503,17 @@ def _agrees(
     dims: set[str], present: Mapping[str, Mapping[str, str]], cells: Mapping[str, CellRow]
 ) -> bool:
     """Whether every class of grid rows equal but for `dims` shows one label (and had one
-    before, against a baseline)."""
-    seen: dict[tuple[str, ...], tuple[Label, Label | None]] = {}
+    before, against a baseline, among its rows that were there: a row new against the
+    baseline has no label before, which differs from none)."""
+    now: dict[tuple[str, ...], Label] = {}
+    before: dict[tuple[str, ...], Label] = {}
     for row_id, p in present.items():
         key = tuple(p[d] for d in DIMENSIONS if d not in dims)
         cell = cells[row_id]
-        labels = (cell.label, cell.old_label if cell.change != "added" else None)
-        if seen.setdefault(key, labels) != labels:
+        if now.setdefault(key, cell.label) != cell.label:
+            return False
+        old = cell.old_label
+        if old is not None and before.setdefault(key, old) != old:
             return False
     return True
 
