@@ -28,6 +28,7 @@ from tests.test_parity import CATEGORY, PROJECT, QPN_OP, QPN_PLAN, entry, write
 
 ROW = "edge:example_qpn_m1"
 SPEC = {s.id: s for s in PROJECT.category(CATEGORY).rows()}[ROW]
+assert PROJECT.snapshots is not None
 ROWS = {
     CATEGORY: read_snapshot(
         PROJECT.snapshots / f"{CATEGORY}.json", schema=PROJECT.snapshot_schema
