@@ -124,12 +124,18 @@ class Invariance:
         return f"{_listed(self.dimensions, 'and')} never {verb} {_listed(self.fields, 'or')}"
 
 
+# One key or item of a change path, as `format_path` and `change_path` spell it: `.name`, a
+# JSON-quoted key `["a]b"]` (its text may hold `]`, `.` or an escaped quote), or a bracketed
+# index or item key `[0]`, `[M=8,0]`.
+_ONE_PART = r'(?:\.[^.\[]+|\["(?:[^"\\]|\\.)*"\]|\[[^\]]*\])'
+
+
 @functools.cache
 def _field_pattern(declared: str) -> re.Pattern[str]:
     parts = declared.split(".")
     text = re.escape(parts[0])
     for part in parts[1:]:
-        text += r"(?:\.[^.\[]+|\[[^\]]*\])" if part == "*" else r"\." + re.escape(part)
+        text += _ONE_PART if part == "*" else r"\." + re.escape(part)
     return re.compile(text + r"(?=$|[.\[])")
 
 

@@ -260,7 +260,9 @@ def join_row(facts: RowFacts, row: Mapping[str, Any], records: Sequence[ParsedRe
             else:
                 seen.eager += entry["count"]
     prepare, by_m = predictions(route)
-    for (layer, m), calls in sorted(observed.items(), key=lambda i: (i[0][0], i[0][1] or -1)):
+    # By layer, then the load (M None) before every M, as the record orders its entries.
+    ordered = sorted(observed.items(), key=lambda i: (i[0][0], -1 if i[0][1] is None else i[0][1]))
+    for (layer, m), calls in ordered:
         predicted = prepare if m is None else by_m.get(m, [])
         left = [c for c in predicted if c not in calls]
         extra = []
