@@ -230,10 +230,10 @@ def test_the_cap_in_force_is_the_one_using_limits_sets(tmp_path: Path) -> None:
 
 
 def test_a_file_larger_than_one_read_chunk_is_read_whole(tmp_path: Path) -> None:
-    # Several MiB (the reader takes 1 MiB at a time): every byte back, in order.
-    values = list(range(600_000))
+    # Over 1.5 MiB (the reader takes 1 MiB at a time): every byte back, in order.
+    values = list(range(250_000))
     data = json.dumps(values).encode()
-    assert len(data) > 3 * 1024 * 1024
+    assert len(data) > 1024 * 1024 + 512 * 1024
     path = tmp_path / "large.json"
     path.write_bytes(data)
     assert read_bytes(path, "snapshot") == data
@@ -374,6 +374,16 @@ def test_an_unbalanced_text_is_left_to_the_parser() -> None:
     assert message.startswith("doc is not valid JSON: ")
 
 
+def test_an_unclosed_level_beyond_the_peeled_ones_is_not_deep() -> None:
+    # 64 balanced levels inside one more "[" that never closes: after 64 peels one "[" is
+    # left, with no pair to peel: unbalanced, so the parser (not the depth rule) answers.
+    text = "[" + nested(MAX_DEPTH, " " * 10)
+    assert nesting_depth_exceeds(text.encode()) is False
+    assert refusal(text).startswith("doc is not valid JSON: ")
+    # Balanced, the same 65 levels are too deep.
+    assert nesting_depth_exceeds((text + "]").encode()) is True
+
+
 # --- numbers -------------------------------------------------------------------------------
 
 
@@ -484,6 +494,32 @@ def test_text_and_bytes_parse_alike() -> None:
         == parse_json(text.encode(), "doc")
         == {"caf\u00e9": ["\u4e2d", 1, 2.5, False, None]}
     )
+
+
+def test_a_lone_surrogate_character_in_text_is_not_utf8() -> None:
+    # A str holding a lone surrogate (not an escape) is encoded as it is
+    # ("surrogatepass"), so it is refused as bytes that are no UTF-8, never a crash.
+    data = '["ok", "\ud800"]'
+    raw = data.encode("utf-8", "surrogatepass")
+    with pytest.raises(UnicodeDecodeError) as decode:
+        raw.decode("utf-8")
+    reason, start = decode.value.reason, decode.value.start
+    assert start == 8
+    assert refusal(data) == (
+        f"doc is not valid JSON: not UTF-8 ({reason} at byte 8, line 1 column 9)"
+    )
+
+
+def test_read_json_file_obeys_the_limits_it_is_given(tmp_path: Path) -> None:
+    path = tmp_path / "doc.json"
+    path.write_bytes(b"[1, 2, 3]")  # 9 bytes
+    with pytest.raises(InputError) as info:
+        read_json_file(path, "baseline", Limits(max_bytes=8))
+    assert str(info.value) == (
+        f"baseline {path} is 9 bytes, over the 8-byte limit on input files {CAP_HINT}"
+    )
+    with using_limits(Limits(max_bytes=1)):
+        assert read_json_file(path, "baseline", Limits(max_bytes=9)) == [1, 2, 3]
 
 
 def test_a_file_message_starts_with_what_and_where(tmp_path: Path) -> None:
