@@ -82,6 +82,10 @@ def test_a_malformed_id_explains_the_grammar_and_the_known_categories() -> None:
     assert refusal("zzz:qwen") == f"malformed row id 'zzz:qwen' {grammar}sm70-awq, sm70-fp8)"
     # `edge:` with a malformed name is a malformed id, never an unknown category `edge`.
     assert refusal("edge:Tiny") == f"malformed row id 'edge:Tiny' {grammar}sm70-awq, sm70-fp8)"
+    # Nor when the rest is a well-formed id: `edge` is never read as a category.
+    assert refusal("edge:edge:tiny") == (
+        f"malformed row id 'edge:edge:tiny' {grammar}sm70-awq, sm70-fp8)"
+    )
     # An id ends at its last character: a trailing newline is not one.
     assert refusal(ROW + "\n").startswith(f"malformed row id {ROW + chr(10)!r} ")
 
@@ -146,8 +150,10 @@ def test_load_expected_reads_the_file_and_names_it(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=re.escape(f"{path}: 'edge:tiny' is listed twice")):
         load_expected(path, CATEGORIES)
     path.write_text("[")
-    with pytest.raises(InputError, match=re.escape(str(path))):
+    with pytest.raises(InputError) as caught:
         load_expected(path, CATEGORIES)
+    # One line saying what the file is for, which file, and why it is unreadable.
+    assert str(caught.value).startswith(f"expected-changes file {path} is not valid JSON: ")
 
 
 # --- verdict types -------------------------------------------------------------------------

@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,13 +64,23 @@ def make(folder: Path, name: str) -> Path:
 
 def test_only_stale_temp_files_are_removed(tmp_path: Path) -> None:
     gone = dead_pid()
+    # A live process of another program: a concurrent run's file is never touched.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        check_stale_removal(tmp_path, gone, other.pid)
+    finally:
+        other.kill()
+        other.wait()
+
+
+def check_stale_removal(tmp_path: Path, gone: int, other: int) -> None:
     stale = [
         make(tmp_path, f".toy-a.json.routectl-{gone}-0a1b2c.tmp"),
         make(tmp_path, f".b.routectl-{gone}-ff.tmp"),
     ]
     kept = [
         make(tmp_path, f".toy-a.json.routectl-{os.getpid()}-0a1b2c.tmp"),  # this live process
-        make(tmp_path, ".toy-a.json.routectl-1-0a1b2c.tmp"),  # pid 1 is always alive
+        make(tmp_path, f".toy-a.json.routectl-{other}-0a1b2c.tmp"),  # another live process
         make(tmp_path, f".toy-a.json.routectl-{2**70}-0a1b.tmp"),  # no process can have it
         make(tmp_path, f".toy-a.json.routectl-{gone}-0A1B.tmp"),  # upper-case: not ours
         make(tmp_path, f".toy-a.json.routectl-x{gone}-0a.tmp"),  # no pid
@@ -82,6 +94,23 @@ def test_only_stale_temp_files_are_removed(tmp_path: Path) -> None:
     assert removed == sorted(stale)
     assert sorted(p for p in tmp_path.iterdir()) == sorted([*kept, folder])
     assert remove_stale_temp_files(tmp_path) == []
+
+
+def test_telling_a_live_process_signals_nothing(tmp_path: Path) -> None:
+    # Liveness is asked with signal 0: the process whose temp file is probed (here this
+    # one) must receive no signal. Handlers installed here, so the outcome does not hang on
+    # the dispositions this test process inherited.
+    received: list[int] = []
+    probed = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+    saved = {s: signal.signal(s, lambda signum, _frame: received.append(signum)) for s in probed}
+    try:
+        own = make(tmp_path, f".toy-a.json.routectl-{os.getpid()}-0a1b2c.tmp")
+        assert remove_stale_temp_files(tmp_path) == []
+        time.sleep(0.05)  # a signal sent to this process would have run its handler by now
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert received == [] and own.exists()
 
 
 def test_a_missing_folder_has_nothing_to_remove(tmp_path: Path) -> None:

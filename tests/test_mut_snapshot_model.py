@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 from routectl.errors import InputError
-from routectl.io.schemas import load_schema, violation
+from routectl.io.schemas import (
+    LoadedSchema,
+    compose_snapshot_schema,
+    load_schema,
+    schema_of,
+    violation,
+)
 from routectl.review.snapshot import (
     Snapshot,
     SnapshotError,
@@ -34,6 +40,7 @@ from routectl.review.snapshot import (
     read_json,
     read_snapshot,
     retained_files,
+    snapshot_schema,
     stale_new_files,
     validate_rows,
     write_snapshot,
@@ -319,3 +326,61 @@ def test_stale_new_files(tmp_path: Path) -> None:
     assert stale_new_files(tmp_path, ["b", "c", "z"]) == [tmp_path / "b.json.new"]
     assert stale_new_files(tmp_path, []) == []
     assert stale_new_files(tmp_path / "a.json") == []
+
+
+# --- a project's composed schema -----------------------------------------------------------
+
+
+def toy_route_row(row_id: str) -> dict[str, Any]:
+    """A row of a shape only the toy category's route fragment admits."""
+    return {"id": row_id, "route": {"toy_kernel": "k1"}}
+
+
+def composed() -> LoadedSchema:
+    fragment = {
+        "route": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["toy_kernel"],
+            "properties": {"toy_kernel": {"type": "string"}},
+        }
+    }
+    return schema_of(compose_snapshot_schema({"toy-a": fragment}), Path("composed.json"))
+
+
+def test_the_schema_given_is_the_one_every_step_validates_with(tmp_path: Path) -> None:
+    # The category's own route shape: valid under the composed schema, not the generic one
+    # (`snapshot_schema`: the generic one only when none is given).
+    schema = composed()
+    rows = [toy_route_row(A)]
+    data = document(*rows)
+    assert snapshot_schema(schema) is schema
+    assert snapshot_schema(None).path == load_schema("snapshot").path
+    assert parse_snapshot(data, source="s", schema=schema).rows == tuple(rows)
+    with pytest.raises(InputError):
+        parse_snapshot(data, source="s")
+    path = tmp_path / "toy-a.json"
+    path.write_text(json.dumps(data))
+    assert read_snapshot(path, schema=schema).rows == tuple(rows)
+    assert read_snapshot(path, schema=schema, data=path.read_bytes()).rows == tuple(rows)
+    with pytest.raises(InputError):
+        read_snapshot(path)
+    assert validate_rows("toy-a", "b", rows, schema) is None
+    assert validate_rows("toy-a", "b", rows) is not None
+    assert build_snapshot("toy-a", "b", rows, schema=schema).rows == tuple(rows)
+    with pytest.raises(SnapshotError):
+        build_snapshot("toy-a", "b", rows)
+    made = Snapshot("toy-a", "b", tuple(rows))
+    write_snapshot(tmp_path / "out.json", made, schema=schema)
+    assert json.loads((tmp_path / "out.json").read_text()) == made.to_json()
+    with pytest.raises(SnapshotError):
+        write_snapshot(tmp_path / "refused.json", made)
+    assert not (tmp_path / "refused.json").exists()
+
+
+def test_write_snapshot_hands_its_callback_the_complete_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "toy-a.json"
+    snap = build_snapshot("toy-a", "b", [status_row(A)])
+    seen: list[str] = []
+    write_snapshot(target, snap, before_replace=lambda temp: seen.append(temp.read_text()))
+    assert seen == [dump_json(snap.to_json())] and target.read_text() == seen[0]
