@@ -12,6 +12,9 @@ per-test call map credits to one test only; these run each call on its own.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +29,7 @@ from tests.project_files import git_environ
 
 IDENTITY = ["-c", "user.email=tests@routectl.invalid", "-c", "user.name=routectl tests"]
 # The three signals routectl's cleanup guards (routectl.runtime.interrupt.SIGNALS).
+ROOT = Path(__file__).resolve().parents[1]
 GUARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -105,12 +109,6 @@ def test_run_git_captures_text_and_the_exit_status(repo: Path) -> None:
     assert bad.returncode != 0 and bad.stdout == "" and bad.stderr.startswith("fatal: ")
 
 
-def test_git_is_found_on_the_default_path_when_path_is_unset(repo: Path) -> None:
-    # git lives in /usr/bin here, which os.defpath names: no PATH is not "git missing".
-    environ = {k: v for k, v in git_environ().items() if k != "PATH"}
-    assert rgit.run_git(repo, ["rev-parse", "--abbrev-ref", "HEAD"], environ).stdout == "main\n"
-
-
 def test_git_missing_from_path_is_an_input_error(repo: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
@@ -132,23 +130,67 @@ def process_group_of_git(repo: Path) -> int:
 
 @pytest.mark.usefixtures("default_signals")
 def test_git_shares_our_group_while_no_guarded_signal_is_ignored(repo: Path) -> None:
-    import os
-
     assert process_group_of_git(repo) == os.getpgrp()
 
 
 @pytest.mark.usefixtures("default_signals")
 def test_git_gets_a_group_of_its_own_while_sigint_is_ignored(repo: Path) -> None:
-    import os
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # restored by the fixture
     assert process_group_of_git(repo) != os.getpgrp()
 
 
+def test_the_mappings_git_configuration_reaches_git(repo: Path) -> None:
+    # git's environment is the mapping given (less the location variables), not this
+    # process's: an alias defined only there works.
+    environ = {
+        **git_environ(),
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "alias.where",
+        "GIT_CONFIG_VALUE_0": "rev-parse --abbrev-ref HEAD",
+    }
+    assert rgit.run_git(repo, ["where"], environ).stdout == "main\n"
+
+
+# Runs run_git in a child process whose own PATH has no git and whose stdin holds text:
+# what the child prints is git's stdout (or the InputError).
+CHILD = """
+import json
+import sys
+from pathlib import Path
+from routectl.errors import InputError
+from routectl.review.git import run_git
+environ = json.loads(sys.argv[2])
+try:
+    print(run_git(Path(sys.argv[1]), sys.argv[3:], environ).stdout, end="")
+except InputError as exc:
+    print("InputError:", exc)
+"""
+
+
+def in_child(repo: Path, environ: dict[str, str], args: list[str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(repo), json.dumps(environ), *args],
+        env={**os.environ, "PATH": str(repo / "no-git-here")},
+        cwd=ROOT,
+        input="text on stdin\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_git_is_found_on_the_default_path_not_this_processs(repo: Path) -> None:
+    # A mapping without PATH means os.defpath (git is in /usr/bin here), whatever this
+    # process's own PATH says.
+    environ = {k: v for k, v in git_environ().items() if k != "PATH"}
+    assert in_child(repo, environ, ["rev-parse", "--abbrev-ref", "HEAD"]) == "main\n"
+
+
 def test_git_reads_no_stdin(repo: Path) -> None:
-    # stdin is /dev/null: a git that asked (here `cat` in an alias) reads nothing at once.
-    done = rgit.run_git(repo, ["-c", "alias.eat=!cat", "eat"], git_environ())
-    assert (done.returncode, done.stdout) == (0, "")
+    # stdin is /dev/null: a git that reads it (here `cat` in an alias) gets nothing of ours.
+    assert in_child(repo, git_environ(), ["-c", "alias.eat=!cat", "eat"]) == ""
 
 
 # --- error lines ----------------------------------------------------------------------------
@@ -241,10 +283,27 @@ def test_an_option_shaped_ref_is_a_ref_not_an_option(repo: Path) -> None:
 def test_an_unknown_ref_in_a_full_clone_suggests_a_close_branch_and_no_fetch(repo: Path) -> None:
     with pytest.raises(InputError) as caught:
         rgit.resolve_commit(repo, "feature-brnch", git_environ())
-    message = str(caught.value)
-    assert message.startswith(f"unknown git ref 'feature-brnch' in {repo}")
-    assert "feature-branch" in message.removeprefix(f"unknown git ref 'feature-brnch' in {repo}")
-    assert "shallow" not in message and "git fetch" not in message
+    # The branch's short name (not `refs/heads/...`), and no fetch hint: a full clone.
+    assert str(caught.value) == (
+        f"unknown git ref 'feature-brnch' in {repo}; did you mean feature-branch?"
+    )
+
+
+def test_an_unknown_ref_close_to_a_tag_suggests_the_tag(repo: Path) -> None:
+    git(repo, "tag", "release-candidate")
+    with pytest.raises(InputError) as caught:
+        rgit.resolve_commit(repo, "release-candidat", git_environ())
+    assert str(caught.value) == (
+        f"unknown git ref 'release-candidat' in {repo}; did you mean release-candidate?"
+    )
+
+
+def test_a_ref_whose_name_starts_with_a_dash_resolves(repo: Path) -> None:
+    # `git branch` refuses such names but `update-ref` makes one; `--end-of-options` keeps
+    # rev-parse from reading it as an option.
+    git(repo, "update-ref", "refs/heads/-dash", "HEAD")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert rgit.resolve_commit(repo, "-dash", git_environ()) == head
 
 
 def test_an_unknown_ref_in_a_shallow_clone_hints_the_fetch(repo: Path, tmp_path: Path) -> None:
@@ -264,6 +323,21 @@ def test_locate_ref_gives_the_repository_the_project_path_and_the_commit(repo: P
     head = git(repo, "rev-parse", "HEAD").strip()
     assert rgit.locate_ref(repo / "sub", "main", git_environ()) == (repo, Path("sub"), head)
     assert rgit.locate_ref(repo, "main", git_environ()) == (repo, Path("."), head)
+
+
+def test_a_project_outside_the_repositorys_work_tree(tmp_path: Path) -> None:
+    # core.worktree puts the work tree elsewhere: git's top level is not above the project.
+    project = tmp_path / "project"
+    elsewhere = tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    git(project, "init", "-q")
+    git(project, "config", "core.worktree", str(elsewhere))
+    with pytest.raises(InputError) as caught:
+        rgit.locate_ref(project.resolve(), "HEAD", git_environ())
+    assert str(caught.value) == (
+        f"the project {project.resolve()} is not inside its repository {elsewhere.resolve()}"
+    )
 
 
 def test_file_at_a_commit_or_none(repo: Path) -> None:
@@ -329,6 +403,24 @@ def test_removing_a_half_made_worktree_prunes_its_entry(repo: Path, tmp_path: Pa
     (tree / ".git").unlink()  # no longer a worktree git can remove
     rgit.remove_worktree(repo, tree, git_environ())
     assert not tree.exists() and worktrees(repo) == [str(repo)]
+
+
+def test_removing_a_worktree_never_made(repo: Path, tmp_path: Path) -> None:
+    # An interrupt before `worktree add` made anything: nothing to remove, no error.
+    rgit.remove_worktree(repo, tmp_path / "never", git_environ())
+    assert worktrees(repo) == [str(repo)]
+
+
+def test_a_clean_removal_prunes_no_other_entry(repo: Path, tmp_path: Path) -> None:
+    # Prune runs only after a failed removal: another entry whose folder is gone (a
+    # concurrent diff's, say) is left to its owner.
+    other = tmp_path / "other"
+    rgit.add_worktree(repo, other, "HEAD", git_environ(), what="x")
+    shutil.rmtree(other)
+    tree = tmp_path / "wt"
+    rgit.add_worktree(repo, tree, "HEAD", git_environ(), what="x")
+    rgit.remove_worktree(repo, tree, git_environ())
+    assert worktrees(repo) == [str(repo), str(other.resolve())]
 
 
 def test_removing_a_folder_git_never_registered(repo: Path, tmp_path: Path) -> None:
