@@ -435,3 +435,39 @@ def test_the_switches_and_the_folder(toy: Project) -> None:
     assert toy.snapshots is not None
     assert cache_directory(toy) == toy.snapshots.parent / ".routectl_cache"
     assert ReplayCache.for_project(toy, pytest.fail) is not None
+
+
+def test_a_run_keys_a_category_once_from_the_state_before_its_replay(
+    toy: Project, tmp_path: Path
+) -> None:
+    """The key a run stores rows under is the one it looked up with (docs/cache.md: computed
+    from the state before the replay), even where the category's rows() would say
+    otherwise by then; and it is kept per project, so another project's category of the
+    same name (a baseline's) is keyed by its own sources."""
+    assert toy.root is not None
+    category = toy.categories[0]
+    specs = list(category.rows())
+
+    @dataclasses.dataclass(frozen=True)
+    class Changing:
+        name: str
+        basis: str
+        specs: list[RowSpec]
+
+        def rows(self) -> Sequence[RowSpec]:
+            return list(self.specs)
+
+    changing = Changing(category.name, category.basis, specs)
+    inputs = KeyInputs(given_versions=VERSIONS)
+    first = category_key(toy, changing, inputs)
+    specs.pop()  # what a later lookup would key
+    assert category_key(toy, changing, inputs) == first
+    assert category_key(toy, changing, KeyInputs(given_versions=VERSIONS)) != first
+    other = tmp_path / "other"
+    shutil.copytree(toy.root, other, ignore=shutil.ignore_patterns("__pycache__"))
+    (other / "extra.json").write_text("{}\n")
+    moved = toy.with_location(other, other / "snapshots")
+    assert category_key(moved, changing, inputs) == category_key(
+        moved, changing, KeyInputs(given_versions=VERSIONS)
+    )
+    assert category_key(moved, changing, inputs) != first

@@ -359,6 +359,10 @@ def test_open_baseline(tmp_path: Path) -> None:
     with pytest.raises(InputError) as raised:
         open_baseline(where).load("dog")
     assert str(raised.value).endswith(f"no migration from version 0: {CACHED_ADVICE}")
+    # So is one baseline file (read at once).
+    with pytest.raises(InputError) as raised:
+        open_baseline(save(tmp_path / "old.snapshot", document("cat", "edge:a", version=0)))
+    assert str(raised.value).endswith(f"no migration from version 0: {CACHED_ADVICE}")
     assert CACHED_ADVICE.startswith("rebuild the cached baseline with this routectl")
 
 
