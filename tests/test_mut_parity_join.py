@@ -154,6 +154,39 @@ def test_counts_merge_across_records_by_capture_state() -> None:
     assert result.ranks == [0, 1, 2] and result.sources == ["a", "b", "c"]
 
 
+def test_the_row_json_names_every_list() -> None:
+    parity = RowParity(
+        CATEGORY,
+        ROW,
+        None,
+        ["s"],
+        [2],
+        agreed=[{"a": 1}],
+        disagreed=[{"d": 1}],
+        unobserved=[{"u": 1}],
+        unpredicted=[{"p": 1}],
+        required=[{"r": 1}],
+    )
+    assert parity.to_json() == {
+        "category": CATEGORY,
+        "row": ROW,
+        "kernel": None,
+        "records": ["s"],
+        "ranks": [2],
+        "agreed": [{"a": 1}],
+        "disagreed": [{"d": 1}],
+        "unobserved": [{"u": 1}],
+        "unpredicted": [{"p": 1}],
+        "required": [{"r": 1}],
+    }
+    assert ParityResult([parity], ["f"], False).to_json() == {
+        "ok": False,
+        "require_all": False,
+        "rows": [parity.to_json()],
+        "failures": ["f"],
+    }
+
+
 def test_disagreed_pairs_the_same_op_first_then_the_first_left() -> None:
     # Predicted at M 4: w13, w2 (plan x=1), w2 (plan x=2), unpermute. Observed: w2 with x=3
     # (paired with the first predicted w2 left), permute (no predicted permute: paired with
