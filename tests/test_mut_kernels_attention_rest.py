@@ -122,7 +122,8 @@ def test_a_switch_turned_off_turns_off_its_feature_and_nothing_else(
 ) -> None:
     on = engine(case)
     assert on[field] is True  # the default is on, with its op loaded
-    assert engine(case, **{switch: False}) == {**on, field: False}
+    off: dict[str, Any] = {switch: False}
+    assert engine(case, **off) == {**on, field: False}
 
 
 def test_split_kv_needs_its_switch_and_the_paged_prefill() -> None:
@@ -194,7 +195,7 @@ def test_the_contiguous_dense_minimums_are_inclusive_and_both_needed(
 
 # --- the split-KV admission (§1.2 thresholds, §4.6) -------------------------------------------
 
-SPLIT = {"prefill_split_kv": True}
+SPLIT: dict[str, Any] = {"prefill_split_kv": True}
 
 
 @pytest.mark.parametrize(
