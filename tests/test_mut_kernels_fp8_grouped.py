@@ -8,7 +8,7 @@ fp8_qpn8_prepare_sm70 and dispatched per group with the (32, 2, F) tuning), §3.
 TurboMind: each group prepared with fp8_sm70_prepare, not gated; the grouped decode lane at
 M = 1 is a single fp8_moe_gemm_sm70_per_expert_dispatch_out call over the strided pointers),
 §4.2 (groups x (K x N/groups) codes), §4.3 (M = 0 launches nothing; per group otherwise),
-§5.8/5.10 (FP16 activations, input ending in [groups, K]).
+§5 items 8 and 10 (FP16 activations, input ending in [groups, K]).
 
 The namespace double returns a distinct tensor from every prepare call and fills every
 dispatch's `out` with a value of its own, so a group prepared from the wrong slice, a
@@ -301,8 +301,8 @@ def test_m_0_launches_nothing_and_keeps_the_leading_shape() -> None:
 
 
 def test_grouped_turbomind_refuses_other_than_fp16_by_its_own_name() -> None:
-    # §5.8: the TurboMind grouped layer names TurboMind (the QPN8 one names QPN8, with a
-    # full stop); a wrong shape is the §5.10 message.
+    # §5 item 8: the TurboMind grouped layer names TurboMind (the QPN8 one names QPN8, with a
+    # full stop); a wrong shape is item 10's message.
     _, _, prepared, _ = turbomind_grouped()
     with pytest.raises(ActivationError) as info:
         apply(prepared, x_of(1, dtype=torch.bfloat16))
