@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,3 +38,28 @@ def git_environ() -> dict[str, str]:
         "GIT_CONFIG_NOSYSTEM": "1",
         "LC_ALL": "C",
     }
+
+
+# The author of every commit a test makes in a scratch repository.
+GIT_IDENTITY = ("-c", "user.email=tests@routectl.invalid", "-c", "user.name=routectl tests")
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in a scratch repository with `git_environ()`; its stdout (a failure fails the
+    test, with git's message)."""
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        env=git_environ(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def commit_all(repo: Path, message: str) -> str:
+    """Commit everything in the work tree; the new commit's hash."""
+    git(repo, "add", "-A")
+    git(repo, *GIT_IDENTITY, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()

@@ -20,7 +20,7 @@ from routectl.io.schemas import schema_violation
 from routectl.review.baseline import ENGINE_PATH, TEMP_PREFIX
 from routectl.review.sources import read_baseline_snapshot
 from tests.fixtures.toy import TEMPLATE, invoke, load, make_project, ok, save, tree_bytes
-from tests.project_files import git_environ
+from tests.project_files import git, git_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PATH = Path("tools") / "toy"  # the project is not at the repository root
@@ -50,18 +50,6 @@ with open(_os.path.join({dir!r}, f"{{_os.getpid()}}.json"), "w") as _f:
     _json.dump({{"environ": dict(_os.environ), "sys_path": _sys.path, "cwd": _os.getcwd(),
                 "module": __file__}}, _f)
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env=git_environ(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def commit(repo: Path, message: str, tag: str) -> None:

@@ -89,6 +89,10 @@ EXAMPLES = {
     "tests/test_coverage.py": "coverage examples on a few categories",
     "tests/test_wiring_fields.py": "the policy-field-to-option mappings of several families, "
     "one case per field (issue 28)",
+    "benchmarks/planted_bugs.py": "an audit's planted bugs, each in one family's file (issue 28)",
+    "tests/test_mut_closure_walk.py": "the closure walk on two categories, one module each "
+    "(issue 28)",
+    "tests/test_mut_parity_required.py": "--require-route examples on two categories (issue 28)",
 }
 EXCEPTIONS = {**CONTRACT_LITERALS, **SHARED_TABLE, **EXAMPLES}
 RECORDS = frozenset(p for p, why in EXAMPLES.items() if why.startswith("a measurement record"))
@@ -382,6 +386,10 @@ FOUNDING_EXAMPLES: dict[str, str] = {
     "tests/test_matrix.py": _EXAMPLE,
     "tests/test_mutation_fp8.py": _EXAMPLE,
     "tests/test_mutation_linear.py": _EXAMPLE,
+    "tests/test_mut_closure_walk.py": _EXAMPLE,
+    "tests/test_mut_coverage_states.py": _EXAMPLE,
+    "tests/test_mut_parity_required.py": _EXAMPLE,
+    "tests/test_mut_parity_rows.py": _EXAMPLE,
     "tests/test_native_probe.py": _EXAMPLE,
     "tests/test_parity.py": _EXAMPLE,
     "tests/test_plain_config.py": _EXAMPLE,

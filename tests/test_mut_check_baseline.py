@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,9 +26,8 @@ from routectl.errors import InputError
 from routectl.review import baseline as rb
 from routectl.runtime import checkpoints
 from tests.fixtures.toy import TEMPLATE, invoke
-from tests.project_files import git_environ
+from tests.project_files import commit_all, git, git_environ
 
-IDENTITY = ["-c", "user.email=tests@routectl.invalid", "-c", "user.name=routectl tests"]
 PROJECT = Path("tools") / "proj"
 # A stand-in `routectl` package: `python -m routectl ...` records its argv, cwd, environment
 # and sys.path, then does what the ROUTECTL_FAKE variable says.
@@ -49,24 +47,6 @@ if mode == "fail":
 if mode == "sleep":
     time.sleep(60)
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env=git_environ(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def commit_all(repo: Path, message: str) -> str:
-    git(repo, "add", "-A")
-    git(repo, *IDENTITY, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 @pytest.fixture

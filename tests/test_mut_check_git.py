@@ -25,30 +25,11 @@ import pytest
 
 from routectl.errors import InputError
 from routectl.review import git as rgit
-from tests.project_files import git_environ
+from tests.project_files import GIT_IDENTITY, commit_all, git, git_environ
 
-IDENTITY = ["-c", "user.email=tests@routectl.invalid", "-c", "user.name=routectl tests"]
 # The three signals routectl's cleanup guards (routectl.runtime.interrupt.SIGNALS).
 ROOT = Path(__file__).resolve().parents[1]
 GUARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env=git_environ(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def commit_all(repo: Path, message: str) -> str:
-    git(repo, "add", "-A")
-    git(repo, *IDENTITY, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD").strip()
 
 
 @pytest.fixture
@@ -258,7 +239,7 @@ def test_fetch_hint_names_the_branch_to_fetch(ref: str, fetched: str) -> None:
 
 def test_resolve_commit_of_a_branch_and_of_an_annotated_tag(repo: Path) -> None:
     head = git(repo, "rev-parse", "HEAD").strip()
-    git(repo, *IDENTITY, "tag", "-a", "-m", "annotated", "v1")
+    git(repo, *GIT_IDENTITY, "tag", "-a", "-m", "annotated", "v1")
     # The tag object differs from the commit; ^{commit} peels it.
     assert git(repo, "rev-parse", "v1").strip() != head
     assert rgit.resolve_commit(repo, "v1", git_environ()) == head

@@ -1,7 +1,7 @@
 """`routectl.review.retained`: what `check_retained` does to the retained folder, on copies of
 the toy project, compared as the whole folder's bytes and the whole tuple of notes.
 
-Pins the module's contract (its docstring and docs/reviewing-changes.md's `check`): an update rewrites
+Pins the module's contract (its docstring, docs/reviewing-changes.md): an update rewrites
 exactly the files whose rows moved, in the bytes `routectl snapshot` writes, and removes stale
 retained files only in a complete run; a failing check leaves `<category>.json.new` beside
 each file whose rows differ (the fresh rows) and removes every other `.json.new` of the

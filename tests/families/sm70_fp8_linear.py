@@ -48,3 +48,6 @@ ENGINE_CASE: tuple[int, Any, Any] = (
     None,
 )
 ENGINE_LAYER: str = "linear"
+
+# Its test files whose names do not start with a module stem of its own (tests/test_doorway.py).
+OWN_FILES: tuple[str, ...] = ("tests/test_mut_kernels_fp8_grouped.py",)
