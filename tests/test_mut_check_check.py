@@ -9,7 +9,6 @@ sides of each boundary (the "(+N more)" after three paths; one reason given or s
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +18,6 @@ import pytest
 
 import routectl
 from routectl.errors import InputError
-from routectl.project import Project
 from routectl.review.check import (
     CheckResult,
     RemovedCategory,
@@ -35,8 +33,7 @@ from routectl.review.check import (
 from routectl.review.compare import ExpectedEntry
 from routectl.review.expected import ExpectedChanges
 from routectl.review.sources import SnapshotFiles
-from routectl.rows import Invariance
-from tests.fixtures.toy import load, make_project, row, save
+from tests.fixtures.toy import declaring, edit_row, load, make_project, row, save
 
 ROW_A = "toy_model/float16/tp1/none/c1/q64"
 ROW_A2 = "toy_model/float16/tp2/none/c1/q64"
@@ -51,13 +48,6 @@ def project(tmp_path: Path) -> Path:
 
 def folder(project: Path) -> Path:
     return project / "snapshots"
-
-
-def edit_row(project: Path, category: str, row_id: str, change: Any) -> None:
-    path = folder(project) / f"{category}.json"
-    data = load(path)
-    change(row(data, row_id))
-    save(path, data)
 
 
 def split_k(value: int) -> Any:
@@ -249,20 +239,6 @@ def test_check_result_ok_and_comparison(project: Path) -> None:
     assert list(result.comparison("toy-a").changed) == [ROW_A]
     assert result.comparison("toy-b").identical
     assert check(project, ["toy-b"]).ok
-
-
-def declaring(toy: Project) -> Project:
-    """toy-a declaring that tp never changes `route.flags` (it does: the flags record tp)."""
-    first: Any = toy.categories[0]
-    base: Any = type(first)
-
-    @dataclasses.dataclass(frozen=True)
-    class Declaring(base):
-        def invariances(self) -> Sequence[Invariance]:
-            return (Invariance("toy_flags_ignore_tp", ("tp",), ("route.flags",)),)
-
-    changed = Declaring(first.name, first.model, first.capability)
-    return dataclasses.replace(toy, categories=(changed, *toy.categories[1:]))
 
 
 def test_a_change_group_names_the_invariance_it_breaks_a_removed_row_none(project: Path) -> None:

@@ -11,7 +11,6 @@ never a broken declared invariance; notes are one line per file touched.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,16 @@ from routectl.project import Project
 from routectl.review.compare import ExpectedEntry
 from routectl.review.expected import ExpectedChanges
 from routectl.review.retained import RetainedCheck, check_retained, new_path
-from routectl.rows import Invariance
-from tests.fixtures.toy import invoke, load, make_project, ok, row, save, tree_bytes
+from tests.fixtures.toy import (
+    declaring,
+    edit_row,
+    invoke,
+    load,
+    make_project,
+    ok,
+    save,
+    tree_bytes,
+)
 
 ROW_A = "toy_model/float16/tp1/none/c1/q64"
 ROW_B = "toy_other/float16/tp2/none/c1/q64"
@@ -49,10 +56,10 @@ def folder(project: Path) -> Path:
 
 
 def move_row(project: Path, category: str, row_id: str, split_k: int) -> None:
-    path = folder(project) / f"{category}.json"
-    data = load(path)
-    row(data, row_id)["route"]["dispatch"][0]["plan"]["split_k"] = split_k
-    save(path, data)
+    def move(r: dict[str, Any]) -> None:
+        r["route"]["dispatch"][0]["plan"]["split_k"] = split_k
+
+    edit_row(project, category, row_id, move)
 
 
 def run(
@@ -232,21 +239,6 @@ def test_accept_all_without_update_writes_no_retained_file(
     done = run(project, accept_all=True)
     assert (done.updated, done.update_refused) == (False, False)
     assert tree_bytes(d) == {**before, "toy-a.json.new": fresh["toy-a.json"]}
-
-
-def declaring(toy: Project) -> Project:
-    """The toy with toy-a declaring that tp never changes `route.flags`, which it does (the
-    flags record tp): an invariance its rows break on every run."""
-    first: Any = toy.categories[0]  # a toy category: name, model, capability
-    base: Any = type(first)
-
-    @dataclasses.dataclass(frozen=True)
-    class Declaring(base):
-        def invariances(self) -> Sequence[Invariance]:
-            return (Invariance("toy_flags_ignore_tp", ("tp",), ("route.flags",)),)
-
-    changed = Declaring(first.name, first.model, first.capability)
-    return dataclasses.replace(toy, categories=(changed, *toy.categories[1:]))
 
 
 def test_accept_all_never_accepts_a_broken_invariance(project: Path) -> None:

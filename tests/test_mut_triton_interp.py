@@ -17,18 +17,16 @@ run in-process.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import torch
 
 from native.reference.triton_qpn import QpnConfig, QpnGeometry, launch_qpn_m1
+from tests.interpreter_child import run_under_interpreter
 from tests.qpn_triton_helpers import build_banks, expected_step, with_free_biases
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-ROOT = Path(__file__).resolve().parents[1]
 
 # 16 slices of 16 (two groups of 8), W13 two tiles of 32 columns (32 pairs), W2 two tiles.
 GEOMETRY = QpnGeometry(experts=3, w13_k=16 * 16, w13_n=64, w2_k=32, w2_n=64, group=8)
@@ -82,6 +80,8 @@ def _check(
 
 
 if INTERPRETED:
+    # Importable only under the interpreter (it refuses to load otherwise).
+    from tests.triton_interpreter_cases import CONFIGS
 
     def test_pairs_in_two_programs_per_route_and_two_w2_programs() -> None:
         # The default kernels (a W13 thread holds a pair's gate and up chains, a W2 thread two
@@ -96,18 +96,13 @@ if INTERPRETED:
         # that are not fp16(-z*scale), so the decode's FP32 sum rounds.
         w13, s13, w2, s2 = _banks()[False]
         banks = (w13, with_free_biases(s13, FREE_BIAS_EXPERT, seed=3), w2, s2)
-        config = QpnConfig(
-            w13_pairs=32,
+        # The interpreter cases' second config, its warps and W2 columns halved, its decode
+        # in two shifts and its metadata narrow.
+        config = dataclasses.replace(
+            CONFIGS[False],
             w13_warps=2,
             w2_columns=64,
             w2_warps=2,
-            w13_x_first=False,
-            w13_gate_up=False,
-            w2_paired=False,
-            w13_word_batches=2,
-            w2_weights_first=False,
-            w2_recheck=True,
-            w2_redo=True,
             one_shift_decode=False,
             wide_metadata=False,
         )
@@ -138,14 +133,4 @@ if INTERPRETED:
 else:
 
     def test_the_cases_under_the_triton_interpreter() -> None:
-        env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", __file__],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-        assert "4 passed" in proc.stdout, proc.stdout[-2000:]
+        run_under_interpreter(__file__, 4, timeout=600)

@@ -14,13 +14,11 @@
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.interpreter_child import run_under_interpreter
 from tests.qpn_order_data import GATE, GATE_OTHER_ORDERS, crafted, out_literals
 from tests.qpn_triton_helpers import expected_step
 
@@ -104,11 +102,4 @@ def test_the_kernels_use_only_correctly_rounded_operations() -> None:
 
 
 def test_kernels_show_the_order_under_the_triton_interpreter() -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-         str(ROOT / "tests" / "triton_order_cases.py")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert "4 passed" in proc.stdout, proc.stdout[-2000:]
+    run_under_interpreter(ROOT / "tests" / "triton_order_cases.py", 4)
