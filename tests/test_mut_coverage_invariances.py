@@ -20,12 +20,14 @@ from typing import Any
 import pytest
 
 from routectl.io.schemas import format_path
-from routectl.review.compare import ItemKey, change_path
+from routectl.replay.harness import row_text
+from routectl.review.compare import FieldChange, ItemKey, change_path
 from routectl.review.invariances import (
     GridRows,
     Signatures,
     breaks_of,
     signature,
+    verify_category,
     verify_invariance,
 )
 from routectl.rows import Invariance
@@ -208,3 +210,84 @@ def test_breaks_of_needs_a_row_involved_and_a_declared_field_moved() -> None:
     assert breaks_of([], [b["id"]], [broken]) == ("k",)  # an added row moves everything
     assert breaks_of(["route.plan"], [a["id"]], [broken]) == ()
     assert breaks_of(["route.kernel"], ["other"], [broken]) == ()
+
+
+def test_a_class_of_one_row_agrees_with_itself() -> None:
+    # A grid with a hole: the (c=2) class holds one row; the (c=1) class breaks.
+    inv = Invariance("i", ("kv",), ("route.kernel",))
+    rows = [r(rid(c=2), kernel="A"), r(rid(), kernel="A"), r(rid(kv="fp8"), kernel="B")]
+    broken = verify_invariance("cat", inv, rows)
+    assert broken is not None
+    assert broken.classes == 1 and broken.involved == {rid(), rid(kv="fp8")}
+    assert verify_invariance("cat", inv, rows[:1]) is None
+
+
+def test_the_least_deep_change_counts_dots_and_brackets_alike() -> None:
+    # route.a.b is two steps deep, route.l[0][0][0] four (one dot, three brackets).
+    inv = Invariance("i", ("kv",), ("route.l", "route.a"))
+    rows = [
+        r(rid(), l=[[[1]]], a={"b": 1}),
+        r(rid(kv="fp8"), l=[[[2]]], a={"b": 2}),
+    ]
+    broken = verify_invariance("cat", inv, rows)
+    assert broken is not None
+    assert broken.change.to_json() == FieldChange("route.a.b", "changed", 1, 2).to_json()
+
+
+def test_a_change_no_declared_path_covers_names_the_first_declared_field() -> None:
+    # `*` under a scalar reads as absent and over a list as its items: unequal signatures,
+    # yet the only change (route.x itself) is above the declared field.
+    inv = Invariance("i", ("kv",), ("route.x.*", "route.y"))
+    rows = [r(rid(), x=5, y=1), r(rid(kv="fp8"), x=[1], y=1)]
+    broken = verify_invariance("cat", inv, rows)
+    assert broken is not None
+    assert broken.change.to_json() == FieldChange("route.x.*", "changed", None, None).to_json()
+
+
+def test_values_beyond_64_bits_compare_with_sorted_keys() -> None:
+    # orjson refuses the integer; the fallback must sort keys as orjson does, or two equal
+    # mappings built in another order would break the statement.
+    inv = Invariance("i", ("kv",), ("route.z",))
+    rows = [r(rid(), z={"b": 2**70, "a": 1}), r(rid(kv="fp8"), z={"a": 1, "b": 2**70})]
+    assert verify_invariance("cat", inv, rows) is None
+    assert signature(rows[0], ("route.z",)) == signature(rows[1], ("route.z",))
+
+
+class _Declaring:
+    """A category as verify_category reads one: a name, its rows' order, its invariances."""
+
+    name = "cat"
+
+    def __init__(self, ids: list[str], declared: tuple[Invariance, ...]) -> None:
+        self._ids = ids
+        self._declared = declared
+
+    def rows(self) -> list[Any]:
+        return [_Spec(i) for i in self._ids]
+
+    def invariances(self) -> tuple[Invariance, ...]:
+        return self._declared
+
+
+class _Spec:
+    def __init__(self, row_id: str) -> None:
+        self.id = row_id
+
+
+def test_a_category_verified_from_its_texts_equals_one_verified_from_its_rows() -> None:
+    kernel = Invariance("kernel", ("kv",), ("route.kernel",))
+    whole = Invariance("whole", ("tp",), ("route",))
+    rows = [
+        r(rid(), kernel="A", n=1),
+        r(rid(kv="fp8"), kernel="A", n=2),  # same kernel, another route text
+        r(rid(c=2), kernel="A", n=1),
+        r(rid(c=2, kv="fp8"), kernel="B", n=1),  # breaks `kernel` in class c2
+        r(rid(tp=2), kernel="A", n=1),
+    ]
+    category = _Declaring([row["id"] for row in rows], (kernel, whole))
+    texts = [(row["id"], row_text(row)) for row in rows]
+    from_texts = verify_category(category, rows, texts=texts)
+    assert from_texts == verify_category(category, rows)
+    assert [(b.category, b.name, b.rows) for b in from_texts] == [
+        ("cat", "kernel", (rid(c=2), rid(c=2, kv="fp8"))),
+    ]

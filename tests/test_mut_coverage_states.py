@@ -185,6 +185,10 @@ def test_a_category_passes_strict_with_every_site_covered() -> None:
     whole = Coverage((result,))
     assert whole.strict_ok and whole.percent == 100.0
     assert Coverage(()).percent == 100.0 and Coverage(()).strict_ok
+    # Nothing failing: the category's figures and nothing after them.
+    assert (
+        "ok: 4 sites, 3 reached, 1 unreachable, 0 recorded-only" in render_text(whole).splitlines()
+    )
 
 
 def test_the_document_counts_every_state_and_kind(coverage: Coverage) -> None:
@@ -368,6 +372,10 @@ def test_delta_line() -> None:
         == "coverage: +0 sites reached, -1 (reason K c no longer reached)"
     )
     several = [Site("op", f"o{i}") for i in range(5)]
+    # Exactly MAX_NAMED gained: all named, no "+0 more".
+    assert delta_line({"toy": (several[:3], [])}) == (
+        "coverage: +3 sites reached (op o0, op o1, op o2), -0"
+    )
     assert delta_line({"toy": (several, [y]), "other": ([], [])}) == (
         "coverage: +5 sites reached (op o0, op o1, op o2, +2 more), "
         "-1 (reason K c no longer reached)"

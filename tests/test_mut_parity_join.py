@@ -395,3 +395,13 @@ def test_render_github_escapes_and_caps_the_annotations() -> None:
     )
     fine = ParityResult([_parity(agreed=[AGREED])], [], False)
     assert render_github(fine) == f"::notice title=routectl parity::{summary_line(fine)}\n"
+
+
+def test_render_github_at_exactly_shown_problems_says_nothing_is_left_out() -> None:
+    disagreed = [
+        {**DISAGREED, "m": m, "observed": {**DISAGREED["observed"], "m": m}} for m in range(SHOWN)
+    ]
+    result = ParityResult([_parity(disagreed=disagreed)], [], False)
+    lines = render_github(result).splitlines()
+    assert len(lines) == SHOWN + 1
+    assert lines[SHOWN] == f"::notice title=routectl parity::{summary_line(result)}"

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from routectl.errors import InputError
 from routectl.replay.observed import ParsedRecord, Target, parse_record
-from routectl.review.parity import CLOSEST, check_parity
+from routectl.review.parity import CLOSEST, RowIndex, check_parity, find_row
 from routectl.review.snapshot import read_snapshot
 from tests.test_parity import CATEGORY, PROJECT, QPN_OP, QPN_PLAN, entry, write
 
@@ -57,6 +57,8 @@ def test_the_unchanged_record_matches_its_row(tmp_path: Path) -> None:
     result = check_parity(PROJECT, [parsed(document(tmp_path))], ROWS)
     assert [(r.category, r.row) for r in result.rows] == [(CATEGORY, ROW)]
     assert result.ok
+    # --require-all is off unless asked for: the unobserved rest of a row is no failure.
+    assert result.require_all is False
 
 
 def _hash(data: dict[str, Any]) -> str:
@@ -158,6 +160,29 @@ def test_the_closest_rows_are_at_most_three_fewest_differences_first(tmp_path: P
     assert named[0] == f"{CATEGORY}:{ROW} (differs in capability {SPEC.capability})"
     counts = [len(n.split(" (differs in ", 1)[1].split(", ")) for n in named]
     assert counts == sorted(counts) and counts[0] == 1
+
+
+def test_a_record_without_a_category_names_every_category_searched(tmp_path: Path) -> None:
+    good = document(tmp_path, target=Target(None))
+    both = {"sm70-awq-linear": {}, **ROWS}
+    message = refusal({**good, "capability": 75}, both)
+    assert f"matches no row of sm70-awq-linear, {CATEGORY}; closest: " in message
+
+
+class _NoRows:
+    """A row index whose categories model no cell (every row has a status)."""
+
+    _project = PROJECT
+
+    def facts(self, category: str) -> list[Any]:
+        return []
+
+
+def test_a_category_without_modelled_rows_names_no_closest_row(tmp_path: Path) -> None:
+    record = parsed(document(tmp_path, target=Target(CATEGORY)))
+    with pytest.raises(InputError) as caught:
+        find_row(cast(RowIndex, _NoRows()), record, [CATEGORY])
+    assert str(caught.value).endswith(f"matches no row of {CATEGORY}; closest: none")
 
 
 def test_records_of_one_row_merge_and_of_two_rows_stay_apart(tmp_path: Path) -> None:
