@@ -29,7 +29,13 @@ import pytest
 
 from routectl.errors import InputError
 from routectl.io.environ import checked_environ
-from routectl.io.output import atomic_target, special_kind, write_in_place, write_new_synced
+from routectl.io.output import (
+    atomic_target,
+    kind_of_mode,
+    special_kind,
+    write_in_place,
+    write_new_synced,
+)
 from routectl.io.terminal import (
     BOLD,
     COLOR_CHOICES,
@@ -79,6 +85,26 @@ def test_each_special_kind_is_named(tmp_path: Path) -> None:
     link = tmp_path / "to-pipe"
     link.symlink_to(fifo)
     assert special_kind(link) == "FIFO"
+
+
+# Every file type POSIX names, and one Linux cannot make (a Solaris door, 0o150000): the
+# mode alone decides, permission bits aside.
+@pytest.mark.parametrize(
+    ("file_type", "kind"),
+    [
+        (stat.S_IFREG, None),
+        (stat.S_IFCHR, "device"),
+        (stat.S_IFBLK, "device"),
+        (stat.S_IFIFO, "FIFO"),
+        (stat.S_IFDIR, "folder"),
+        (stat.S_IFSOCK, "socket"),
+        (stat.S_IFLNK, "special file"),
+        (0o150000, "special file"),
+    ],
+)
+def test_each_file_type_has_its_kind(file_type: int, kind: str | None) -> None:
+    assert kind_of_mode(file_type | 0o644) == kind
+    assert kind_of_mode(file_type | 0o7777) == kind
 
 
 def test_a_path_that_cannot_be_looked_at_is_one_line(tmp_path: Path) -> None:

@@ -63,11 +63,39 @@ def test_an_unknown_schema_name_lists_the_known_ones() -> None:
 
 def test_a_schema_is_loaded_once_and_handed_out_as_a_copy() -> None:
     assert load_schema("report") is load_schema("report")
+    before = json.dumps(load_schema("report").data, sort_keys=True)
     first = schema("report")
     assert first == load_schema("report").data and first is not load_schema("report").data
     first["title"] = "changed"
     first.setdefault("properties", {})["x"] = {}
+    # A deep copy: changing a nested value of the copy leaves the cached schema as it was.
+    nested = next(v for v in first["properties"].values() if isinstance(v, dict) and v)
+    nested["changed"] = True
     assert schema("report") == load_schema("report").data != first
+    assert json.dumps(load_schema("report").data, sort_keys=True) == before
+
+
+def test_a_composed_schema_shares_nothing_with_the_cached_one() -> None:
+    before = json.dumps(load_schema("snapshot").data, sort_keys=True)
+    for fragments in ({}, {"cat-a": {"route": route("a"), "$defs": {"d": {"type": "integer"}}}}):
+        composed = compose_snapshot_schema(fragments)
+        for value in composed["$defs"].values():
+            if isinstance(value, dict):
+                value["changed"] = True
+        composed["properties"]["rows"]["changed"] = True
+        assert json.dumps(load_schema("snapshot").data, sort_keys=True) == before
+
+
+def test_a_composed_schema_shares_nothing_with_its_fragments() -> None:
+    fragment = {
+        "route": {"type": "object", "properties": {"p": {"type": "integer"}}},
+        "$defs": {"d": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+    }
+    before = copy.deepcopy(fragment)
+    composed = compose_snapshot_schema({"cat-a": fragment})
+    composed["$defs"]["d"]["properties"]["x"]["changed"] = True
+    composed["$defs"]["category_route"]["oneOf"][0]["properties"]["p"]["changed"] = True
+    assert fragment == before
 
 
 def test_a_schema_file_must_be_an_object(tmp_path: Path) -> None:
@@ -133,7 +161,14 @@ def test_an_invalid_schema_is_one_line_naming_the_file() -> None:
     )
     with pytest.raises(InputError) as info:
         schema_of({"minimum": "low"}, Path("m.json"))
-    assert str(info.value).startswith("m.json is not a valid JSON Schema: ")
+    # The validator's first line, whole (jsonschema-rs is pinned: its wording is ours).
+    assert str(info.value) == 'm.json is not a valid JSON Schema: "low" is not of type "number"'
+    with pytest.raises(InputError) as info:
+        schema_of({"type": 5}, Path("t.json"))
+    assert str(info.value) == (
+        "t.json is not a valid JSON Schema: 5 is not valid under any of the schemas listed "
+        "in the 'anyOf' keyword"
+    )
 
 
 # --- composing the snapshot schema ---------------------------------------------------------
@@ -226,6 +261,16 @@ ROWS = loaded(
 )
 
 
+REQUIRED = loaded(
+    {
+        "type": "object",
+        "properties": {
+            "rows": {"type": "array", "items": {"type": "object", "required": ["id", "n"]}}
+        },
+    }
+)
+
+
 def test_a_valid_document_has_no_violation() -> None:
     assert violation(ROWS, {"rows": [{"id": "r", "n": 1}], "alpha": 2}) is None
     assert schema_violation("expected-changes", {"schema_version": 4, "changes": []}) is None
@@ -242,6 +287,11 @@ def test_a_row_is_named_by_its_id_and_the_rest_of_the_path_follows() -> None:
     )
     # A row itself of the wrong type: the row's label alone.
     assert violation(ROWS, {"rows": [{"id": "r0"}, 7]}) == "rows[1]: 7 is not of type 'object'"
+    # A violation at a row itself (path rows[1]): labelled by the row's id all the same.
+    assert violation(REQUIRED, {"rows": [{"id": "r0", "n": 1}, {"id": "m/y"}]}) == (
+        "row 'm/y': 'n' is a required property"
+    )
+    assert violation(REQUIRED, {"rows": [{"id": 2}]}) == "rows[0]: 'n' is a required property"
 
 
 def test_a_row_without_a_string_id_is_named_by_its_position() -> None:
@@ -302,6 +352,36 @@ def one_of(*branches: dict[str, Any], keyword: str = "oneOf") -> Any:
     return loaded({"type": "object", "properties": {"a": {keyword: list(branches)}}})
 
 
+# Python's `re` reads \d as any Unicode digit, the regex dialect jsonschema-rs follows as
+# 0-9 only: a document jsonschema accepts and the authority refuses, phrased in the
+# authority's words, its row named as every other violation's.
+DIGIT = loaded(
+    {
+        "type": "object",
+        "properties": {
+            "rows": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"n": {"type": "string", "pattern": "^\\d$"}},
+                },
+            }
+        },
+    }
+)
+
+
+def test_what_only_the_authority_refuses_is_phrased_in_its_words() -> None:
+    arabic_three = "\u0663"
+    assert list(DIGIT.validator.iter_errors({"rows": [{"n": arabic_three}]})) == []
+    assert violation(DIGIT, {"rows": [{"id": "r0", "n": "1"}, {"id": "r", "n": arabic_three}]}) == (
+        f'row \'r\': n: "{arabic_three}" does not match "^\\d$"'
+    )
+    assert violation(DIGIT, {"rows": [{"n": arabic_three}]}) == (
+        f'rows[0]: n: "{arabic_three}" does not match "^\\d$"'
+    )
+
+
 def test_the_branch_of_the_instances_type_is_phrased() -> None:
     checker = one_of(
         {"type": "string"},
@@ -328,6 +408,33 @@ def test_the_branch_with_the_fewest_errors_is_phrased() -> None:
     assert violation(checker, {"a": {"k": "s", "m": "t"}}) == "a.k: 's' is not of type 'boolean'"
     # One error in each: the first branch, by position.
     assert violation(checker, {"a": {"k": "s"}}) == "a.k: 's' is not of type 'integer'"
+
+
+def test_a_root_error_other_than_required_does_not_rank_a_branch_down() -> None:
+    # minProperties fails at the branch's root, as `required` would: only a missing required
+    # key says the instance was meant for another branch; the fewest errors decide here.
+    checker = one_of(
+        {"type": "object", "minProperties": 5},
+        {"type": "object", "properties": {"k": {"type": "integer"}, "m": {"type": "integer"}}},
+    )
+    assert violation(checker, {"a": {"k": "s", "m": "t"}}) == (
+        "a: {'k': 's', 'm': 't'} does not have enough properties"
+    )
+
+
+def test_of_branches_alike_the_first_by_position_is_phrased_past_ten() -> None:
+    # Two branches of another type, then nine alike (one error each): branch 2, not branch
+    # 10 (which a ranking by the index's text put first).
+    branches = [{"type": "string"}] * 2 + [{"minimum": 100 + i} for i in range(2, 11)]
+    assert violation(one_of(*branches), {"a": 5}) == "a: 5 is less than the minimum of 102"
+
+
+def test_a_one_of_that_more_than_one_branch_accepts_is_its_own_message() -> None:
+    # No branch failed, so there is no branch error to descend to (an empty context).
+    checker = one_of({"type": "integer"}, {"minimum": 0})
+    assert violation(checker, {"a": 5}) == (
+        "a: 5 is valid under each of {'minimum': 0}, {'type': 'integer'}"
+    )
 
 
 def test_the_deepest_error_of_the_chosen_branch_is_phrased() -> None:

@@ -14,16 +14,20 @@ rows, sorted. Written for issue 28's mutation run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from routectl.errors import InputError
+from routectl.project import Project
 from routectl.replay.observed import ParsedRecord, Target, parse_record
 from routectl.review.parity import CLOSEST, RowIndex, check_parity, find_row
 from routectl.review.snapshot import read_snapshot
+from routectl.rows import RowSpec
 from tests.test_parity import CATEGORY, PROJECT, QPN_OP, QPN_PLAN, entry, write
 
 ROW = "edge:example_qpn_m1"
@@ -169,19 +173,36 @@ def test_a_record_without_a_category_names_every_category_searched(tmp_path: Pat
     assert f"matches no row of sm70-awq-linear, {CATEGORY}; closest: " in message
 
 
-class _NoRows:
-    """A row index whose categories model no cell (every row has a status)."""
+_BASE: Any = type(PROJECT.category(CATEGORY))
 
-    _project = PROJECT
 
-    def facts(self, category: str) -> list[Any]:
-        return []
+class _StatusOnly(_BASE):  # type: ignore[misc]
+    """The example's category keeping only the cells it does not model (each has a status)."""
+
+    def rows(self) -> Sequence[RowSpec]:
+        return [r for r in super().rows() if r.status is not None]
+
+
+def _status_only(project: Project) -> Project:
+    """The project with CATEGORY's rows cut to its status rows, through the family records
+    (the project derives its categories from them)."""
+    families = tuple(
+        dataclasses.replace(
+            f,
+            categories=tuple(_StatusOnly() if c.name == CATEGORY else c for c in f.categories),
+        )
+        for f in project.families
+    )
+    return dataclasses.replace(project, families=families)
 
 
 def test_a_category_without_modelled_rows_names_no_closest_row(tmp_path: Path) -> None:
     record = parsed(document(tmp_path, target=Target(CATEGORY)))
+    index = RowIndex(_status_only(PROJECT))
+    assert index._project.category(CATEGORY).rows()  # status rows only: none predicts
+    assert index.facts(CATEGORY) == []
     with pytest.raises(InputError) as caught:
-        find_row(cast(RowIndex, _NoRows()), record, [CATEGORY])
+        find_row(index, record, [CATEGORY])
     assert str(caught.value).endswith(f"matches no row of {CATEGORY}; closest: none")
 
 

@@ -24,6 +24,13 @@ def special_kind(path: Path) -> str | None:
         return None
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return kind_of_mode(mode)
+
+
+def kind_of_mode(mode: int) -> str | None:
+    """The kind `special_kind` names for a file of `st_mode` `mode`: None for a regular
+    file. A pure function of the mode, so that the kinds a Linux machine cannot make (a
+    Solaris door, a BSD whiteout) are named too: "special file"."""
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):

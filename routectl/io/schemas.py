@@ -130,18 +130,20 @@ def schema(name: str) -> dict[str, Any]:
 
 def _branch_error(error: ValidationError) -> ValidationError:
     """For a failed `oneOf`, the error of the branch the instance was meant for: one of the
-    instance's type, whose required keys are present, with the fewest errors."""
+    instance's type, whose required keys are present, with the fewest errors; of branches
+    alike, the first."""
     while error.validator in ("oneOf", "anyOf") and error.context:
         branches: dict[Any, list[ValidationError]] = {}
         for sub in error.context:
             branches.setdefault(sub.schema_path[0], []).append(sub)
+        # jsonschema lists a branch's errors in branch order and sorted() is stable, so
+        # branches alike stay in position order (a key of str(index) put 10 before 2).
         ranked = sorted(
             branches.items(),
             key=lambda item: (
                 any(e.validator == "type" and not e.relative_path for e in item[1]),
                 any(e.validator == "required" and not e.relative_path for e in item[1]),
                 len(item[1]),
-                str(item[0]),
             ),
         )
         errors = ranked[0][1]
