@@ -17,16 +17,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from routectl.errors import InputError
+from routectl.io.schemas import schema_of
 from routectl.review import baseline as rb
 from routectl.runtime import checkpoints
 from tests.fixtures.toy import TEMPLATE, invoke
-from tests.project_files import commit_all, git, git_environ
+from tests.project_files import ROOT, commit_all, git, git_environ
 
 PROJECT = Path("tools") / "proj"
 # A stand-in `routectl` package: `python -m routectl ...` records its argv, cwd, environment
@@ -46,6 +48,9 @@ if mode == "fail":
     sys.exit(2)
 if mode == "sleep":
     time.sleep(60)
+if mode == "snapshot":
+    with open(os.path.join(out, "toy-a.json"), "w") as f:
+        json.dump({"schema_version": 1, "category": "toy-a", "basis": "b", "rows": []}, f)
 """
 
 
@@ -380,8 +385,81 @@ def test_waiting_for_a_baseline_never_started(tmp_path: Path) -> None:
         strip_prefixes=(),
         python=sys.executable,
     )
-    with pytest.raises(RuntimeError, match="the baseline was not started"):
+    with pytest.raises(RuntimeError) as caught:
         build.wait()
+    assert str(caught.value) == "the baseline was not started"
     (tmp_path / "t").mkdir()
     build.close()  # nothing started, no worktree: only the folder goes
     assert not (tmp_path / "t").exists()
+    build.close()  # a folder gone already is no cleanup failure: close never raises
+
+
+def test_the_baseline_source_reads_the_refs_files_with_its_advice_and_schema(
+    repo: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "tmp").mkdir()
+    # Refuses the stand-in's snapshot (basis "b"), which routectl's generic schema admits.
+    strict = schema_of(
+        {"type": "object", "properties": {"basis": {"const": "toy"}}}, Path("strict.json")
+    )
+    with rb.baseline_at_ref(
+        repo / PROJECT, "main", environ=environ_for(tmp_path, "snapshot")
+    ) as build:
+        source = build.source(schema=strict)
+        out = build.output_dir
+        assert source.names() == ["record", "toy-a"]
+        assert source.file_of("toy-a") == (out / "toy-a.json", rb.ref_advice("main"))
+        with pytest.raises(InputError) as caught:
+            source.load("toy-a")
+        assert str(caught.value) == f"{out / 'toy-a.json'}: basis: 'toy' was expected"
+
+
+def test_the_baseline_reads_no_input_of_the_callers(repo: Path, tmp_path: Path) -> None:
+    # A child process whose standard input holds what a user typed: the baseline it starts
+    # reads none of it (its stdin is /dev/null, not the terminal it would share).
+    (tmp_path / "tmp").mkdir()
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from routectl.review import baseline as rb\n"
+        "environ = json.loads(sys.argv[1])\n"
+        "with rb.baseline_at_ref(Path(sys.argv[2]), 'main', environ=environ) as build:\n"
+        "    out = build.wait()\n"
+        "    print(json.loads((out / 'record.json').read_text())['stdin'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(environ_for(tmp_path, "ok")), repo / PROJECT],
+        input=b"typed by the user\n",
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"\n", b"")
+
+
+def test_a_worktree_that_cannot_be_added_names_the_ref(repo: Path, tmp_path: Path) -> None:
+    temp = tmp_path / "t"
+    (temp / temp.name).mkdir(parents=True)
+    (temp / temp.name / "in-the-way").write_text("")
+    build = rb.RefBaseline(
+        ref="release/1",
+        commit=head(repo),
+        repository=repo,
+        project_path=PROJECT,
+        temp_dir=temp,
+        environ=git_environ(),
+        strip_prefixes=(),
+        python=sys.executable,
+    )
+    try:
+        with pytest.raises(InputError) as caught:
+            build.start()
+        # git's own words follow (their wording is git's, by version).
+        message = str(caught.value)
+        assert message.startswith("cannot check out release/1 into a temporary worktree (git: ")
+        assert str(temp / temp.name) in message
+        assert build.process is None
+    finally:
+        build.close()
+    assert not temp.exists()

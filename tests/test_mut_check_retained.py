@@ -11,6 +11,7 @@ never a broken declared invariance; notes are one line per file touched.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,14 @@ from typing import Any
 import pytest
 
 import routectl
+from routectl.errors import InputError
 from routectl.project import Project
+from routectl.review.cache import ReplayCache
+from routectl.review.check import run_check
 from routectl.review.compare import ExpectedEntry
 from routectl.review.expected import ExpectedChanges
-from routectl.review.retained import RetainedCheck, check_retained, new_path
+from routectl.review.retained import RetainedCheck, check_retained, new_path, update_retained
+from routectl.review.sources import SnapshotFiles
 from tests.fixtures.toy import (
     declaring,
     edit_row,
@@ -29,6 +34,7 @@ from tests.fixtures.toy import (
     load,
     make_project,
     ok,
+    row,
     save,
     tree_bytes,
 )
@@ -254,3 +260,108 @@ def test_accept_all_never_accepts_a_broken_invariance(project: Path) -> None:
     assert done.notes == (f"wrote {d / 'toy-b.json.new'}",)
     assert set(tree_bytes(d)) == {*before, "toy-b.json.new"}
     assert {k: v for k, v in tree_bytes(d).items() if k in before} == before
+
+
+# --- a category that owns its route shape ---------------------------------------------------
+
+
+def owning(toy: Project) -> Project:
+    """The toy with toy-a's selected routes carrying a key of its own (`tiles`), admitted only
+    by the route shape toy-a declares (`Category.route_schema`): routectl's generic schema
+    refuses such a row, so only the project's composed schema reads and writes toy-a."""
+    first: Any = toy.categories[0]
+    base: Any = type(first)
+
+    @dataclasses.dataclass(frozen=True)
+    class Owning(base):
+        def route(self, ctx: Any) -> dict[str, Any]:
+            route: dict[str, Any] = super().route(ctx)
+            return {**route, "tiles": "toy"} if route["status"] is None else route
+
+        def route_schema(self) -> dict[str, Any]:
+            shape = {
+                "type": "object",
+                "required": ["tiles"],
+                "properties": {"tiles": {"const": "toy"}},
+            }
+            return {"route": shape}
+
+    changed = Owning(first.name, first.model, first.capability)
+    return dataclasses.replace(toy, categories=(changed, *toy.categories[1:]))
+
+
+@pytest.fixture
+def owned(tmp_path: Path) -> tuple[Path, Project]:
+    """A toy copy whose retained snapshots the owning toy wrote (by an update from none)."""
+    root = make_project(tmp_path, snapshot=False)
+    folder(root).mkdir()
+    toy = owning(routectl.load_project(root))
+    done = run(root, toy=toy, update=True, accept_all=True)
+    assert done.updated and len(done.notes) == 2
+    assert row(load(folder(root) / "toy-a.json"), ROW_A)["route"]["tiles"] == "toy"
+    return root, toy
+
+
+def test_an_update_reads_and_writes_with_the_projects_own_route_shapes(
+    owned: tuple[Path, Project],
+) -> None:
+    root, toy = owned
+    d = folder(root)
+    written = tree_bytes(d)
+    move_row(root, "toy-a", ROW_A, 9)
+    done = run(root, toy=toy, update=True, accept_all=True)
+    assert (done.updated, done.update_refused) == (True, False)
+    assert done.notes == (f"updated {d / 'toy-a.json'} (11 rows)",)
+    assert tree_bytes(d) == written
+
+
+def test_a_failing_check_writes_new_files_with_the_projects_own_route_shapes(
+    owned: tuple[Path, Project],
+) -> None:
+    root, toy = owned
+    d = folder(root)
+    written = tree_bytes(d)
+    move_row(root, "toy-a", ROW_A, 9)
+    done = run(root, toy=toy)
+    assert not done.result.ok
+    assert done.notes == (f"wrote {d / 'toy-a.json.new'}",)
+    assert (d / "toy-a.json.new").read_bytes() == written["toy-a.json"]
+
+
+def test_a_retained_row_outside_the_projects_route_shapes_is_refused(
+    owned: tuple[Path, Project],
+) -> None:
+    root, toy = owned
+    # The generic schema refuses every row of toy-a (each has `tiles`); the project's names
+    # the one row whose `tiles` its own shape refuses.
+    edit_row(root, "toy-a", ROW_A, lambda r: r["route"].update(tiles=5))
+    with pytest.raises(InputError) as info:
+        run(root, toy=toy)
+    assert str(info.value).startswith(f"{folder(root) / 'toy-a.json'}: row '{ROW_A}': route")
+
+
+def test_a_cache_given_is_the_one_the_check_replays_into_and_reads(project: Path) -> None:
+    directory = project / ".cache"
+    first = ReplayCache(directory, [].append)
+    run(project, cache=first)
+    assert sorted(first.replayed) == ["toy-a", "toy-b"] and first.hits == []
+    again = ReplayCache(directory, [].append)
+    done = run(project, cache=again)
+    assert done.result.ok
+    assert again.replayed == [] and sorted(again.hits) == ["toy-a", "toy-b"]
+
+
+def test_a_stale_file_another_update_removed_is_no_error(
+    project: Path, fresh: dict[str, bytes]
+) -> None:
+    # Two updates at once: the other removed the stale file after this one's check read it.
+    d = folder(project)
+    save(d / "toy-old.json", {**load(d / "toy-b.json"), "category": "toy-old"})
+    toy = routectl.load_project(project)
+    result = run_check(toy, baseline=SnapshotFiles.retained(d, schema=toy.snapshot_schema))
+    assert result.outcome.stale == ("toy-old",)
+    (d / "toy-old.json").unlink()
+    assert update_retained(result, d, schema=toy.snapshot_schema) == [
+        f"removed stale {d / 'toy-old.json'}"
+    ]
+    assert tree_bytes(d) == fresh

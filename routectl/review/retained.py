@@ -70,18 +70,18 @@ def update_retained(
 ) -> list[str]:
     """Rewrite the retained files whose rows moved; remove stale ones after a complete run."""
     lines: list[str] = []
-    written = 0
-    for name, snap in result.fresh.items():
-        if not result.comparison(name).identical:
-            write_snapshot(directory / f"{name}.json", snap, schema=schema)
-            lines.append(f"updated {directory / f'{name}.json'} ({len(snap.rows)} rows)")
-            written += 1
+    moved = [n for n in result.fresh if not result.comparison(n).identical]
+    for name in moved:
+        snap = result.fresh[name]
+        write_snapshot(directory / f"{name}.json", snap, schema=schema)
+        lines.append(f"updated {directory / f'{name}.json'} ({len(snap.rows)} rows)")
     if result.outcome.complete:
         for name in result.outcome.stale:
             path = directory / f"{name}.json"
+            # Gone already (another update removed it since the check read it): as asked.
             path.unlink(missing_ok=True)
             lines.append(f"removed stale {path}")
-    if not written and not result.outcome.stale:
+    if not moved and not result.outcome.stale:
         lines.append("retained snapshots already match")
     return lines
 
