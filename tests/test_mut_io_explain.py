@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +23,12 @@ from pydantic import BaseModel
 
 from routectl.category import Category
 from routectl.errors import InputError
-from routectl.project import Catalogue, Project
-from routectl.review.explain import explain_document, explain_text, resolve_row
+from routectl.project import Catalogue, Project, load_project
+from routectl.review.explain import explain, explain_document, explain_text, resolve_row
 from routectl.review.listing import category_summary, list_json, list_text
 from routectl.rows import NativeChanges, RowSpec
 from routectl.workload import EngineConfig
+from tests.fixtures.toy import make_project
 
 ENGINE = EngineConfig(tp=2, max_num_batched_tokens=4096)
 ENGINE_LINE = "engine " + " ".join(f"{k}={json.dumps(v)}" for k, v in ENGINE.to_json().items())
@@ -544,3 +546,83 @@ def test_list_json_is_versioned() -> None:
     }
     assert json.loads(list_json([summary])) == {"schema_version": 1, "categories": [summary]}
     assert json.loads(list_json([])) == {"schema_version": 1, "categories": []}
+
+
+def test_at_most_three_closest_ids_are_suggested_best_first() -> None:
+    ids = [f"m/x/tp1/none/c1/q6{i}" for i in (4, 6, 7, 8, 9)]
+    with pytest.raises(InputError) as info:
+        resolve_row(project(Plain("cat-a", ids)), "m/x/tp1/none/c1/q65", None)
+    assert str(info.value) == (
+        "unknown row id 'm/x/tp1/none/c1/q65': no category has it; did you mean "
+        "m/x/tp1/none/c1/q69 or m/x/tp1/none/c1/q68 or m/x/tp1/none/c1/q67? "
+        "(routectl list --rows shows every id)"
+    )
+
+
+# --- byte counts and calls a category's own shape may leave out -------------------------------
+
+
+def test_bytes_list_tensors_then_scratch_then_the_rest_and_skip_what_is_absent() -> None:
+    route = {
+        "bytes": {
+            "per_layer": {"w": 10},
+            "scratch": {"ws": 2048},
+            "total": 4096,
+            "tensors": {"q": 1024},
+        }
+    }
+    assert text(route)[3:7] == [
+        "bytes: total 4,096",
+        "  tensor q: 1,024",
+        "  scratch ws: 2,048",
+        "  per_layer w: 10",
+    ]
+    # A shape of its own with neither tensors nor scratch: no line for either.
+    assert text({"bytes": {"total": 5, "extra": 1}})[3:5] == ["bytes: total 5", "  extra: 1"]
+
+
+def test_a_call_without_a_plan_is_its_op_alone() -> None:
+    assert text({"dispatch": [{"op": "k_run"}]})[3:5] == ["prepare: none", "dispatch:"]
+    assert text({"dispatch": [{"op": "k_run"}]})[5] == "  k_run"
+
+
+# --- the whole explain, replayed ----------------------------------------------------------------
+
+
+def test_explain_replays_the_row_with_the_policy_of_its_sections_or_all() -> None:
+    from tests.test_parity import CATEGORY, PROJECT  # the example project (a slow import)
+
+    row_id = "edge:example_qpn_m1"
+    category = PROJECT.category(CATEGORY)
+    spec = {s.id: s for s in category.rows()}[row_id]
+    sections = list(PROJECT.policy_sections(category))
+    assert len(sections) >= 2
+    doc = explain(PROJECT, row_id, CATEGORY)
+    assert (doc["category"], doc["id"]) == (CATEGORY, f"{CATEGORY}:{row_id}")
+    assert doc["inputs"]["engine"] == spec.engine.to_json()
+    assert PROJECT.snapshots is not None
+    retained = json.loads((PROJECT.snapshots / f"{CATEGORY}.json").read_text())
+    assert doc["route"] == next(r for r in retained["rows"] if r["id"] == row_id)["route"]
+    # The sections its family reads, and engine-wide values; --all-policy: every section.
+    assert doc["policy"]["sections"] == sections
+    read = {name.split(".")[0] for name in doc["policy"]["values"]}
+    assert read == {*sections, "disabled_kernels", "linear_backend"}
+    everything = explain(PROJECT, row_id, CATEGORY, all_policy=True)["policy"]
+    assert everything["sections"] is None
+    assert set(doc["policy"]["values"]) < set(everything["values"])
+    assert all(everything["values"][k] == v for k, v in doc["policy"]["values"].items())
+    # The whole-model figures come from this row's spec and route.
+    totals = doc["model_totals"]
+    assert totals == category.model_totals(spec, doc["route"])
+    assert totals["layers"] == 48 and totals["total"] == totals["weights"] + totals["metadata"]
+
+
+def test_explain_finds_a_row_of_several_categories_in_the_one_named(tmp_path: Path) -> None:
+    toy = load_project(make_project(tmp_path, snapshot=False))
+    # `edge:slow` is a probe of both toy categories: the category given picks toy-b's.
+    doc = explain(toy, "edge:slow", "toy-b")
+    assert (doc["id"], doc["inputs"]["model"]) == ("toy-b:edge:slow", "toy_other")
+    assert doc["policy"]["values"]["toy.fast"] == {"value": False, "source": "alias:TOY_FAST"}
+    # A cell the category does not model: its status, and no policy was resolved.
+    na = explain(toy, "toy_na/float16/tp1/none/c1/q64", "toy-a")
+    assert (na["policy"], na["route"]["status"]["code"]) == (None, "not_applicable")
