@@ -11,9 +11,11 @@ file was written with). Both sides are tested: what collapses and what must not.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from routectl.review.matrix import ANY, Label, Matrix, build_matrix
+from routectl.review.matrix_html import ChangeGroup, render_html
 from routectl.rows import Invariance
 
 KV = Invariance("kv_free", ("kv",), ("route",))
@@ -105,3 +107,31 @@ def test_a_removed_row_of_the_same_label_collapses_and_marks_the_cell() -> None:
         key("m", ANY): (rid("m", "fp8"), "removed"),
         key("n", ANY): (rid("n", "float16"), None),
     }
+
+
+# --- a merged cell on the HTML page ------------------------------------------------------------
+
+
+def test_every_group_of_a_merged_cells_rows_links_to_it_and_lights_it() -> None:
+    # m's two rows both route to A (kv collapses) but moved differently, so the review puts
+    # them in two groups: both groups link to the one merged cell, which is in both. Before,
+    # the cell carried only the first moved row's id and the second group had no link.
+    def row(row_id: str, total: int) -> dict[str, Any]:
+        return {"id": row_id, "route": {**route("A"), "bytes": {"total": total}}}
+
+    m16, m8 = rid("m", "float16"), rid("m", "fp8")
+    matrix = build_matrix(
+        "cat", [row(m16, 2), row(m8, 3)], baseline=[row(m16, 1), row(m8, 1)], collapse=(KV,)
+    )
+    assert matrix.collapsed == ("kv",) and matrix.shown_by == {m16: m16, m8: m16}
+    groups = [
+        ChangeGroup("route.bytes.total: 1 -> 2", (), (f"cat:{m16}",)),
+        ChangeGroup("route.bytes.total: 1 -> 3", (), (f"cat:{m8}",)),
+    ]
+    page = render_html([matrix], title="t", subtitle="s", groups=groups)
+    cells = re.findall(r'<td id="r(\d+)"[^>]*?(?: data-groups="([^"]*)")?>', page)
+    assert cells == [("0", "g0 g1")]
+    assert re.findall(r'<a href="#r(\d+)" data-group="(g\d+)">', page) == [
+        ("0", "g0"),
+        ("0", "g1"),
+    ]

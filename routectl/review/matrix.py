@@ -129,6 +129,9 @@ class Matrix:
     collapsed: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     grid_rows: int = 0  # matrix rows the grid stands for (collapsed, more than its cells)
+    # Each grid row's id -> the id of the row whose cell shows it: itself, unless a collapse
+    # merged it into a cell that shows another row (the first that moved, else the first).
+    shown_by: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def total_rows(self) -> int:
@@ -469,6 +472,10 @@ def build_matrix(
         # A collapsed cell stands for its rows: the first that moved, else the first.
         if key not in grid or (grid[key].change is None and cells[i].change is not None):
             grid[key] = cells[i]
+    shown_by = {
+        i: grid[(tuple(p[d] for d in rows_dims), tuple(p[d] for d in cols_dims))].id
+        for i, p in present.items()
+    }
     probes = tuple(cells[i] for i in ids if grid_ids[i] is None)
 
     counts: dict[Label, int] = {}
@@ -496,6 +503,7 @@ def build_matrix(
         collapsed=collapsed,
         notes=notes,
         grid_rows=len(present),
+        shown_by=shown_by,
     )
 
 

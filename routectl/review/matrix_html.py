@@ -213,6 +213,24 @@ def _cell_attrs(
     return (f'id="r{n}" class="{" ".join(classes)}" data-row="{n}" title="{esc(title)}"{extra}'), n
 
 
+def _cell_groups(matrix: Matrix, membership: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """The change groups of each grid cell, by its qualified id: a collapsed cell is in the
+    groups of every row it stands for (in group order), so that each group highlights it."""
+    members: dict[str, list[str]] = {}
+    for row_id, shown in matrix.shown_by.items():
+        members.setdefault(shown, []).append(row_id)
+    out: dict[str, list[str]] = {}
+    for cell in matrix.grid.values():
+        found = {
+            g
+            for row_id in members.get(cell.id, [cell.id])
+            for g in membership.get(f"{matrix.category}:{row_id}", ())
+        }
+        if found:
+            out[f"{matrix.category}:{cell.id}"] = sorted(found, key=lambda g: int(g[1:]))
+    return out
+
+
 def _grid(page: _Page, matrix: Matrix, cat: int, groups: Mapping[str, list[str]]) -> str:
     if not matrix.grid:
         return "<p>No matrix rows.</p>"
@@ -397,12 +415,17 @@ def render_html(
             f"{esc(' × '.join(matrix.cols_dims))}; each cell the {what}), "
             f"{len(matrix.probes)} edge probes.</p>"
             + _notes(matrix)
-            + _grid(page, matrix, cat, membership)
+            + _grid(page, matrix, cat, _cell_groups(matrix, membership))
             + _legend(matrix, cat)
             + _probes(page, matrix, cat, membership)
             + "</section>"
         )
     cell_ids = {row["id"]: n for n, row in enumerate(page.rows)}
+    for matrix in matrices:
+        # A row a collapsed cell stands for links to that cell.
+        qualified = f"{matrix.category}:"
+        for row_id, shown in matrix.shown_by.items():
+            cell_ids.setdefault(qualified + row_id, cell_ids[qualified + shown])
     nav = " ".join(f'<a href="#cat-{esc(m.category)}">{esc(m.category)}</a>' for m in matrices)
     changes = _changes(groups or (), cell_ids) if compared else ""
     return (
