@@ -34,7 +34,9 @@ from routectl.review.compare import (
     compare_rows,
     field_changes,
     item_keys,
+    keyed,
     row_values,
+    unkeyed,
 )
 
 RID = "model1/float16/tp1/none/c1/q8192"
@@ -390,3 +392,54 @@ def test_a_field_change_as_json() -> None:
         "old": [1],
         "new": {"a": None},
     }
+
+
+# --- keyed lists inside lists compared by position ---------------------------------------------
+
+NESTED = {"x": [{"items": [{"name": "a", "sub": [{"name": "s"}, {"name": "t"}]}]}]}
+
+
+def test_a_keyed_list_inside_a_list_by_position_is_keyed_at_every_depth() -> None:
+    # The outer list has no identity (by position); `items` and `sub` are keyed by name.
+    assert list(row_values(NESTED)) == [
+        "x",
+        "x[0]",
+        "x[0].items",
+        "x[0].items[a]",
+        "x[0].items[a].name",
+        "x[0].items[a].sub",
+        "x[0].items[a].sub[s]",
+        "x[0].items[a].sub[s].name",
+        "x[0].items[a].sub[t]",
+        "x[0].items[a].sub[t].name",
+    ]
+    assert row_values(NESTED)["x[0].items[a].sub"] == [{"name": "s"}, {"name": "t"}]
+    assert unkeyed(keyed(NESTED)) == NESTED
+
+
+def test_a_reorder_inside_a_list_by_position_is_one_reordered_change() -> None:
+    old = {"id": "r", "route": {"x": [{"items": [{"name": "a"}, {"name": "b"}]}]}}
+    new = {"id": "r", "route": {"x": [{"items": [{"name": "b"}, {"name": "a"}]}]}}
+    assert field_changes(old, new) == [
+        FieldChange("route.x[0].items", "reordered", ["a", "b"], ["b", "a"])
+    ]
+    # Deeper still: a keyed list inside a keyed item inside a list by position.
+    old2 = {"id": "r", "route": copy.deepcopy(NESTED)}
+    new2 = copy.deepcopy(old2)
+    new2["route"]["x"][0]["items"][0]["sub"].reverse()
+    assert field_changes(old2, new2) == [
+        FieldChange("route.x[0].items[a].sub", "reordered", ["s", "t"], ["t", "s"])
+    ]
+
+
+def test_a_mapping_whose_keys_all_changed_is_each_key_added_and_removed() -> None:
+    # DeepDiff's default threshold reports a mostly different dict as one changed value;
+    # routectl names each key.
+    old = {"id": "r", "route": {"k": {"a": 1, "b": 2}}}
+    new = {"id": "r", "route": {"k": {"c": 3, "d": 4}}}
+    assert field_changes(old, new) == [
+        FieldChange("route.k.a", "removed", 1, None),
+        FieldChange("route.k.b", "removed", 2, None),
+        FieldChange("route.k.c", "added", None, 3),
+        FieldChange("route.k.d", "added", None, 4),
+    ]

@@ -64,8 +64,8 @@ class Keyed(dict[ItemKey, Any]):
     """A keyed list: its items by key, in list order (for DeepDiff, a mapping)."""
 
 
-def _name_rule(field_name: str) -> Callable[[Any, int, dict[Any, int]], ItemKey | None]:
-    def rule(item: Any, _index: int, _seen: dict[Any, int]) -> ItemKey | None:
+def _name_rule(field_name: str) -> Callable[[Any, dict[Any, int]], ItemKey | None]:
+    def rule(item: Any, _seen: dict[Any, int]) -> ItemKey | None:
         value = item.get(field_name) if type(item) is dict else None
         return ItemKey(value, (value,)) if type(value) is str and value else None
 
@@ -78,12 +78,12 @@ def _m_of(item: Any, *keys: str) -> int | None:
     return item if type(item) is int else None
 
 
-def _stage_rule(item: Any, _index: int, _seen: dict[Any, int]) -> ItemKey | None:
+def _stage_rule(item: Any, _seen: dict[Any, int]) -> ItemKey | None:
     m = _m_of(item, "m")
     return None if m is None or "chosen" not in item else ItemKey(f"M={m}", (m,))
 
 
-def _dispatch_rule(item: Any, _index: int, seen: dict[Any, int]) -> ItemKey | None:
+def _dispatch_rule(item: Any, seen: dict[Any, int]) -> ItemKey | None:
     m = _m_of(item, "plan", "m")
     if m is None or "op" not in item:
         return None
@@ -96,12 +96,13 @@ KEY_RULES = (*map(_name_rule, NAME_KEYS), _stage_rule, _dispatch_rule)
 
 
 def _keys(
-    items: list[Any], rule: Callable[[Any, int, dict[Any, int]], ItemKey | None]
+    items: list[Any], rule: Callable[[Any, dict[Any, int]], ItemKey | None]
 ) -> list[ItemKey] | None:
+    # `seen`: what the rule has keyed so far in this list (the dispatch rule counts calls).
     seen: dict[Any, int] = {}
     keys = []
-    for index, item in enumerate(items):
-        key = rule(item, index, seen)
+    for item in items:
+        key = rule(item, seen)
         if key is None:
             return None
         keys.append(key)
