@@ -18,6 +18,7 @@ import pytest
 
 import routectl
 from routectl.errors import InputError
+from routectl.review.cache import ReplayCache
 from routectl.review.check import (
     CheckResult,
     RemovedCategory,
@@ -31,7 +32,7 @@ from routectl.review.check import (
     snapshot_from_texts,
 )
 from routectl.review.compare import ExpectedEntry
-from routectl.review.expected import ExpectedChanges
+from routectl.review.expected import ExpectedChanges, load_expected_changes
 from routectl.review.sources import SnapshotFiles
 from tests.fixtures.toy import declaring, edit_row, load, make_project, row, save
 
@@ -268,3 +269,95 @@ def test_an_id_expected_change_passes_and_an_extra_one_is_missing(project: Path)
     assert result.outcome.categories["toy-b"].missing == (ROW_B,)
     # A filtered run judges only its categories: the toy-b id is not missing there.
     assert check(project, ["toy-a"], expected=[entry(f"toy-a:{ROW_A}"), entry(f"toy-b:{ROW_B}")]).ok
+
+
+# --- the cache given, and a filtered judge -----------------------------------------------------
+
+
+def test_fresh_snapshots_replay_into_the_cache_given_and_read_it_next(project: Path) -> None:
+    toy = routectl.load_project(project)
+    first = ReplayCache(project / ".cache", [].append)
+    fresh = fresh_snapshots(toy, list(toy.categories), cache=first)
+    assert (sorted(first.replayed), first.hits) == (["toy-a", "toy-b"], [])
+    again = ReplayCache(project / ".cache", [].append)
+    assert fresh_snapshots(toy, list(toy.categories), cache=again) == fresh
+    assert (again.replayed, sorted(again.hits)) == ([], ["toy-a", "toy-b"])
+
+
+def test_a_second_check_with_the_cache_spares_the_retained_files_parse(project: Path) -> None:
+    toy = routectl.load_project(project)
+    retained = SnapshotFiles.retained(folder(project))
+    first = ReplayCache(project / ".cache", [].append)
+    assert run_check(toy, baseline=retained, cache=first).ok
+    assert first.retained_hits == []
+    again = ReplayCache(project / ".cache", [].append)
+    result = run_check(toy, baseline=SnapshotFiles.retained(folder(project)), cache=again)
+    assert result.ok and sorted(again.hits) == ["toy-a", "toy-b"]
+    # Each retained file was parsed in full once, then known by its memo: no parse now.
+    assert sorted(again.retained_hits) == ["toy-a", "toy-b"]
+    # A category whose fresh rows are given is no file to spare (it is not read for them).
+    third = ReplayCache(project / ".cache", [].append)
+    fresh = {"toy-a": result.fresh["toy-a"]}
+    run_check(toy, baseline=SnapshotFiles.retained(folder(project)), ready=fresh, cache=third)
+    assert third.retained_hits == ["toy-b"]
+
+
+def test_judge_against_judges_only_the_categories_named_and_uses_the_cache(
+    project: Path,
+) -> None:
+    toy = routectl.load_project(project)
+    source = SnapshotFiles.baseline_folder(folder(project), advice="")
+    cache = ReplayCache(project / ".cache", [].append)
+    result = judge_against(toy, ["toy-b"], source, cache=cache)
+    assert list(result.outcome.categories) == ["toy-b"] and result.ok
+    assert result.outcome.complete is False
+    assert cache.replayed == ["toy-b"]
+
+
+def test_a_filtered_run_leaves_an_expected_row_of_another_category_unjudged(
+    project: Path,
+) -> None:
+    # ROW_B is toy-b's alone: a bare id of it belongs to toy-b (found among its declared rows,
+    # not replayed in a run of toy-a) and is not judged here: neither missing nor unattributed.
+    bare = [ExpectedEntry(ROW_B, None, ROW_B, "toy-b's change")]
+    result = check(project, ["toy-a"], expected=bare)
+    assert list(result.outcome.categories) == ["toy-a"]
+    assert result.ok
+    assert (result.outcome.unattributed, result.outcome.missing_stated) == ((), ())
+    # The same id in a run of toy-b is judged there: stated but not changed, so missing.
+    judged = check(project, ["toy-b"], expected=bare)
+    assert not judged.ok
+    assert list(judged.outcome.categories["toy-b"].missing) == [ROW_B]
+
+
+def test_a_removed_rows_group_names_what_the_baseline_row_routed_to(project: Path) -> None:
+    d = folder(project)
+    data = load(d / "toy-a.json")
+    gone = {**row(data, ROW_A), "id": "toy_model/float16/tp4/none/c1/q64"}
+    gone["route"] = {**gone["route"], "kernel": "SlowKernel"}
+    data["rows"] = sorted([*data["rows"], gone], key=lambda r: r["id"])
+    save(d / "toy-a.json", data)
+    verdict = check(project).outcome.categories["toy-a"]
+    assert [(g.kind, g.row_ids, g.label) for g in verdict.groups] == [
+        ("removed", ("toy_model/float16/tp4/none/c1/q64",), "kernel SlowKernel")
+    ]
+
+
+def test_a_stated_entry_that_matches_no_row_is_missing_from_the_outcome(
+    project: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "expected.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "changes": [{"rows": "toy-a:nomodel/**", "reason": "a model the toy lacks"}],
+            }
+        )
+    )
+    expected = load_expected_changes(path, ["toy-a", "toy-b"])
+    result = check(project, expected=expected)
+    assert not result.ok
+    assert [(m.entry, m.rows, m.why) for m in result.outcome.missing_stated] == [
+        (0, "toy-a:nomodel/**", "matches no row")
+    ]

@@ -299,18 +299,15 @@ def _naming_breaks(
     groups: Sequence[ChangeGroup], broken: Sequence[InvarianceBreak]
 ) -> tuple[ChangeGroup, ...]:
     """The change groups, each naming the broken invariances it breaks (a removed row is in
-    no fresh class: it breaks none)."""
+    no fresh class, so `breaks_of` finds none for a removed group)."""
     if not broken:
         return tuple(groups)
-    out = []
-    for group in groups:
-        names = (
-            breaks_of((f.path for f in group.fields), group.row_ids, broken)
-            if group.kind != "removed"
-            else ()
+    return tuple(
+        dataclasses.replace(
+            group, breaks=breaks_of((f.path for f in group.fields), group.row_ids, broken)
         )
-        out.append(dataclasses.replace(group, breaks=names) if names else group)
-    return tuple(out)
+        for group in groups
+    )
 
 
 def expected_document(result: CheckResult) -> list[dict[str, str]]:
