@@ -302,13 +302,20 @@ def owned(tmp_path: Path) -> tuple[Path, Project]:
     return root, toy
 
 
-def test_an_update_reads_and_writes_with_the_projects_own_route_shapes(
-    owned: tuple[Path, Project],
-) -> None:
+@pytest.fixture
+def moved(owned: tuple[Path, Project]) -> tuple[Path, Project, dict[str, bytes]]:
+    """The owning toy's copy with one toy-a row moved; the bytes its folder held before."""
     root, toy = owned
-    d = folder(root)
-    written = tree_bytes(d)
+    written = tree_bytes(folder(root))
     move_row(root, "toy-a", ROW_A, 9)
+    return root, toy, written
+
+
+def test_an_update_reads_and_writes_with_the_projects_own_route_shapes(
+    moved: tuple[Path, Project, dict[str, bytes]],
+) -> None:
+    root, toy, written = moved
+    d = folder(root)
     done = run(root, toy=toy, update=True, accept_all=True)
     assert (done.updated, done.update_refused) == (True, False)
     assert done.notes == (f"updated {d / 'toy-a.json'} (11 rows)",)
@@ -316,12 +323,10 @@ def test_an_update_reads_and_writes_with_the_projects_own_route_shapes(
 
 
 def test_a_failing_check_writes_new_files_with_the_projects_own_route_shapes(
-    owned: tuple[Path, Project],
+    moved: tuple[Path, Project, dict[str, bytes]],
 ) -> None:
-    root, toy = owned
+    root, toy, written = moved
     d = folder(root)
-    written = tree_bytes(d)
-    move_row(root, "toy-a", ROW_A, 9)
     done = run(root, toy=toy)
     assert not done.result.ok
     assert done.notes == (f"wrote {d / 'toy-a.json.new'}",)
