@@ -212,3 +212,63 @@ def test_write_json_writes_the_canonical_text(tmp_path: Path, plain: bool) -> No
         target.read_text() == dump_json(data) == json.dumps(data, indent=2, sort_keys=True) + "\n"
     )
     assert seen == [dump_json(data)]
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [
+        ("a" * 195 + ".json", "a" * 195 + ".json"),  # 200 bytes: whole
+        ("a" * 196 + ".json", "a" * 196 + ".jso"),  # 201 bytes: cut to 200
+        ("b" * 250 + ".json", "b" * 200),  # 255 bytes, the longest valid name
+        ("é" * 127, "é" * 100),  # 254 bytes, cut between two characters
+        ("a" + "é" * 127, "a" + "é" * 99 + os.fsdecode(b"\xc3")),  # cut inside one
+    ],
+    ids=["200-bytes", "201-bytes", "255-bytes", "cut-between", "cut-inside"],
+)
+def test_a_target_named_near_the_limit_gets_a_temp_name_that_fits(
+    tmp_path: Path, name: str, kept: str
+) -> None:
+    target = tmp_path / name
+    temp = temp_path(target)
+    assert temp.name.startswith(f".{kept}.routectl-{os.getpid()}-")
+    assert len(os.fsencode(temp.name)) <= 255
+    assert TEMP_NAME.match(temp.name) and temp.match(TEMP_GLOB)
+    write_text(target, "new")  # a valid name is written, whatever its length
+    assert target.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_create_that_fails_before_the_temp_exists_keeps_its_own_error(tmp_path: Path) -> None:
+    # At the open-files limit the temp file is never created: the cleanup must not replace the
+    # error by one about the missing temp file. A child process, so the limit is its own.
+    script = (
+        "import os, resource, sys\n"
+        "from pathlib import Path\n"
+        "from routectl.errors import InputError\n"
+        "from routectl.review.snapshot import write_text\n"
+        "target = Path(sys.argv[1])\n"
+        "used = len(os.listdir('/proc/self/fd')) - 1\n"  # less the listing's own
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (used, resource.getrlimit("
+        "resource.RLIMIT_NOFILE)[1]))\n"
+        "try:\n"
+        "    write_text(target, 'new')\n"
+        "except InputError as exc:\n"
+        "    print(exc)\n"
+    )
+    target = tmp_path / "toy-a.json"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(target)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == f"cannot write {target}: {os.strerror(24)}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_json_refuses_what_json_cannot_hold_unless_told_it_is_plain(tmp_path: Path) -> None:
+    # `plain` is the caller's promise; without it the document is checked (NaN is refused, not
+    # written as null).
+    target = tmp_path / "out.json"
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        write_json(target, {"v": float("nan")})
+    assert not target.exists()
+    write_json(target, {"v": 1e-05, "w": (1, 2)})
+    assert target.read_text() == '{\n  "v": 1e-05,\n  "w": [\n    1,\n    2\n  ]\n}\n'

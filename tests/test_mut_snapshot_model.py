@@ -384,3 +384,43 @@ def test_write_snapshot_hands_its_callback_the_complete_temp_file(tmp_path: Path
     seen: list[str] = []
     write_snapshot(target, snap, before_replace=lambda temp: seen.append(temp.read_text()))
     assert seen == [dump_json(snap.to_json())] and target.read_text() == seen[0]
+
+
+def test_a_row_without_a_text_id_does_not_end_the_id_checks() -> None:
+    # The row with id 7 is the schema's to phrase; the duplicate after it is still named here.
+    assert parse_refusal(document({"id": 7, "route": {}}, status_row(A), status_row(A))) == (
+        f"snap.json: duplicate row id {A!r}"
+    )
+    not_a_row: Any = ["row"]
+    assert parse_refusal(document(not_a_row, status_row(B), {"id": "Bad"})) == (
+        "snap.json: rows[2]: malformed row id 'Bad'"
+    )
+
+
+def test_an_unparsable_snapshot_is_named_as_a_snapshot_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "toy-a.json"
+    path.write_bytes(b"{")
+    for data in (None, b"{"):
+        with pytest.raises(InputError) as caught:
+            read_snapshot(path, data=data)
+        assert str(caught.value).startswith(f"snapshot {path} is not valid JSON: ")
+
+
+def test_plain_rows_sorts_keys_and_lists_tuples_at_every_depth() -> None:
+    rows = [{"b": (1, 2), "a": {"d": (3,), "c": 1}, "id": A}]
+    plain = plain_rows(rows)
+    assert plain == [{"a": {"c": 1, "d": [3]}, "b": [1, 2], "id": A}]
+    assert list(plain[0]) == ["a", "b", "id"] and list(plain[0]["a"]) == ["c", "d"]
+    # A float orjson writes unlike json (1e-05) takes the slow path: the same rows.
+    slow = plain_rows([{"v": 1e-05, "b": (1,), "a": 1}])
+    assert slow == [{"a": 1, "b": [1], "v": 1e-05}] and list(slow[0]) == ["a", "b", "v"]
+    assert type(plain_rows([{"a": True}])[0]["a"]) is bool
+
+
+def test_a_row_whose_keys_cannot_be_sorted_is_named() -> None:
+    # Keys of mixed types: json cannot sort them (TypeError); the row is named, not the list.
+    with pytest.raises(SnapshotError) as caught:
+        mixed: Any = {"id": "edge:mixed", 1: "x", "b": "y"}
+        plain_rows([status_row(A), mixed])
+    assert str(caught.value).startswith("row 'edge:mixed' is not JSON: ")
+    assert "'<' not supported" in str(caught.value)

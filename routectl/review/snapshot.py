@@ -60,10 +60,17 @@ TEMP_GLOB = ".*.routectl-*-*.tmp"
 TEMP_NAME = re.compile(r"^\..+\.routectl-(?P<pid>[0-9]+)-[0-9a-f]+\.tmp$")
 
 
+# The target's name as the temporary name holds it, in bytes: a file name is at most 255 bytes
+# (NAME_MAX) and the rest of the temporary name up to 36 (a 7-digit pid), so a target named
+# near the limit, which is valid, still gets a temporary file (its name cut, still unique).
+TEMP_NAME_PART_MAX = 200
+
+
 def temp_path(path: Path) -> Path:
     # os.urandom, as secrets.token_hex reads it: `secrets` would import hmac and OpenSSL's
     # hashlib (about 20 ms) into every command for one name.
-    return path.with_name(f".{path.name}.routectl-{os.getpid()}-{os.urandom(6).hex()}.tmp")
+    name = os.fsdecode(os.fsencode(path.name)[:TEMP_NAME_PART_MAX])
+    return path.with_name(f".{name}.routectl-{os.getpid()}-{os.urandom(6).hex()}.tmp")
 
 
 def _alive(pid: int) -> bool:
@@ -278,9 +285,9 @@ def plain_rows(rows: Sequence[Row]) -> list[Row]:
         return json.loads(json.dumps(list(rows), allow_nan=False, sort_keys=True))
     except (TypeError, ValueError) as exc:
         problem = str(exc)
-    for item in rows:  # name the first offending row
+    for item in rows:  # name the first offending row (sorted keys: mixed key types fail)
         try:
-            json.dumps(item, allow_nan=False)
+            json.dumps(item, allow_nan=False, sort_keys=True)
         except (TypeError, ValueError) as exc:
             row_id = item.get("id") if isinstance(item, dict) else None
             raise SnapshotError(f"row {row_id!r} is not JSON: {exc}") from None
