@@ -1,0 +1,301 @@
+"""A check outcome's text, GitHub and JSON renderings, whole, in process
+(`routectl.review.report`): nested change clusters in terminal text (what each child adds,
+its verdict only where it is not its parent's, a one-line child, a child's rows by id, by
+pattern, cut by `max_rows`, its fields cut by `max_fields`), every kind of problem line of a
+failing outcome and the GitHub annotations on both sides of their cap, the renderer table's
+options reaching each format, and a report that breaks its schema refused. The CLI tests
+check the same through a toy project and match fragments; these are fast enough for the
+mutation runs (issue 28)."""
+
+# ruff: noqa: E501  (the expected text is a literal, one line per line of the output)
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import pytest
+
+from routectl.review.compare import (
+    CategoryVerdict,
+    CheckOutcome,
+    FieldChange,
+    MissingItem,
+    compare_rows,
+    parse_expected,
+)
+from routectl.review.expected import (
+    ExpectedChanges,
+    judge_category,
+    parse_document,
+    resolve_stated,
+)
+from routectl.review.groups import group_changes
+from routectl.review.invariances import InvarianceBreak
+from routectl.review.markdown import render_markdown
+from routectl.review.report import (
+    RenderOptions,
+    build_report,
+    problems,
+    render,
+    render_github,
+    render_json,
+    render_text,
+)
+from routectl.review.snapshot import SnapshotError
+from routectl.rows import Invariance
+
+Row = dict[str, Any]
+
+
+def rid(tp: int = 2, c: int = 1, q: int = 4096) -> str:
+    return f"m/float16/tp{tp}/none/c{c}/q{q}"
+
+
+def route_row(row_id: str, kernel: str = "K") -> Row:
+    return {"id": row_id, "route": {"kernel": kernel, "flags": {"gated": False}, "status": None}}
+
+
+def verdict_of(
+    name: str, old: list[Row], new: list[Row], document: dict[str, Any] | None = None
+) -> CategoryVerdict:
+    comparison = compare_rows(old, new)
+    groups = group_changes(name, comparison, {r["id"]: r for r in new}, {r["id"]: r for r in old})
+    if document is None:
+        return judge_category(name, comparison, (), groups)[0]
+    entries = parse_document(document, [name], source="f").entries
+    ids = comparison.fresh_ids | comparison.baseline_ids
+    stated = resolve_stated(entries, [name], lambda _name: ids, [name])
+    return judge_category(name, comparison, stated.by_category[name], groups)[0]
+
+
+# --- clusters in text ----------------------------------------------------------------------
+
+
+def five_rows() -> tuple[list[Row], list[Row]]:
+    """Four rows change their kernel; two of them also gated, one of those its status too;
+    a fourth the status alone; a fifth row only gated (linked to the kernel rows through it)."""
+    old = [route_row(i) for i in (rid(c=1), rid(c=4), rid(c=8), rid(tp=4), rid(q=8192))]
+    new = copy.deepcopy(old)
+    for r in new[:4]:
+        r["route"]["kernel"] = "K2"
+    for r in new[1:3]:
+        r["route"]["flags"]["gated"] = True
+    new[2]["route"]["status"] = "slow"
+    new[3]["route"]["status"] = "fast"
+    new[4]["route"]["flags"]["gated"] = True
+    return old, new
+
+
+def test_a_child_shows_its_verdict_only_where_it_differs_from_its_parents() -> None:
+    old, new = five_rows()
+    # c4 is stated whole; c8 states its kernel only (its gated and status are not stated).
+    document = {
+        "schema_version": 3,
+        "changes": [
+            {
+                "rows": rid(c=4),
+                "fields": {"route.kernel": ["K", "K2"], "route.flags.gated": [False, True]},
+                "reason": "r1",
+            },
+            {"rows": rid(c=8), "fields": {"route.kernel": ["K", "K2"]}, "reason": "r1"},
+        ],
+    }
+    outcome = CheckOutcome({"cat-a": verdict_of("cat-a", old, new, document)})
+    assert render_text(outcome) == (
+        "cat-a: FAILED: 5 rows, 5 changed, 0 added, 0 removed, 1 expected\n"
+        "  changed 4 rows in 4 groups (1 expected, 3 unexpected)\n"
+        '    route.kernel: "K" -> "K2"\n'
+        "    + 1 row (unexpected)\n"
+        "      row cat-a:m/float16/tp2/none/c1/q4096\n"
+        "    + 2 rows in 2 groups (1 expected, 1 unexpected), also:\n"
+        "      route.flags.gated: false -> true <- not stated\n"
+        "      + 1 row (expected: r1)\n"
+        "        row cat-a:m/float16/tp2/none/c4/q4096\n"
+        '      + row cat-a:m/float16/tp2/none/c8/q4096 (unexpected): route.status: null -> "slow" <- not stated\n'
+        '    + row cat-a:m/float16/tp4/none/c1/q4096 (unexpected): route.status: null -> "fast"\n'
+        "  changed 1 row (unexpected)\n"
+        "    route.flags.gated: false -> true\n"
+        "    rows cat-a:m/float16/tp2/none/c1/q8192\n"
+        "FAILED: 4 unexpected, 0 missing (1 category, 5 rows)\n"
+    )
+
+
+def seven_rows(*, extra: bool = False) -> tuple[list[Row], list[Row]]:
+    """Gated is shared by six rows; five of them change the kernel too, among them two ids
+    outside the row grammar (`extra`: those two also change the status and add a flag)."""
+    old, new = five_rows()
+    new[2]["route"]["status"] = None
+    new[3]["route"]["flags"]["gated"] = True
+    new[3]["route"]["status"] = "slow"
+    old += [route_row("alpha"), route_row("beta")]
+    new += [route_row("alpha", "K2"), route_row("beta", "K2")]
+    for r in new[-2:]:
+        r["route"]["flags"]["gated"] = True
+        if extra:
+            r["route"]["status"] = "x"
+            r["route"]["flags"]["fast"] = True
+    return old, new
+
+
+SEVEN_HEAD = (
+    "cat-b: FAILED: 7 rows, 7 changed, 0 added, 0 removed\n"
+    "  changed 6 rows in 3 groups (unexpected)\n"
+    "    route.flags.gated: false -> true\n"
+    "    + 5 rows in 2 groups, also:\n"
+    '      route.kernel: "K" -> "K2"\n'
+    "      + 4 rows\n"
+)
+SEVEN_TAIL = (
+    '      + row cat-b:m/float16/tp4/none/c1/q4096: route.status: null -> "slow"\n'
+    "    + 1 row\n"
+    "      row cat-b:m/float16/tp2/none/c1/q8192\n"
+    "  changed 1 row (unexpected)\n"
+    '    route.kernel: "K" -> "K2"\n'
+    "    rows cat-b:m/float16/tp2/none/c1/q4096\n"
+    "FAILED: 7 unexpected, 0 missing (1 category, 7 rows)\n"
+)
+
+
+def test_children_of_one_verdict_list_their_rows_all_or_cut() -> None:
+    outcome = CheckOutcome({"cat-b": verdict_of("cat-b", *seven_rows())})
+    assert render_text(outcome) == (
+        SEVEN_HEAD + "        row cat-b:alpha\n"
+        "        row cat-b:beta\n"
+        "        row cat-b:m/float16/tp2/none/c4/q4096\n"
+        "        row cat-b:m/float16/tp2/none/c8/q4096\n" + SEVEN_TAIL
+    )
+    assert render_text(outcome, max_rows=1, max_fields=1) == (
+        SEVEN_HEAD + "        row cat-b:alpha\n        ... and 3 more\n" + SEVEN_TAIL
+    )
+
+
+def test_a_child_group_cuts_its_fields_and_names_rows_by_pattern() -> None:
+    outcome = CheckOutcome({"cat-b": verdict_of("cat-b", *seven_rows(extra=True))})
+    assert render_text(outcome, max_fields=1, max_rows=0) == (
+        "cat-b: FAILED: 7 rows, 7 changed, 0 added, 0 removed\n"
+        "  changed 6 rows in 4 groups (unexpected)\n"
+        "    route.flags.gated: false -> true\n"
+        "    + 5 rows in 3 groups, also:\n"
+        '      route.kernel: "K" -> "K2"\n'
+        "      + 2 rows\n"
+        "        route.flags.fast: added true\n"
+        "        ... 1 more field change\n"
+        "        row cat-b:alpha\n"
+        "        row cat-b:beta\n"
+        "      + 2 rows\n"
+        "        rows cat-b:m/float16/tp2/none/c{4,8}/q4096\n" + SEVEN_TAIL
+    )
+
+
+# --- every problem, and the GitHub annotations ---------------------------------------------
+
+
+def kernel_row(row_id: str, kernel: str = "K") -> Row:
+    return {"id": row_id, "route": {"kernel": kernel}}
+
+
+def failing_outcome() -> CheckOutcome:
+    """One of each problem: a stale category, a broken invariance, a group partly expected, an
+    added row, a stated row that did not change and one that names no row, groups of ids no
+    pattern describes (seven rows) and one row, a listed id no category has and a stated field
+    that matched nothing."""
+    names = ["cat-a", "cat-b", "cat-c"]
+    old = [kernel_row(f"edge:{n}") for n in ("alpha", "beta", "gamma", "delta")]
+    new = [kernel_row(f"edge:{n}", "K2") for n in ("alpha", "beta", "gamma")]
+    new += [kernel_row("edge:delta"), kernel_row("edge:new")]
+    comparison = compare_rows(old, new)
+    groups = group_changes(
+        "cat-a", comparison, {r["id"]: r for r in new}, {r["id"]: r for r in old}
+    )
+    listed = ["cat-a:edge:beta", "cat-a:edge:delta", "cat-a:edge:zzqq_far"]
+    entries = ExpectedChanges.of_ids(parse_expected(listed, names, source="f.json")).entries
+    ids = comparison.fresh_ids | comparison.baseline_ids
+    stated = resolve_stated(entries, ["cat-a"], lambda _name: ids, ["cat-a"])
+    verdict, _ = judge_category("cat-a", comparison, stated.by_category["cat-a"], groups)
+    a, b = rid(tp=2), rid(tp=4)
+    broken = InvarianceBreak(
+        "cat-a",
+        Invariance("tp-free", ("tp",), ("route.kernel",), "why"),
+        (a, b),
+        FieldChange("route.kernel", "changed", "K", "x" * 130),
+        1,
+        frozenset({a, b}),
+    )
+    verdict = dataclasses.replace(verdict, broken=(broken,))
+    scattered = [f"model{i}/float16/tp{i}/none/c{i}/q{i}" for i in range(7)]
+    many = verdict_of(
+        "cat-b", [kernel_row(i) for i in scattered], [kernel_row(i, "L") for i in scattered]
+    )
+    one = verdict_of("cat-c", [kernel_row(rid())], [kernel_row(rid(), "L")])
+    return CheckOutcome(
+        {"cat-a": verdict, "cat-b": many, "cat-c": one},
+        stale=("gone",),
+        unattributed=("edge:lost",),
+        missing_stated=(MissingItem(0, "edge:beta", "route.kernel", "stated but no"),),
+    )
+
+
+PROBLEMS = [
+    "stale snapshot category gone: it is no longer listed",
+    "invariance tp-free broken (tp never changes route.kernel): cat-a:m/float16/tp2/none/c1/q4096 and cat-a:m/float16/tp4/none/c1/q4096 differ: "
+    f'route.kernel: "K" -> "{"x" * 130}"',
+    '2 rows (of 3) changed unexpectedly: route.kernel: "K" -> "K2": cat-a:edge:{alpha,beta,gamma}',
+    "1 row added unexpectedly (kernel K): cat-a:edge:new",
+    "cat-a:edge:delta is listed as an expected change but did not change",
+    "cat-a:edge:zzqq_far is listed as an expected change but names no row (unknown id)",
+    '7 rows changed unexpectedly: route.kernel: "K" -> "L": cat-b:model0/float16/tp0/none/c0/q0 and 6 more',
+    '1 row changed unexpectedly: route.kernel: "K" -> "L": cat-c:m/float16/tp2/none/c1/q4096',
+    "edge:lost is listed as an expected change but names no row (unknown id)",
+    "expected-changes field route.kernel of entry [0] (rows edge:beta): stated but no",
+]
+SUMMARY = "FAILED: 11 unexpected, 4 missing, 1 broken invariance, 1 stale category (3 categories, 13 rows)"
+
+
+def test_every_problem_is_one_whole_line_values_never_cut() -> None:
+    assert problems(failing_outcome()) == PROBLEMS
+
+
+@pytest.mark.parametrize("cap", [10, 11, 9, 1])
+def test_github_annotations_up_to_the_cap_then_a_notice_counting_the_rest(cap: int) -> None:
+    lines = render_github(failing_outcome(), command="diff", max_errors=cap).splitlines()
+    shown = PROBLEMS[:cap]
+    assert lines[:-1] == [f"::error title=routectl diff::{p}" for p in shown]
+    rest = len(PROBLEMS) - len(shown)
+    more = f"; {rest} more not shown (see the JSON report)" if rest else ""
+    assert lines[-1] == f"::notice title=routectl diff::{SUMMARY}{more}"
+
+
+def test_the_renderer_table_hands_each_format_its_options() -> None:
+    outcome = failing_outcome()
+    diff = RenderOptions(command="diff", max_rows=1, max_fields=1, quiet=True)
+    assert render(outcome, "github", diff) == render_github(outcome, command="diff")
+    assert render(outcome, "github") == render_github(outcome, command="check")
+    assert render(outcome, "markdown", diff) == render_markdown(outcome, command="diff")
+    assert render(outcome, "markdown", diff).startswith("## routectl diff: FAILED\n")
+    assert render(outcome, "text", diff) == render_text(outcome, quiet=True, command="diff")
+    assert render(outcome, "json", diff) == render_json(build_report(outcome))
+    with pytest.raises(
+        ValueError, match="^unknown format 'yaml' \\(known: text, json, github, markdown\\)$"
+    ):
+        render(outcome, "yaml")
+
+
+def test_a_report_that_breaks_its_schema_is_refused_not_written() -> None:
+    report = build_report(failing_outcome())
+    assert render_json(report).endswith("\n")
+    report["ok"] = "no"
+    with pytest.raises(SnapshotError) as caught:
+        render_json(report)
+    assert str(caught.value).startswith("the report violates its schema: ")
+    assert "'no' is not of type 'boolean'" in str(caught.value)
+
+
+def test_full_shows_a_lone_groups_long_value_whole() -> None:
+    old, new = [kernel_row(rid())], [kernel_row(rid(), "x" * 130)]
+    outcome = CheckOutcome({"cat-c": verdict_of("cat-c", old, new)})
+    cut = f'    route.kernel: "K" -> "{"x" * 116}...'  # 117 characters, then ...
+    whole = f'    route.kernel: "K" -> "{"x" * 130}"'
+    assert render_text(outcome).splitlines()[2] == cut
+    assert render_text(outcome, full=True).splitlines()[2] == whole
+    assert render(outcome, "text", RenderOptions(full=True)).splitlines()[2] == whole
