@@ -299,3 +299,171 @@ def test_full_shows_a_lone_groups_long_value_whole() -> None:
     assert render_text(outcome).splitlines()[2] == cut
     assert render_text(outcome, full=True).splitlines()[2] == whole
     assert render(outcome, "text", RenderOptions(full=True)).splitlines()[2] == whole
+
+
+# --- whole text of every section, plain and in colour ---------------------------------------
+
+
+def red(text: str) -> str:
+    return f"\x1b[31m\x1b[1m{text}\x1b[0m"
+
+
+def green(text: str) -> str:
+    return f"\x1b[32m{text}\x1b[0m"
+
+
+def bold(text: str) -> str:
+    return f"\x1b[1m{text}\x1b[0m"
+
+
+BROKEN_VALUE = f'"{"x" * 116}...'
+FAILING_TEXT = [
+    ("cat-a", "FAILED", ": 5 rows, 3 changed, 1 added, 0 removed, 1 expected, 1 broken invariance"),
+    (
+        "  ",
+        "broken",
+        " invariance tp-free (tp never changes route.kernel): cat-a:m/float16/tp2/none/c1/q4096 and cat-a:m/float16/tp4/none/c1/q4096 differ",
+    ),
+    ("    ", None, f'route.kernel: "K" -> {BROKEN_VALUE}'),
+    ("  changed 3 rows (", "1 expected, 2 unexpected", ")"),
+    ("    ", None, 'route.kernel: "K" -> "K2"'),
+    ("    ", None, "rows cat-a:edge:{alpha,beta,gamma}"),
+    ("  added 1 row, kernel K (", "unexpected", ")"),
+    ("    ", None, "rows cat-a:edge:new"),
+    ("  ", "missing", " 1 row (expected to move, did not change)"),
+    ("    ", None, "rows cat-a:edge:delta"),
+    ("  ", "missing", " cat-a:edge:zzqq_far (unknown id)"),
+    ("cat-b", "FAILED", ": 7 rows, 7 changed, 0 added, 0 removed"),
+    ("  changed 7 rows (", "unexpected", ")"),
+    ("    ", None, 'route.kernel: "K" -> "L"'),
+    *[("    ", None, f"row cat-b:model{i}/float16/tp{i}/none/c{i}/q{i}") for i in range(7)],
+    ("cat-c", "FAILED", ": 1 row, 1 changed, 0 added, 0 removed"),
+    ("  changed 1 row (", "unexpected", ")"),
+    ("    ", None, 'route.kernel: "K" -> "L"'),
+    ("    ", None, "rows cat-c:m/float16/tp2/none/c1/q4096"),
+    ("", "stale", " gone: a baseline snapshot of a category that is no longer listed"),
+    ("", "missing", " edge:lost (unknown id: no category has this row)"),
+    ("", "missing", " field route.kernel of entry [0] (rows edge:beta): stated but no"),
+    ("", SUMMARY, ""),
+]
+
+
+def failing_text(color: bool) -> str:
+    lines = []
+    for before, alarm, after in FAILING_TEXT:
+        if alarm is None:
+            lines.append(before + after)
+        elif before.startswith("cat-"):  # a category line: its name bold, FAILED alarmed
+            lines.append(
+                f"{bold(before) if color else before}: {red(alarm) if color else alarm}{after}"
+            )
+        else:
+            lines.append(before + (red(alarm) if color else alarm) + after)
+    return "\n".join(lines) + "\n"
+
+
+def test_a_failing_outcome_text_whole_plain_and_in_colour() -> None:
+    outcome = failing_outcome()
+    assert render_text(outcome) == failing_text(False)
+    assert render_text(outcome, color=True) == failing_text(True)
+
+
+def test_quiet_text_keeps_the_category_lines_and_the_stale_file_note_per_command() -> None:
+    applied = dataclasses.replace(failing_outcome(), applied=True)
+    heads = [
+        "cat-a: FAILED: 5 rows, 3 changed, 1 added, 0 removed, 1 expected, 1 broken invariance",
+        "cat-b: FAILED: 7 rows, 7 changed, 0 added, 0 removed",
+        "cat-c: FAILED: 1 row, 1 changed, 0 added, 0 removed",
+    ]
+    assert render_text(applied, quiet=True, command="diff").splitlines() == [
+        *heads,
+        "stale expected changes: every missing change is already in the baseline: remove the "
+        "file or its entries (--write-expected FILE --prune drops them)",
+        SUMMARY,
+    ]
+    check = render_text(applied, quiet=True).splitlines()
+    assert check[3].startswith(
+        "stale expected changes: every missing change is already in the retained snapshots (the file was applied"
+    )
+    cut = render_text(applied, max_rows=2).splitlines()
+    assert cut[14:18] == [
+        "    row cat-b:model0/float16/tp0/none/c0/q0",
+        "    row cat-b:model1/float16/tp1/none/c1/q1",
+        "    ... and 5 more",
+        "cat-c: FAILED: 1 row, 1 changed, 0 added, 0 removed",
+    ]
+
+
+def keyed_row(row_id: str, order: list[str], extra: int | None = None) -> Row:
+    route: dict[str, Any] = {"kernel": "K", "order": order}
+    if extra is not None:
+        route["extra"] = extra
+    return {"id": row_id, "route": route}
+
+
+def mixed_outcome() -> CheckOutcome:
+    """Expected groups with their reasons, breaking one or two invariances; a category
+    without a baseline file; one without changes."""
+    old = [
+        keyed_row(rid(tp=2), ["a", "b"]),
+        keyed_row(rid(tp=4), ["a"], 1),
+        keyed_row(rid(c=8), ["a"]),
+    ]
+    new = [
+        keyed_row(rid(tp=2), ["b", "a"]),
+        keyed_row(rid(tp=4), ["a"]),
+        keyed_row(rid(c=8), ["a"], 2),
+    ]
+    comparison = compare_rows(old, new)
+    groups = group_changes(
+        "cat-a", comparison, {r["id"]: r for r in new}, {r["id"]: r for r in old}
+    )
+    groups = tuple(
+        dataclasses.replace(g, breaks=("one",) if n == 0 else ("one", "two"))
+        for n, g in enumerate(groups)
+    )
+    document = {
+        "schema_version": 3,
+        "changes": [
+            {"rows": "m/float16/tp{2,4}/none/c1/q4096", "reason": "r1"},
+            {"rows": rid(c=8), "reason": "r2"},
+        ],
+    }
+    entries = parse_document(document, ["cat-a"], source="f").entries
+    ids = comparison.fresh_ids | comparison.baseline_ids
+    stated = resolve_stated(entries, ["cat-a"], lambda _name: ids, ["cat-a"])
+    expected = judge_category("cat-a", comparison, stated.by_category["cat-a"], groups)[0]
+    fresh = [kernel_row(rid())]
+    first = compare_rows(None, fresh)
+    unborn = judge_category(
+        "cat-n", first, (), group_changes("cat-n", first, {rid(): fresh[0]}, {})
+    )[0]
+    quiet = judge_category("cat-q", compare_rows(fresh, fresh), ())[0]
+    return CheckOutcome({"cat-a": expected, "cat-n": unborn, "cat-q": quiet})
+
+
+def test_expected_groups_name_their_reason_and_the_invariances_they_break() -> None:
+    text = render_text(mixed_outcome(), color=True)
+    assert text == (
+        f"{bold('cat-a')}: {green('ok')}: 3 rows, 3 changed, 0 added, 0 removed, 3 expected\n"
+        f"  changed 1 row, breaks invariance one ({green('expected: r1')})\n"
+        '    route.order[0]: "a" -> "b"\n'
+        '    route.order[1]: "b" -> "a"\n'
+        "    rows cat-a:m/float16/tp2/none/c1/q4096\n"
+        f"  changed 1 row, breaks invariances one, two ({green('expected: r2')})\n"
+        "    route.extra: added 2\n"
+        "    rows cat-a:m/float16/tp2/none/c8/q4096\n"
+        f"  changed 1 row, breaks invariances one, two ({green('expected: r1')})\n"
+        "    route.extra: removed 1\n"
+        "    rows cat-a:m/float16/tp4/none/c1/q4096\n"
+        f"{bold('cat-n')}: {red('FAILED')}: 1 row, 0 changed, 1 added, 0 removed\n"
+        "  no baseline snapshot of this category: every row is added\n"
+        f"  added 1 row, kernel K ({red('unexpected')})\n"
+        "    rows cat-n:m/float16/tp2/none/c1/q4096\n"
+        f"{bold('cat-q')}: {green('ok')}: 1 row, no changes\n"
+        f"{red('FAILED: 1 unexpected, 0 missing (3 categories, 5 rows)')}\n"
+    )
+    passing = CheckOutcome({"cat-a": mixed_outcome().categories["cat-a"]})
+    assert render_text(passing, color=True).splitlines()[-1] == green(
+        "ok: 1 category, 3 rows, 3 expected changes"
+    )

@@ -213,10 +213,14 @@ def _legend_lines(matrix: Matrix, paint: Painter, width: int) -> list[str]:
         symbol = paint(f"{entry.symbol:<{symbol_width}}", color=label_color(matrix, entry.label))
         lines.append(f"  {symbol}  {fit(entry.label.text, room)}  {count}")
     if matrix.compared:
-        lines.append(
-            "  "
-            + ", ".join(f"{mark} {change}" for change, mark in CHANGE_MARKS.items())
-            + " against the baseline"
+        marks = ", ".join(f"{mark} {change}" for change, mark in CHANGE_MARKS.items())
+        # Wrapped, not cut: each mark's meaning stays whole in a narrow view.
+        lines += textwrap.wrap(
+            f"{marks} against the baseline",
+            width,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
         )
     return lines
 
@@ -263,7 +267,7 @@ def _change_lines(
     moved = matrix.changed()
     if not moved:
         return ["no changes against the baseline"]
-    lines = [f"changes against the baseline ({len(moved)} rows):"]
+    lines = [fit(f"changes against the baseline ({len(moved)} rows):", width)]
     for t in matrix.transitions:
         head = f"  {_transition_text(matrix, t)}: {len(t.ids)} row{'s' if len(t.ids) != 1 else ''}"
         lines.append(fit(head, width))
