@@ -467,3 +467,22 @@ def test_expected_groups_name_their_reason_and_the_invariances_they_break() -> N
     assert render_text(passing, color=True).splitlines()[-1] == green(
         "ok: 1 category, 3 rows, 3 expected changes"
     )
+
+
+def test_values_are_json_text_sorted_unescaped_and_cut_after_120_characters() -> None:
+    from routectl.review.report import show_change, show_value
+
+    assert show_value({"b": 1, "a": "é≤"}) == '{"a": "é≤", "b": 1}'
+    exact = "y" * 118  # 120 characters with its quotes: whole
+    assert show_value(exact) == f'"{exact}"'
+    longer = "y" * 119  # 121: cut to 117 and "..."
+    assert show_value(longer) == f'"{"y" * 116}...'
+    assert show_value(longer, full=True) == f'"{longer}"'
+    assert show_change(FieldChange("", "changed", 1, 2)) == "(row): 1 -> 2"
+    assert show_change(FieldChange("route.a", "added", None, [1])) == "route.a: added [1]"
+    assert show_change(FieldChange("route.a", "removed", {"k": 1}, None)) == (
+        'route.a: removed {"k": 1}'
+    )
+    assert show_change(FieldChange("route.a", "changed", longer, None), full=True) == (
+        f'route.a: "{longer}" -> null'
+    )
