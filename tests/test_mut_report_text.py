@@ -486,3 +486,75 @@ def test_values_are_json_text_sorted_unescaped_and_cut_after_120_characters() ->
     assert show_change(FieldChange("route.a", "changed", longer, None), full=True) == (
         f'route.a: "{longer}" -> null'
     )
+
+
+def split_rows(ms: tuple[int, ...], places: tuple[int, ...]) -> tuple[list[Row], list[Row]]:
+    """Two rows whose plans' split_k moves from 4 to 8 at `places[i]` of their dispatches."""
+    old = [
+        {"id": rid(tp=tp), "route": {"dispatch": [{"plan": {"m": m, "split_k": 4}} for m in ms]}}
+        for tp in (2, 4)
+    ]
+    new = copy.deepcopy(old)
+    for r, n in zip(new, places, strict=True):
+        for d in r["route"]["dispatch"][:n]:
+            d["plan"]["split_k"] = 8
+    return old, new
+
+
+@pytest.mark.parametrize(
+    ("places", "shown"),
+    [((2, 2), " (2 places per row)"), ((1, 2), " (1-2 places per row)"), ((1, 1), "")],
+)
+def test_a_field_says_how_many_places_per_row_it_moved(places: tuple[int, int], shown: str) -> None:
+    old, new = split_rows((1, 8), places)
+    text = render_text(CheckOutcome({"cat": verdict_of("cat", old, new)})).splitlines()
+    path = (
+        "route.dispatch[*].plan.split_k" if places != (1, 1) else "route.dispatch[0].plan.split_k"
+    )
+    assert text[2] == f"    {path}: 4 -> 8{shown}"
+
+
+def test_an_expected_group_names_its_reason_only_when_it_has_exactly_one() -> None:
+    old = [kernel_row(rid(tp=tp)) for tp in (2, 4)]
+    new = [kernel_row(rid(tp=tp), "K2") for tp in (2, 4)]
+
+    def heading(*changes: dict[str, Any]) -> str:
+        document = {"schema_version": 3, "changes": list(changes)}
+        outcome = CheckOutcome({"cat": verdict_of("cat", old, new, document)})
+        return render_text(outcome).splitlines()[1]
+
+    both = "m/float16/tp{2,4}/none/c1/q4096"
+    assert heading({"rows": both, "reason": "r"}) == "  changed 2 rows (expected: r)"
+    assert heading({"rows": rid(tp=2), "reason": "r"}, {"rows": rid(tp=4), "reason": "s"}) == (
+        "  changed 2 rows (expected)"
+    )
+    # Listed by id (no reason): expected, no reason to name.
+    comparison = compare_rows(old, new)
+    groups = group_changes("cat", comparison, {r["id"]: r for r in new}, {r["id"]: r for r in old})
+    listed = [f"cat:{rid(tp=2)}", f"cat:{rid(tp=4)}"]
+    entries = ExpectedChanges.of_ids(parse_expected(listed, ["cat"], source="f.json")).entries
+    ids = comparison.fresh_ids | comparison.baseline_ids
+    stated = resolve_stated(entries, ["cat"], lambda _name: ids, ["cat"])
+    verdict, _ = judge_category("cat", comparison, stated.by_category["cat"], groups)
+    assert render_text(CheckOutcome({"cat": verdict})).splitlines()[1] == (
+        "  changed 2 rows (expected)"
+    )
+
+
+def test_the_json_report_of_a_category_qualifies_every_id() -> None:
+    old = [kernel_row(rid(tp=2)), kernel_row(rid(tp=4)), kernel_row("edge:gone")]
+    new = [kernel_row(rid(tp=2), "K2"), kernel_row(rid(tp=4)), kernel_row("edge:new")]
+    report = build_report(CheckOutcome({"cat": verdict_of("cat", old, new)}))
+    category = report["categories"]["cat"]
+    changed = f"cat:{rid(tp=2)}"
+    assert {k: category[k] for k in ("rows", "changed", "added", "removed", "unexpected")} == {
+        "rows": 3,
+        "changed": [changed],
+        "added": ["cat:edge:new"],
+        "removed": ["cat:edge:gone"],
+        "unexpected": sorted([changed, "cat:edge:new", "cat:edge:gone"]),
+    }
+    assert category["diffs"] == {
+        changed: [{"path": "route.kernel", "kind": "changed", "old": "K", "new": "K2"}]
+    }
+    assert category["missing"] == [] and category["unstated"] == {}
