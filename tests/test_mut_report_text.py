@@ -558,3 +558,39 @@ def test_the_json_report_of_a_category_qualifies_every_id() -> None:
         changed: [{"path": "route.kernel", "kind": "changed", "old": "K", "new": "K2"}]
     }
     assert category["missing"] == [] and category["unstated"] == {}
+
+
+def test_full_shows_every_kind_of_change_whole() -> None:
+    from routectl.review.compare import REORDERED
+    from routectl.review.report import show_change
+
+    long = ["z" * 130]
+    whole = f'["{"z" * 130}"]'
+    assert show_change(FieldChange("route.a", "added", None, long), True) == (
+        f"route.a: added {whole}"
+    )
+    assert show_change(FieldChange("route.a", "removed", long, None), True) == (
+        f"route.a: removed {whole}"
+    )
+    assert show_change(FieldChange("route.a", REORDERED, long, [1]), True) == (
+        f"order of route.a changed: {whole} -> [1]"
+    )
+    assert show_change(FieldChange("route.a", REORDERED, [1], long), True) == (
+        f"order of route.a changed: [1] -> {whole}"
+    )
+    assert show_change(FieldChange("route.a", REORDERED, [1], long)) == "order of route.a changed"
+
+
+def test_the_json_report_lists_unstated_changes_by_qualified_id() -> None:
+    old, new = five_rows()
+    document = {
+        "schema_version": 3,
+        "changes": [{"rows": rid(c=8), "fields": {"route.kernel": ["K", "K2"]}, "reason": "r"}],
+    }
+    report = build_report(CheckOutcome({"cat-a": verdict_of("cat-a", old, new, document)}))
+    assert report["categories"]["cat-a"]["unstated"] == {
+        f"cat-a:{rid(c=8)}": [
+            {"path": "route.flags.gated", "kind": "changed", "old": False, "new": True},
+            {"path": "route.status", "kind": "changed", "old": None, "new": "slow"},
+        ]
+    }
