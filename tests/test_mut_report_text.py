@@ -594,3 +594,108 @@ def test_the_json_report_lists_unstated_changes_by_qualified_id() -> None:
             {"path": "route.status", "kind": "changed", "old": None, "new": "slow"},
         ]
     }
+
+
+def unstated_outcome() -> CheckOutcome:
+    """Every row stated in part: long unstated values in a child group of two fields and in
+    a lone group."""
+    old, new = five_rows()
+    new[2]["route"]["status"] = LONG
+    new[2]["route"]["flags"]["extra"] = LONG
+    new[4]["route"]["note"] = LONG
+    document = {
+        "schema_version": 3,
+        "changes": [
+            {"rows": rid(c=4), "fields": {"route.kernel": ["K", "K2"]}, "reason": "r1"},
+            {"rows": rid(c=8), "fields": {"route.kernel": ["K", "K2"]}, "reason": "r1"},
+            {"rows": rid(q=8192), "fields": {"route.flags.gated": [False, True]}, "reason": "r2"},
+        ],
+    }
+    return CheckOutcome({"cat-a": verdict_of("cat-a", old, new, document)})
+
+
+LONG = "s" * 130
+UNSTATED_HEAD = [
+    "  changed 4 rows in 4 groups (unexpected)",
+    '    route.kernel: "K" -> "K2"',
+    "    + 1 row",
+    "      row cat-a:m/float16/tp2/none/c1/q4096",
+    "    + 2 rows in 2 groups, also:",
+]
+
+
+def test_unstated_fields_are_flagged_at_every_level_cut_or_whole() -> None:
+    whole = render_text(unstated_outcome(), full=True, max_fields=1).splitlines()
+    assert whole[1:] == [
+        *UNSTATED_HEAD,
+        "      route.flags.gated: false -> true <- not stated",
+        "      + 1 row",
+        "        row cat-a:m/float16/tp2/none/c4/q4096",
+        "      + 1 row",
+        f'        route.flags.extra: added "{LONG}" <- not stated',
+        "        ... 1 more field change",
+        "        row cat-a:m/float16/tp2/none/c8/q4096",
+        '    + row cat-a:m/float16/tp4/none/c1/q4096: route.status: null -> "fast"',
+        "  changed 1 row (unexpected)",
+        "    route.flags.gated: false -> true",
+        "    ... 1 more field change",
+        "    rows cat-a:m/float16/tp2/none/c1/q8192",
+        "FAILED: 5 unexpected, 0 missing (1 category, 5 rows)",
+    ]
+    flag = "\x1b[31m<- not stated\x1b[0m"
+    cut = f'"{"s" * 116}...'
+    colour = render_text(unstated_outcome(), color=True).splitlines()
+    assert colour[6:17] == [
+        f"      route.flags.gated: false -> true {flag}",
+        "      + 1 row",
+        "        row cat-a:m/float16/tp2/none/c4/q4096",
+        "      + 1 row",
+        f"        route.flags.extra: added {cut} {flag}",
+        f"        route.status: null -> {cut} {flag}",
+        "        row cat-a:m/float16/tp2/none/c8/q4096",
+        '    + row cat-a:m/float16/tp4/none/c1/q4096: route.status: null -> "fast"',
+        f"  changed 1 row ({red('unexpected')})",
+        "    route.flags.gated: false -> true",
+        f"    route.note: added {cut} {flag}",
+    ]
+
+
+def test_a_one_line_child_and_a_broken_invariance_show_long_values_whole_with_full() -> None:
+    old, new = five_rows()
+    new[3]["route"]["status"] = LONG
+    outcome = CheckOutcome({"cat-a": verdict_of("cat-a", old, new)})
+    one_line = f'    + row cat-a:m/float16/tp4/none/c1/q4096: route.status: null -> "{LONG}"'
+    assert one_line in render_text(outcome, full=True).splitlines()
+    broken = failing_outcome()
+    lines = render_text(broken, full=True).splitlines()
+    assert lines[2] == f'    route.kernel: "K" -> "{"x" * 130}"'
+    old, new = five_rows()
+    for r in (new[1], new[2], new[4]):
+        r["route"]["flags"]["gated"] = LONG
+    new[2]["route"]["status"] = LONG
+    nested = render_text(CheckOutcome({"cat-a": verdict_of("cat-a", old, new)}), full=True)
+    assert nested.splitlines()[5:9] == [
+        "    + 2 rows in 2 groups, also:",
+        f'      route.flags.gated: false -> "{LONG}"',
+        "      + 1 row",
+        "        row cat-a:m/float16/tp2/none/c4/q4096",
+    ]
+    assert (
+        f'      + row cat-a:m/float16/tp2/none/c8/q4096: route.status: null -> "{LONG}"'
+        in nested.splitlines()
+    )
+
+
+def test_only_the_first_broken_is_dropped_from_an_invariances_line() -> None:
+    # A field whose quoted key holds " broken (" keeps it: the line drops the word once.
+    field = 'route.layers["x broken (y"]'
+    invariance = Invariance("odd", ("tp",), (field,), "why")
+    a, b = rid(tp=2), rid(tp=4)
+    change = FieldChange(field, "changed", 1, 2)
+    brk = InvarianceBreak("cat-a", invariance, (a, b), change, 1, frozenset({a, b}))
+    quiet = judge_category("cat-a", compare_rows([], []), ())[0]
+    outcome = CheckOutcome({"cat-a": dataclasses.replace(quiet, broken=(brk,))})
+    assert render_text(outcome).splitlines()[1:3] == [
+        f"  broken invariance odd (tp never changes {field}): cat-a:{a} and cat-a:{b} differ",
+        f"    {field}: 1 -> 2",
+    ]

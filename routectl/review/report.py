@@ -183,7 +183,6 @@ def _styled(s: Painter, mark: str) -> str:
 
 
 def _field_lines(
-    verdict: CategoryVerdict,
     fields: Sequence[SignatureField],
     unstated: set[str],
     s: Painter,
@@ -211,7 +210,7 @@ def _group_text(
 ) -> list[str]:
     lines = [f"  {group_title(group)} ({_styled(s, group_verdict(verdict, group))})"]
     unstated = unstated_paths(verdict, group)
-    lines.extend(_field_lines(verdict, group.fields, unstated, s, max_fields, "    ", full))
+    lines.extend(_field_lines(group.fields, unstated, s, max_fields, "    ", full))
     lines.extend(f"    {line}" for line in row_lines(group.qualified_ids, group.patterns, max_rows))
     return lines
 
@@ -244,14 +243,14 @@ def _child_text(
             return [f"{indent}+ {rows[0]}{said}{_breaks(group)}: {show_field(f, full)}{flag}"]
         lines = [f"{indent}+ {_counted(len(group.row_ids), 'row')}{_breaks(group)}{said}"]
         lines.extend(
-            _field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  ", full)
+            _field_lines(cluster.fields, unstated, s, max_fields, indent + "  ", full)
         )
         lines.extend(f"{indent}  {line}" for line in rows)
         return lines
     head = f"{_counted(len(cluster.row_ids), 'row')} in {len(cluster.groups)} groups"
     lines = [f"{indent}+ {head}{said}, also:"]
     lines.extend(
-        _field_lines(verdict, cluster.fields, unstated, s, max_fields, indent + "  ", full)
+        _field_lines(cluster.fields, unstated, s, max_fields, indent + "  ", full)
     )
     for child in cluster.children:
         lines.extend(
@@ -275,7 +274,7 @@ def _cluster_text(
     rows = _counted(len(cluster.row_ids), "row")
     lines = [f"  changed {rows} in {len(cluster.groups)} groups ({_styled(s, mark)})"]
     unstated = unstated_paths(verdict, cluster)
-    lines.extend(_field_lines(verdict, cluster.fields, unstated, s, max_fields, "    ", full))
+    lines.extend(_field_lines(cluster.fields, unstated, s, max_fields, "    ", full))
     for child in cluster.children:
         lines.extend(_child_text(verdict, child, mark, s, max_fields, max_rows, "    ", full))
     return lines
