@@ -424,3 +424,17 @@ def test_a_row_whose_keys_cannot_be_sorted_is_named() -> None:
         plain_rows([status_row(A), mixed])
     assert str(caught.value).startswith("row 'edge:mixed' is not JSON: ")
     assert "'<' not supported" in str(caught.value)
+
+
+def test_values_orjson_cannot_write_are_made_plain_by_json() -> None:
+    import enum
+
+    class Size(enum.IntEnum):
+        BIG = 7
+
+    # An integer beyond 64 bits (orjson refuses it) and an IntEnum (json writes its value):
+    # the slow path's copy, keys sorted, every value of an exact JSON type.
+    plain = plain_rows([{"v": 2**70, "id": A, "e": Size.BIG}])
+    assert plain == [{"e": 7, "id": A, "v": 2**70}]
+    assert list(plain[0]) == ["e", "id", "v"]
+    assert type(plain[0]["e"]) is int and type(plain[0]["v"]) is int
