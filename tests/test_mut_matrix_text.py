@@ -167,3 +167,85 @@ def test_one_column_dimension_and_a_missing_cell() -> None:
         "  B  SlowKernel  (4 rows)\n"
         "  a  status not_applicable  (7 rows)\n"
     )
+
+
+def grid_of(text: str) -> list[str]:
+    """The header and grid lines of a view (up to the blank line before the legend)."""
+    return text.split("\n\n")[0].splitlines()[1:]
+
+
+def test_two_column_dimensions_keep_the_gap_between_outer_groups() -> None:
+    rows, baseline = against_a_baseline()
+    matrix = build_matrix(
+        "cat",
+        rows,
+        baseline=baseline,
+        cols_dims=("kv", "c"),
+        rows_dims=("model", "tp", "spec", "q"),
+    )
+    assert grid_of(render_matrix_text(matrix)) == [
+        "                   kv: float16    fp8_e4m3",
+        "model tp  spec q    c: 1    8     1    8",
+        "m1    tp2 none q4k     B    B+    B*   B",
+        "m1    tp4 none q4k     A    A     A    A*",
+        "m2    tp2 none q4k     a    a     a    a",
+        "m2    tp4 none q4k     a    a     a    a",
+    ]
+
+
+def test_cells_are_as_wide_as_a_symbol_and_its_mark_only_when_rows_moved() -> None:
+    rows, baseline = against_a_baseline()
+    dims = {"cols_dims": ("c",), "rows_dims": ("model", "kv", "tp", "spec", "q")}
+    moved = grid_of(render_matrix_text(build_matrix("cat", rows, baseline=baseline, **dims)))
+    assert moved[:4] == [
+        "model kv       tp  spec q   c: 1  8",
+        "m1    float16  tp2 none q4k    B  B+",
+        "m1    float16  tp4 none q4k    A  A",
+        "m1    fp8_e4m3 tp2 none q4k    B* B",
+    ]
+    same = grid_of(render_matrix_text(build_matrix("cat", rows, baseline=rows, **dims)))
+    assert same[:2] == [
+        "model kv       tp  spec q   c: 1 8",
+        "m1    float16  tp2 none q4k    B B",
+    ]
+
+
+def test_a_tp_column_drops_its_prefix_in_the_header_not_in_row_labels() -> None:
+    rows = against_a_baseline()[0]
+    dims = {"cols_dims": ("tp",), "rows_dims": ("model", "kv", "c", "spec", "q")}
+    assert grid_of(render_matrix_text(build_matrix("cat", rows, **dims)))[:2] == [
+        "model kv       c  spec q   tp: 2 4",
+        "m1    float16  c1 none q4k     B A",
+    ]
+
+
+def test_fit_and_the_colour_of_a_label_without_a_value() -> None:
+    from routectl.review.matrix import Label
+    from routectl.review.matrix_text import _header_value, fit, label_color
+
+    assert (fit("abc", 3), fit("abcd", 3), fit("abc", 1), fit("abc", 0)) == (
+        "abc",
+        "ab\u2026",
+        "\u2026",
+        "\u2026",
+    )
+    matrix = build_matrix("cat", against_a_baseline()[0])
+    assert label_color(matrix, Label("no route.x", "none")) == 90
+    assert label_color(matrix, Label("status s", "status")) == 90
+    assert label_color(matrix, Label("error e", "error")) == 31
+    # Only tp, c and q drop their dimension's name; another value that starts with it stays.
+    assert [_header_value(d, v) for d, v in (("tp", "2"), ("c", "8"), ("q", "4096"))] == [
+        "2",
+        "8",
+        "4k",
+    ]
+    assert _header_value("kv", "kvx") == "kvx" and _header_value("model", "model1") == "model1"
+
+
+def test_a_q_column_is_as_wide_as_its_short_header() -> None:
+    rows = against_a_baseline()[0]
+    dims = {"cols_dims": ("q",), "rows_dims": ("model", "kv", "tp", "c", "spec")}
+    assert grid_of(render_matrix_text(build_matrix("cat", rows, **dims)))[:2] == [
+        "model kv       tp  c  spec q: 4k",
+        "m1    float16  tp2 c1 none    B",
+    ]
