@@ -244,8 +244,13 @@ def test_fit_and_the_colour_of_a_label_without_a_value() -> None:
 
 def test_a_q_column_is_as_wide_as_its_short_header() -> None:
     rows = against_a_baseline()[0]
+    longer = [
+        {"id": r["id"].replace("/q4096", "/q8192"), "route": r["route"]}
+        for r in rows
+        if r["id"].startswith("m1/")
+    ]
     dims = {"cols_dims": ("q",), "rows_dims": ("model", "kv", "tp", "c", "spec")}
-    assert grid_of(render_matrix_text(build_matrix("cat", rows, **dims)))[:2] == [
-        "model kv       tp  c  spec q: 4k",
-        "m1    float16  tp2 c1 none    B",
+    assert grid_of(render_matrix_text(build_matrix("cat", rows + longer, **dims)))[:2] == [
+        "model kv       tp  c  spec q: 4k 8k",
+        "m1    float16  tp2 c1 none    B  B",
     ]
