@@ -699,3 +699,23 @@ def test_only_the_first_broken_is_dropped_from_an_invariances_line() -> None:
         f"  broken invariance odd (tp never changes {field}): cat-a:{a} and cat-a:{b} differ",
         f"    {field}: 1 -> 2",
     ]
+
+
+def test_a_nested_clusters_shared_fields_are_cut_and_a_one_line_childs_flag_is_red() -> None:
+    old, new = five_rows()
+    for r in (new[1], new[2], new[4]):
+        r["route"]["flags"]["more"] = 1  # a second change the gated rows share
+    document = {
+        "schema_version": 3,
+        "changes": [{"rows": rid(c=8), "fields": {"route.kernel": ["K", "K2"]}, "reason": "r"}],
+    }
+    outcome = CheckOutcome({"cat-a": verdict_of("cat-a", old, new, document)})
+    lines = render_text(outcome, max_fields=1).splitlines()
+    assert lines[5:8] == [
+        "    + 2 rows in 2 groups, also:",
+        "      route.flags.gated: false -> true <- not stated",
+        "      ... 1 more field change",
+    ]
+    flag = "\x1b[31m<- not stated\x1b[0m"
+    one_line = f'      + row cat-a:m/float16/tp2/none/c8/q4096: route.status: null -> "slow" {flag}'
+    assert one_line in render_text(outcome, color=True).splitlines()
