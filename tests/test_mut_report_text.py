@@ -719,3 +719,45 @@ def test_a_nested_clusters_shared_fields_are_cut_and_a_one_line_childs_flag_is_r
     flag = "\x1b[31m<- not stated\x1b[0m"
     one_line = f'      + row cat-a:m/float16/tp2/none/c8/q4096: route.status: null -> "slow" {flag}'
     assert one_line in render_text(outcome, color=True).splitlines()
+
+
+def test_a_top_clusters_shared_fields_are_flagged_cut_and_shown_whole() -> None:
+    old, new = five_rows()
+    for r in new[:4]:
+        r["route"]["kernel"] = LONG
+        r["route"]["flags"]["shared"] = 1
+    document = {
+        "schema_version": 3,
+        "changes": [{"rows": rid(c=4), "fields": {"route.kernel": ["K", LONG]}, "reason": "r"}],
+    }
+    outcome = CheckOutcome({"cat-a": verdict_of("cat-a", old, new, document)})
+    assert render_text(outcome, max_fields=1).splitlines()[1:5] == [
+        "  changed 4 rows in 4 groups (unexpected)",
+        "    route.flags.shared: added 1 <- not stated",
+        "    ... 1 more field change",
+        "    + 1 row",
+    ]
+    assert render_text(outcome, full=True).splitlines()[3] == f'    route.kernel: "K" -> "{LONG}"'
+    assert render_text(outcome, color=True).splitlines()[2:4] == [
+        "    route.flags.shared: added 1 \x1b[31m<- not stated\x1b[0m",
+        f'    route.kernel: "K" -> "{"s" * 116}...',
+    ]
+
+
+def test_missing_rows_no_pattern_describes_are_listed_by_id_and_cut() -> None:
+    scattered = [f"model{i}/float16/tp{i}/none/c{i}/q{i}" for i in range(7)]
+    rows = [kernel_row(i) for i in scattered]
+    comparison = compare_rows(rows, rows)
+    listed = [f"cat:{i}" for i in scattered]
+    entries = ExpectedChanges.of_ids(parse_expected(listed, ["cat"], source="f.json")).entries
+    stated = resolve_stated(entries, ["cat"], lambda _name: comparison.fresh_ids, ["cat"])
+    verdict = judge_category("cat", comparison, stated.by_category["cat"], ())[0]
+    assert render_text(CheckOutcome({"cat": verdict}), max_rows=3) == (
+        "cat: FAILED: 7 rows, 0 changed, 0 added, 0 removed\n"
+        "  missing 7 rows (expected to move, did not change)\n"
+        "    row cat:model0/float16/tp0/none/c0/q0\n"
+        "    row cat:model1/float16/tp1/none/c1/q1\n"
+        "    row cat:model2/float16/tp2/none/c2/q2\n"
+        "    ... and 4 more\n"
+        "FAILED: 0 unexpected, 7 missing (1 category, 7 rows)\n"
+    )
