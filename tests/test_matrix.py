@@ -369,7 +369,7 @@ def test_baseline_file_marks_the_changed_cell(tmp_path):
     result = ok(invoke(["matrix", "--baseline", baseline, "--color", "never"], cwd=ROOT))
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "changes against the baseline (1 rows):" in lines
+    assert "changes against the baseline (1 row):" in lines
     assert "  A -> B: 1 row" in lines
     assert f"    {target}" in lines
     marked = [line for line in lines if "*" in line and line.startswith("35b_a3b_awq")]

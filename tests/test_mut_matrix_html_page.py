@@ -299,7 +299,7 @@ def test_a_page_without_baseline_is_exactly_this_document() -> None:
         E(
             "p",
             {},
-            "1 rows: 0 in the grid (rows model, columns c; each cell the policy), 1 edge probes.",
+            "1 row: 0 in the grid (rows model, columns c; each cell the policy), 1 edge probe.",
         ),
         E("p", {}, "No matrix rows."),
         E(
@@ -613,7 +613,7 @@ def test_the_uncompared_category_section() -> None:
         E(
             "p",
             {},
-            "1 rows: 1 in the grid (rows model \u00d7 tp, columns c; each cell the route.kernel), "
+            "1 row: 1 in the grid (rows model \u00d7 tp, columns c; each cell the route.kernel), "
             "0 edge probes.",
         ),
         E(
@@ -887,7 +887,7 @@ def test_the_report_page_names_project_categories_rows_and_baseline() -> None:
     assert header_texts(one) == (
         title,
         title,
-        "1 category, 1 rows, replayed on CPU with native doubles",
+        "1 category, 1 row, replayed on CPU with native doubles",
     )
     two = tree(
         render_report_page(

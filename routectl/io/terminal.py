@@ -29,6 +29,12 @@ BOLD = 1
 INVERSE = 7
 
 
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """`1 row`, `2 rows`: a count with its noun in the number it takes (`plural` where adding
+    an s is wrong: `categories`)."""
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
+
+
 def use_color(choice: str, environ: Mapping[str, str], isatty: bool) -> bool:
     """`always`/`never` win over everything; `auto` = a terminal and NO_COLOR empty or
     unset."""

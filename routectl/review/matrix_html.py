@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from routectl.io.terminal import counted
 from routectl.review.compare import CheckOutcome
 from routectl.review.matrix import CHANGE_MARKS, CellRow, Label, Matrix, Transition, value_text
 from routectl.review.report import group_title, show_field
@@ -410,10 +411,10 @@ def render_html(
             f'<section class="category" id="cat-{esc(matrix.category)}">'
             f"<h2>{esc(matrix.category)}</h2>"
             f'<p class="basis">{esc((basis or {}).get(matrix.category, ""))}</p>'
-            f"<p>{matrix.total_rows} rows: {matrix.grid_rows} in the grid "
+            f"<p>{counted(matrix.total_rows, 'row')}: {matrix.grid_rows} in the grid "
             f"(rows {esc(' × '.join(matrix.rows_dims))}, columns "
             f"{esc(' × '.join(matrix.cols_dims))}; each cell the {what}), "
-            f"{len(matrix.probes)} edge probes.</p>"
+            f"{counted(len(matrix.probes), 'edge probe')}.</p>"
             + _notes(matrix)
             + _grid(page, matrix, cat, _cell_groups(matrix, membership))
             + _legend(matrix, cat)
@@ -471,7 +472,7 @@ def render_report_page(
     return render_html(
         built,
         title=f"routectl route report: {project_name}",
-        subtitle=f"{count}, {rows} rows, replayed on CPU with native doubles{changes}",
+        subtitle=f"{count}, {counted(rows, 'row')}, replayed on CPU with native doubles{changes}",
         basis=dict(basis),
         groups=None if outcome is None else review_groups(outcome),
     )

@@ -13,7 +13,14 @@ import dataclasses
 import textwrap
 from collections.abc import Sequence
 
-from routectl.io.terminal import DEFAULT_WIDTH, ERROR_COLOR, MUTED_COLOR, PALETTE, Painter
+from routectl.io.terminal import (
+    DEFAULT_WIDTH,
+    ERROR_COLOR,
+    MUTED_COLOR,
+    PALETTE,
+    Painter,
+    counted,
+)
 from routectl.review.matrix import CHANGE_MARKS, Label, Matrix, Transition, value_text
 
 WIDTH = DEFAULT_WIDTH
@@ -208,7 +215,7 @@ def _legend_lines(matrix: Matrix, paint: Painter, width: int) -> list[str]:
     lines = ["legend:"]
     symbol_width = max((len(e.symbol) for e in matrix.legend), default=1)
     for entry in matrix.legend:
-        count = f"({entry.cells} row{'s' if entry.cells != 1 else ''})"
+        count = f"({counted(entry.cells, 'row')})"
         room = width - 2 - symbol_width - 2 - len(count) - 2
         symbol = paint(f"{entry.symbol:<{symbol_width}}", color=label_color(matrix, entry.label))
         lines.append(f"  {symbol}  {fit(entry.label.text, room)}  {count}")
@@ -267,9 +274,9 @@ def _change_lines(
     moved = matrix.changed()
     if not moved:
         return ["no changes against the baseline"]
-    lines = [fit(f"changes against the baseline ({len(moved)} rows):", width)]
+    lines = [fit(f"changes against the baseline ({counted(len(moved), 'row')}):", width)]
     for t in matrix.transitions:
-        head = f"  {_transition_text(matrix, t)}: {len(t.ids)} row{'s' if len(t.ids) != 1 else ''}"
+        head = f"  {_transition_text(matrix, t)}: {counted(len(t.ids), 'row')}"
         lines.append(fit(head, width))
         shown = (patterns or {}).get(t.ids) or [*t.ids[:MAX_TRANSITION_IDS]]
         more = len(t.ids) - MAX_TRANSITION_IDS if patterns is None or t.ids not in patterns else 0
@@ -300,8 +307,8 @@ def render_matrix_text(
     patterns that describe them (the review's pattern synthesis), else ids are listed."""
     paint = paint or Painter()
     title = (
-        f"{matrix.category}: {matrix.shows} per row; {matrix.total_rows} rows "
-        f"({matrix.grid_rows} in the grid, {len(matrix.probes)} edge probes)"
+        f"{matrix.category}: {matrix.shows} per row; {counted(matrix.total_rows, 'row')} "
+        f"({matrix.grid_rows} in the grid, {counted(len(matrix.probes), 'edge probe')})"
     )
     lines = [
         fit(title, width),

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from routectl.io.schemas import SCHEMA_VERSION, schema_violation
-from routectl.io.terminal import ERROR_COLOR, OK_COLOR, Painter
+from routectl.io.terminal import ERROR_COLOR, OK_COLOR, Painter, counted
 from routectl.review.compare import REORDERED, CategoryVerdict, CheckOutcome, FieldChange
 from routectl.review.groups import (
     ChangeCluster,
@@ -110,10 +110,6 @@ def _alarm(s: Painter, text: str) -> str:
     return s(text, color=ERROR_COLOR, bold=True)
 
 
-def _counted(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
-
-
 def group_verdict(verdict: CategoryVerdict, group: ChangeGroup | ChangeCluster) -> str:
     """`unexpected`, `expected` (with the reasons given, when one), or the split."""
     ids = group.row_ids
@@ -145,7 +141,7 @@ def show_field(field: SignatureField, full: bool = False) -> str:
 
 
 def group_title(group: ChangeGroup) -> str:
-    rows = _counted(len(group.row_ids), "row")
+    rows = counted(len(group.row_ids), "row")
     return f"{group.kind} {rows}" + (f", {group.label}" if group.label else "") + _breaks(group)
 
 
@@ -196,7 +192,7 @@ def _field_lines(
         flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
         lines.append(f"{indent}{show_field(f, full)}{flag}")
     if len(fields) > len(shown):
-        lines.append(f"{indent}... {_counted(len(fields) - len(shown), 'more field change')}")
+        lines.append(f"{indent}... {counted(len(fields) - len(shown), 'more field change')}")
     return lines
 
 
@@ -241,17 +237,13 @@ def _child_text(
             (f,) = cluster.fields
             flag = f" {s('<- not stated', color=ERROR_COLOR)}" if f.path in unstated else ""
             return [f"{indent}+ {rows[0]}{said}{_breaks(group)}: {show_field(f, full)}{flag}"]
-        lines = [f"{indent}+ {_counted(len(group.row_ids), 'row')}{_breaks(group)}{said}"]
-        lines.extend(
-            _field_lines(cluster.fields, unstated, s, max_fields, indent + "  ", full)
-        )
+        lines = [f"{indent}+ {counted(len(group.row_ids), 'row')}{_breaks(group)}{said}"]
+        lines.extend(_field_lines(cluster.fields, unstated, s, max_fields, indent + "  ", full))
         lines.extend(f"{indent}  {line}" for line in rows)
         return lines
-    head = f"{_counted(len(cluster.row_ids), 'row')} in {len(cluster.groups)} groups"
+    head = f"{counted(len(cluster.row_ids), 'row')} in {len(cluster.groups)} groups"
     lines = [f"{indent}+ {head}{said}, also:"]
-    lines.extend(
-        _field_lines(cluster.fields, unstated, s, max_fields, indent + "  ", full)
-    )
+    lines.extend(_field_lines(cluster.fields, unstated, s, max_fields, indent + "  ", full))
     for child in cluster.children:
         lines.extend(
             _child_text(verdict, child, mark, s, max_fields, max_rows, indent + "  ", full)
@@ -271,7 +263,7 @@ def _cluster_text(
     if cluster.group is not None:
         return _group_text(verdict, cluster.group, s, max_fields, max_rows, full)
     mark = group_verdict(verdict, cluster)
-    rows = _counted(len(cluster.row_ids), "row")
+    rows = counted(len(cluster.row_ids), "row")
     lines = [f"  changed {rows} in {len(cluster.groups)} groups ({_styled(s, mark)})"]
     unstated = unstated_paths(verdict, cluster)
     lines.extend(_field_lines(cluster.fields, unstated, s, max_fields, "    ", full))
@@ -288,7 +280,7 @@ def _missing_text(verdict: CategoryVerdict, s: Painter, max_rows: int) -> list[s
         patterns = None if found is None else [verdict.q(p) for p in found]
         lines.append(
             f"  {_alarm(s, 'missing')} "
-            f"{_counted(len(listed), 'row')} (expected to move, did not change)"
+            f"{counted(len(listed), 'row')} (expected to move, did not change)"
         )
         lines.extend(
             f"    {line}" for line in row_lines([verdict.q(i) for i in listed], patterns, max_rows)
@@ -307,8 +299,8 @@ def category_line(verdict: CategoryVerdict, s: Painter) -> str:
     status = s("ok", color=OK_COLOR) if verdict.ok else _alarm(s, "FAILED")
     summary = ", ".join(parts) if (c.moved or verdict.missing) else "no changes"
     if verdict.broken:
-        summary += ", " + _counted(len(verdict.broken), "broken invariance")
-    return f"{s(verdict.name, bold=True)}: {status}: {_counted(verdict.rows, 'row')}, {summary}"
+        summary += ", " + counted(len(verdict.broken), "broken invariance")
+    return f"{s(verdict.name, bold=True)}: {status}: {counted(verdict.rows, 'row')}, {summary}"
 
 
 def _category_text(
@@ -335,17 +327,17 @@ def summary_line(outcome: CheckOutcome) -> str:
     )
     expected = sum(len(v.comparison.moved) - len(v.unexpected) for v in outcome.categories.values())
     scope = (
-        f"{_counted(len(outcome.categories), 'category', 'categories')}, "
-        f"{_counted(outcome.rows, 'row')}"
+        f"{counted(len(outcome.categories), 'category', 'categories')}, "
+        f"{counted(outcome.rows, 'row')}"
     )
     if outcome.ok:
-        return f"ok: {scope}, {_counted(expected, 'expected change')}"
+        return f"ok: {scope}, {counted(expected, 'expected change')}"
     problems = [f"{unexpected} unexpected", f"{missing} missing"]
     broken = sum(len(v.broken) for v in outcome.categories.values())
     if broken:
-        problems.append(_counted(broken, "broken invariance"))
+        problems.append(counted(broken, "broken invariance"))
     if outcome.stale:
-        problems.append(_counted(len(outcome.stale), "stale category", "stale categories"))
+        problems.append(counted(len(outcome.stale), "stale category", "stale categories"))
     return f"FAILED: {', '.join(problems)} ({scope})"
 
 
@@ -407,7 +399,7 @@ def group_problem(verdict: CategoryVerdict, group: ChangeGroup) -> str | None:
     bad = [i for i in group.row_ids if i in verdict.unexpected_set]
     if not bad:
         return None
-    rows = _counted(len(bad), "row")
+    rows = counted(len(bad), "row")
     scope = "" if len(bad) == len(group.row_ids) else f" (of {len(group.row_ids)})"
     if group.kind != "changed":
         return f"{rows}{scope} {group.kind} unexpectedly ({group.label}): {group_rows_text(group)}"
