@@ -254,3 +254,20 @@ def test_a_q_column_is_as_wide_as_its_short_header() -> None:
         "model kv       tp  c  spec q: 4k 8k",
         "m1    float16  tp2 c1 none    B  B",
     ]
+
+
+def test_a_header_too_long_for_the_widest_cell_is_shortened_over_its_own_span() -> None:
+    rows = [
+        {"id": rid("m1", kv, 2, "none", 1), "route": kernel_route("K")}
+        for kv in ("float16", "a_very_long_kv_cache_name")
+    ]
+    dims = {"cols_dims": ("kv", "c"), "rows_dims": ("model", "tp", "spec", "q")}
+    assert render_matrix_text(build_matrix("cat", rows, **dims)) == (
+        "cat: kernel per row; 2 rows (2 in the grid, 0 edge probes)\n"
+        "                   kv: float16       a_very_long\u2026\n"
+        "model tp  spec q    c: 1             1\n"
+        "m1    tp2 none q4k     A             A\n"
+        "\n"
+        "legend:\n"
+        "  A  K  (2 rows)\n"
+    )
