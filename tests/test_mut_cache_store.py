@@ -13,6 +13,7 @@ that missed one of these would let a cached baseline computed by other code stan
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -30,6 +31,7 @@ from routectl.review.cache import (
     ReplayCache,
     _FileDigests,
     baseline_key,
+    cache_directory,
     category_key,
     engine_digest,
     ref_baseline_key,
@@ -59,6 +61,31 @@ def baseline_source(tmp_path: Path) -> Path:
 @pytest.fixture
 def toy(tmp_path: Path) -> Project:
     return load_project(make_project(tmp_path / "t", snapshot=False))
+
+
+# --- the cache of a project ---------------------------------------------------------------
+
+
+def test_only_a_project_with_a_root_and_a_snapshot_folder_has_a_cache(toy: Project) -> None:
+    warnings: list[str] = []
+    cache = ReplayCache.for_project(toy, warnings.append)
+    assert cache is not None and cache.directory == cache_directory(toy)
+    # Its warnings go where the caller said.
+    (cache.directory / "baselines" / "k").mkdir(parents=True)
+    (cache.directory / "baselines" / "k" / "manifest").write_bytes(b"{")
+    assert cache.baseline_folder("k") is None
+    assert len(warnings) == 1 and "ignoring the unreadable cached baseline" in warnings[0]
+    assert ReplayCache.for_project(dataclasses.replace(toy, root=None), pytest.fail) is None
+    assert ReplayCache.for_project(dataclasses.replace(toy, snapshots=None), pytest.fail) is None
+
+
+def test_the_cache_folder_is_made_with_its_parents(toy: Project, tmp_path: Path) -> None:
+    directory = tmp_path / "not" / "yet" / "cache"
+    category = toy.categories[0]
+    warnings: list[str] = []
+    new_cache(directory, warnings).store_rows(toy, category, ROWS)
+    assert warnings == []
+    assert new_cache(directory, warnings).load_rows(toy, category) == ROWS
 
 
 # --- writes that fail ---------------------------------------------------------------------
@@ -198,3 +225,33 @@ def test_a_baseline_file_too_old_names_itself(tmp_path: Path) -> None:
         f"{path} has schema_version 0, older than 1, and this routectl has no migration "
         "from version 0: rebuild it"
     )
+
+
+# --- which folders hold entries ---------------------------------------------------------
+
+
+def test_a_category_holds_entries_once_one_is_stored(toy: Project, tmp_path: Path) -> None:
+    directory = tmp_path / "cache"
+    cache = new_cache(directory, [])
+    first, second = (c.name for c in toy.categories[:2])
+    assert not cache.holds_entries([first]) and cache.holds_entries([])
+    assert cache.load_rows(toy, toy.categories[0]) is None
+    assert cache.inputs.key_of(toy, toy.categories[0]) is None  # a miss computes no key
+    cache.store_rows(toy, toy.categories[0], ROWS)
+    assert cache.holds_entries([first]) and not cache.holds_entries([first, second])
+
+
+def test_a_category_folder_that_cannot_be_listed_is_read_and_warned_about(
+    toy: Project, tmp_path: Path
+) -> None:
+    directory = tmp_path / "cache"
+    category = toy.categories[0]
+    (directory / "rows").mkdir(parents=True)
+    (directory / "rows" / category.name).write_text("a file where the folder would be\n")
+    warnings: list[str] = []
+    cache = new_cache(directory, warnings)
+    assert cache.holds_entries([category.name])  # an error reading it: yes
+    assert cache.load_rows(toy, category) is None
+    key = category_key(toy, category, cache.inputs)
+    path = directory / "rows" / category.name / f"{key}.rows"
+    assert warnings == [f"ignoring the unreadable replay cache {path} (Not a directory)"]
