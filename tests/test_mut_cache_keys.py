@@ -373,6 +373,8 @@ GOOD = b'"edge:a"\t{}\n'
         header(1, GOOD).replace(b" 1 ", b" x ") + GOOD,
         header(1, GOOD).replace(b" 1 ", b" -1 ") + GOOD,
         header(1, GOOD)[:-1] + b" extra\n" + GOOD,
+        header(1, GOOD).replace(b" ", b"  ", 1) + GOOD,  # words apart by two spaces
+        header(1, GOOD).replace(b" ", b"\t", 1) + GOOD,  # or by a tab
         b"",
     ],
 )

@@ -30,6 +30,7 @@ from routectl.review.cache import (
     KeyInputs,
     ReplayCache,
     _FileDigests,
+    _prune,
     baseline_key,
     cache_directory,
     category_key,
@@ -86,6 +87,11 @@ def test_the_cache_folder_is_made_with_its_parents(toy: Project, tmp_path: Path)
     new_cache(directory, warnings).store_rows(toy, category, ROWS)
     assert warnings == []
     assert new_cache(directory, warnings).load_rows(toy, category) == ROWS
+    # A baseline stored first (no key computed before it) makes them too.
+    other = tmp_path / "also" / "not" / "cache"
+    cache = new_cache(other, warnings)
+    cache.store_baseline("k", baseline_source(tmp_path))
+    assert warnings == [] and cache.baseline_folder("k") == other / "baselines" / "k"
 
 
 # --- writes that fail ---------------------------------------------------------------------
@@ -255,3 +261,41 @@ def test_a_category_folder_that_cannot_be_listed_is_read_and_warned_about(
     key = category_key(toy, category, cache.inputs)
     path = directory / "rows" / category.name / f"{key}.rows"
     assert warnings == [f"ignoring the unreadable replay cache {path} (Not a directory)"]
+
+
+# --- pruning, beside other runs -----------------------------------------------------------
+
+
+def test_pruning_skips_an_entry_gone_and_one_another_run_removed_first(tmp_path: Path) -> None:
+    files = [tmp_path / f"{i}.rows" for i in range(4)]
+    folders = [tmp_path / f"b{i}" for i in range(2)]
+    for i, path in enumerate(files):
+        path.write_text("")
+        os.utime(path, ns=(10**18 + i, 10**18 + i))
+    for i, folder in enumerate(folders):
+        (folder / "x").mkdir(parents=True)
+        os.utime(folder, ns=(10**17 + i, 10**17 + i))
+    # An entry listed, then gone before its date was read: skipped, the rest still pruned.
+    _prune(iter([tmp_path / "gone.rows", *files]), 2)
+    assert sorted(tmp_path.glob("*.rows")) == files[2:]
+    # The same entries listed twice (two runs pruning at once): each removed once, no error.
+    _prune(iter([*folders, *folders, files[2], files[2]]), 0)
+    assert sorted(tmp_path.iterdir()) == [files[3]]
+    # A folder entry that cannot be removed (a link to a folder: rmtree refuses links) is
+    # left as it is: a failed removal costs the next run nothing.
+    target = tmp_path / "elsewhere"
+    (target / "kept").mkdir(parents=True)
+    (tmp_path / "b9").symlink_to(target, target_is_directory=True)
+    _prune(iter([tmp_path / "b9"]), 0)
+    assert (tmp_path / "b9" / "kept").is_dir()
+
+
+def test_a_new_cache_keeps_its_closures_and_has_no_baseline_yet(
+    toy: Project, tmp_path: Path
+) -> None:
+    directory = tmp_path / "cache"
+    cache = new_cache(directory, [])
+    assert cache.baseline_hit is None  # no diff --baseline-ref in this run
+    cache.store_rows(toy, toy.categories[0], ROWS)
+    (memo,) = (directory / "closures").glob("*.json")
+    assert memo.name == f"{cache.inputs.every_digest(toy)}.json"
