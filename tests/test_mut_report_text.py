@@ -761,3 +761,56 @@ def test_missing_rows_no_pattern_describes_are_listed_by_id_and_cut() -> None:
         "    ... and 4 more\n"
         "FAILED: 0 unexpected, 7 missing (1 category, 7 rows)\n"
     )
+
+
+def test_text_options_reach_the_text_through_the_renderer_table() -> None:
+    for outcome in (failing_outcome(), unstated_outcome()):
+        for options in (
+            RenderOptions(color=True),
+            RenderOptions(max_rows=1),
+            RenderOptions(max_fields=1),
+            RenderOptions(full=True),
+            RenderOptions(command="diff"),
+        ):
+            assert render(outcome, "text", options) == render_text(
+                outcome,
+                color=options.color,
+                max_rows=options.max_rows,
+                max_fields=options.max_fields,
+                full=options.full,
+                command=options.command,
+            )
+    # Each option changes these outcomes' text (so the comparison above can fail).
+    plain = render(failing_outcome(), "text")
+    assert render(failing_outcome(), "text", RenderOptions(color=True)) != plain
+    assert render(failing_outcome(), "text", RenderOptions(max_rows=1)) != plain
+    assert render(failing_outcome(), "text", RenderOptions(full=True)) != plain
+    wide = render(unstated_outcome(), "text")
+    assert render(unstated_outcome(), "text", RenderOptions(max_fields=1)) != wide
+
+
+def test_an_added_group_of_rows_no_pattern_describes_is_cut_by_max_rows() -> None:
+    scattered = [f"model{i}/float16/tp{i}/none/c{i}/q{i}" for i in range(7)]
+    verdict = verdict_of("cat", [], [kernel_row(i) for i in scattered])
+    lines = render_text(CheckOutcome({"cat": verdict}), max_rows=2).splitlines()
+    assert lines[1:5] == [
+        "  added 7 rows, kernel K (unexpected)",
+        "    row cat:model0/float16/tp0/none/c0/q0",
+        "    row cat:model1/float16/tp1/none/c1/q1",
+        "    ... and 5 more",
+    ]
+
+
+def test_two_stale_categories_and_two_row_patterns() -> None:
+    outcome = dataclasses.replace(failing_outcome(), stale=("gone", "lost"))
+    assert render_text(outcome).splitlines()[-1] == (
+        "FAILED: 11 unexpected, 4 missing, 1 broken invariance, 2 stale categories "
+        "(3 categories, 13 rows)"
+    )
+    old = [kernel_row(i) for i in (rid(tp=2), rid(tp=4, c=8))]
+    new = [kernel_row(i, "K2") for i in (rid(tp=2), rid(tp=4, c=8))]
+    (problem,) = problems(CheckOutcome({"cat": verdict_of("cat", old, new)}))
+    assert problem == (
+        '2 rows changed unexpectedly: route.kernel: "K" -> "K2": '
+        "cat:m/float16/tp2/none/c1/q4096, cat:m/float16/tp4/none/c8/q4096"
+    )
