@@ -814,3 +814,11 @@ def test_two_stale_categories_and_two_row_patterns() -> None:
         '2 rows changed unexpectedly: route.kernel: "K" -> "K2": '
         "cat:m/float16/tp2/none/c1/q4096, cat:m/float16/tp4/none/c8/q4096"
     )
+
+
+def test_the_stale_file_note_follows_the_command_through_the_renderer_table() -> None:
+    applied = dataclasses.replace(failing_outcome(), applied=True)
+    check = render(applied, "text").splitlines()[-2]
+    diff = render(applied, "text", RenderOptions(command="diff")).splitlines()[-2]
+    assert "already in the retained snapshots" in check
+    assert "already in the baseline:" in diff
