@@ -271,3 +271,12 @@ def test_a_header_too_long_for_the_widest_cell_is_shortened_over_its_own_span() 
         "legend:\n"
         "  A  K  (2 rows)\n"
     )
+
+
+def test_a_category_of_edge_probes_only_has_no_grid() -> None:
+    probes = [r for r in against_a_baseline()[0] if r["id"].startswith("edge:")]
+    text = render_matrix_text(build_matrix("cat", probes))
+    assert text.splitlines()[:2] == [
+        "cat: kernel per row; 2 rows (0 in the grid, 2 edge probes)",
+        "(no matrix rows)",
+    ]
