@@ -59,7 +59,7 @@ DECODES = (
 UP_CASES = [(q, s * 2**m, b * 2**m, want * 2**m) for m in range(4) for q, s, b, want, _ in DECODES]
 
 # Router weights, and the values of routes 0-7 (expert r + 1 for route r) in output columns
-# 0-6 (zero elsewhere and where not given); route 8 is expert 0's decodes, with weight 0.
+# 0-7 (zero elsewhere and where not given); route 8 is expert 0's decodes, with weight 0.
 W0 = float(torch.tensor((1 + 2**-11) / (1 + 2**-10)).float())  # fmaf(W0, 1 + 2^-10, 0) = 1 + 2^-11
 W6 = 1 + 3 * 2**-23
 ROUTER = (
@@ -74,10 +74,10 @@ ROUTER = (
     0,
 )
 ROUTE_VALUES: tuple[dict[int, float], ...] = (
-    {0: 1 + 2**-10, 1: -(1 + 2**-10)},  # acc = +-(1 + 2^-11)
+    {0: 1 + 2**-10, 1: -(1 + 2**-10), 7: 0.5 + 2**-11},  # acc = +-(1 + 2^-11); column 7 halved
     {2: 1.0, 3: -1.0, 5: 1.5},  # acc = +-(1 + 2^-23), odd; 1.5 + 1.5 * 2^-23 (see below)
     # +-2^-24 (1 + 2^-30): the FP64 sum 2^-54 past the FP32 midpoint 1 + 2^-11 + 2^-24.
-    {0: 1 + 2**-10, 1: -(1 + 2**-10)},
+    {0: 1 + 2**-10, 1: -(1 + 2**-10), 7: 0.5 + 2**-11},
     # +-2^-24 (1 - 2^-30): 2^-54 short of the FP32 midpoint 1 + 3 * 2^-24.
     {2: 1 - 2**-10, 3: -(1 - 2**-10)},
     {2: -1.0, 3: 1.0},  # cancels the 1: 2^-23 (rounded twice: 2^-22)
@@ -91,7 +91,7 @@ ROUTE_VALUES: tuple[dict[int, float], ...] = (
     {4: -1.5, 5: -1.5, 6: -1.5},  # cancels the 1.5
 )
 IDS = [1, 2, 3, 4, 5, 6, 7, 8, 0]
-OUT = (1 + 2**-10, -(1 + 2**-10), 2**-23, -(2**-23), 5 * 2**-23, 2**-22, 5 * 2**-23)
+OUT = (1 + 2**-10, -(1 + 2**-10), 2**-23, -(2**-23), 5 * 2**-23, 2**-22, 5 * 2**-23, 0.5 + 2**-11)
 OUT_TWICE = (1.0, -1.0, 2**-22, -(2**-22))
 
 
@@ -169,14 +169,14 @@ def test_the_crafted_cases_round_twice_otherwise() -> None:
         assert exact.float().half().item() == twice
     assert sum(twice != want for *_, want, twice in DECODES) == 4
     assert all(a != b for a, b in zip(OUT, OUT_TWICE, strict=False))
-    x, topk, ids = _inputs()
+    x, topk, ids = crafted_inputs()
     w13, s13, w2, s2 = banks()
     want_out, want_intermediate = expected_step(x, w13, s13, w2, s2, ids, topk)
     assert want_out[0, : len(OUT)].tolist() == list(OUT)
     assert want_intermediate[8].tolist() == [16 * w for *_, w in UP_CASES]
 
 
-def _inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def crafted_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x = torch.zeros((1, GEOMETRY.w13_k), dtype=torch.float16)
     x[0, 0] = 1.0
     topk = torch.tensor([ROUTER], dtype=torch.float32)
@@ -186,7 +186,7 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 if INTERPRETED:
 
     def test_the_interpreted_repairs_round_once() -> None:
-        x, topk, ids = _inputs()
+        x, topk, ids = crafted_inputs()
         w13, s13, w2, s2 = banks()
         out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
         intermediate = torch.full((len(IDS), GEOMETRY.w2_k), float("nan"), dtype=torch.float16)

@@ -10,6 +10,7 @@ Marked `gpu`, which the default run deselects. On a CUDA machine with Triton:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -23,7 +24,8 @@ from native.awq_schemas import GROUP_SIZE, NUM_EXPERTS, W2_K, W2_N, W13_K, W13_N
 from native.reference import triton_qpn
 from native.reference.oracle import check_bounds, oracle_qpn_m1
 from native.reference.packing import pack_checkpoint, random_expert
-from tests.qpn_triton_helpers import build_banks, with_free_biases
+from tests import test_mut_triton_rounding as rounding
+from tests.qpn_triton_helpers import build_banks, expected_step, with_free_biases
 
 pytestmark = pytest.mark.gpu
 
@@ -399,3 +401,118 @@ def test_cuda_prepare_ops_equal_cpu() -> None:
             gpu = op(*on(CUDA, ck.qweight, ck.scales, ck.qzeros), GROUP_SIZE, interleave)
             assert all(g.device.type == "cuda" for g in gpu)
             assert all(torch.equal(c, g.cpu()) for c, g in zip(cpu, gpu, strict=True))
+
+
+# The interpreter tests' reduced geometries and launch configs, compiled: the code the
+# interpreter never runs (the FP16x2 FMA decode, the decode before W2's wait and its wait,
+# the 16-byte activation loads, the recheck's loads, the compiled tl.fma of the combine, the
+# L2 hints) at shapes that compile in seconds, every element compared with the reference
+# arithmetic (tests/test_mut_triton_interp.py, tests/test_mut_triton_rounding.py).
+REDUCED = triton_qpn.QpnGeometry(experts=3, w13_k=16 * 16, w13_n=64, w2_k=32, w2_n=64, group=8)
+REDUCED_WIDE = dataclasses.replace(REDUCED, top_k=16)
+REDUCED_CASES = {
+    "pairs": (
+        True,
+        REDUCED,
+        triton_qpn.QpnConfig(w13_pairs=16, w13_warps=1, w2_columns=32, w2_warps=1),
+    ),
+    "chains-recheck": (
+        False,
+        REDUCED,
+        triton_qpn.QpnConfig(
+            w13_pairs=32,
+            w13_warps=2,
+            w2_columns=64,
+            w2_warps=2,
+            w13_x_first=False,
+            w13_gate_up=False,
+            w2_paired=False,
+            w13_word_batches=2,
+            w2_weights_first=False,
+            w2_recheck=True,
+            w2_redo=True,
+            one_shift_decode=False,
+            wide_metadata=False,
+        ),
+    ),
+    "packed": (
+        True,
+        REDUCED,
+        triton_qpn.QpnConfig(w13_pairs=8, w13_warps=1, w2_pack_pairs=2, w2_warps=1),
+    ),
+    "packed-unpaired-widen": (
+        False,
+        REDUCED_WIDE,
+        triton_qpn.QpnConfig(
+            w13_pairs=32,
+            w13_warps=1,
+            w2_pack_pairs=4,
+            w2_paired=False,
+            w2_widen=True,
+            w2_warps=2,
+            w2_recheck=True,
+            w2_redo=True,
+        ),
+    ),
+    "prefetch-speculate": (
+        True,
+        REDUCED,
+        triton_qpn.QpnConfig(
+            w13_pairs=16,
+            w13_warps=1,
+            w2_columns=32,
+            w2_warps=1,
+            w13_prefetch=True,
+            w2_prefetch=True,
+            w13_words_first=True,
+            w2_speculate=True,
+        ),
+    ),
+}
+REDUCED_IDS = [1, 2, -1, 0, 1, 3, 2, 0, -5, 1]
+REDUCED_WIDE_IDS = [*REDUCED_IDS, 2, 0, 3, 1, -1, 2]
+
+
+@pytest.mark.parametrize("name", sorted(REDUCED_CASES))
+def test_reduced_geometries_compiled_equal_the_reference(name: str) -> None:
+    compact, geometry, config = REDUCED_CASES[name]
+    g = geometry
+    layouts = build_banks(
+        g.experts, g.w13_k, g.w13_n, g.w2_k, g.w2_n, g.group, seed=23, adversarial=(1,)
+    )
+    w13, s13, w2, s2 = layouts[compact]
+    if not compact:
+        s13 = with_free_biases(s13, 2, seed=3)
+    ids = REDUCED_WIDE_IDS if g.top_k == 16 else REDUCED_IDS
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn((1, g.w13_k), generator=gen) * 0.05).half()
+    topk = torch.rand((1, len(ids)), generator=gen) * 2 - 0.5
+    id_tensor = torch.tensor([ids], dtype=torch.int32)
+    out = torch.full((1, g.w2_n), float("nan"), dtype=torch.float16, device=CUDA)
+    inter = torch.full((len(ids), g.w2_k), float("nan"), dtype=torch.float16, device=CUDA)
+    triton_qpn.launch_qpn_m1(
+        out, inter, *on(CUDA, x, w13, s13, w2, s2, id_tensor, topk),
+        compact=compact, geometry=g, config=config,
+    )  # fmt: skip
+    want_out, want_inter = expected_step(x, w13, s13, w2, s2, id_tensor, topk)
+    assert torch.equal(inter.cpu(), want_inter)
+    assert torch.equal(out.cpu(), want_out)
+    assert out.abs().min() > 0
+
+
+def test_crafted_roundings_compiled() -> None:
+    """tests/test_mut_triton_rounding.py's decodes on FP16 midpoints and FMAs on FP32 ones,
+    compiled (fma.rn.f16x2 and fma.rn.f32 round once: the same bits)."""
+    x, topk, ids = rounding.crafted_inputs()
+    w13, s13, w2, s2 = rounding.banks()
+    g = rounding.GEOMETRY
+    out = torch.full((1, g.w2_n), float("nan"), dtype=torch.float16, device=CUDA)
+    inter = torch.full((len(rounding.IDS), g.w2_k), float("nan"), dtype=torch.float16, device=CUDA)
+    triton_qpn.launch_qpn_m1(
+        out, inter, *on(CUDA, x, w13, s13, w2, s2, ids, topk),
+        compact=False, geometry=g, config=rounding.CONFIG,
+    )  # fmt: skip
+    assert out[0, : len(rounding.OUT)].tolist() == list(rounding.OUT)
+    want_out, want_inter = expected_step(x, w13, s13, w2, s2, ids, topk)
+    assert torch.equal(inter.cpu(), want_inter)
+    assert torch.equal(out.cpu(), want_out)
