@@ -406,8 +406,9 @@ def test_cuda_prepare_ops_equal_cpu() -> None:
 # The interpreter tests' reduced geometries and launch configs, compiled: the code the
 # interpreter never runs (the FP16x2 FMA decode, the decode before W2's wait and its wait,
 # the 16-byte activation loads, the recheck's loads, the compiled tl.fma of the combine, the
-# L2 hints) at shapes that compile in seconds, every element compared with the reference
-# arithmetic (tests/test_mut_triton_interp.py, tests/test_mut_triton_rounding.py).
+# L2 hints; W2's widened, late-weights and decode-after-the-wait paths) at shapes that
+# compile in seconds, every element compared with the reference arithmetic
+# (tests/test_mut_triton_interp.py, tests/test_mut_triton_rounding.py).
 REDUCED = triton_qpn.QpnGeometry(experts=3, w13_k=16 * 16, w13_n=64, w2_k=32, w2_n=64, group=8)
 REDUCED_WIDE = dataclasses.replace(REDUCED, top_k=16)
 REDUCED_CASES = {
@@ -452,6 +453,29 @@ REDUCED_CASES = {
             w2_warps=2,
             w2_recheck=True,
             w2_redo=True,
+        ),
+    ),
+    # W2's fast paths that the recheck's redo (above) overwrites: one column a chain widened
+    # before the wait, the router weights after the chains, the decode after the wait.
+    "packed-unpaired-widen-fast": (
+        False,
+        REDUCED_WIDE,
+        triton_qpn.QpnConfig(
+            w13_pairs=32, w13_warps=1, w2_pack_pairs=4, w2_paired=False, w2_widen=True
+        ),
+    ),
+    "weights-late": (
+        True,
+        REDUCED,
+        triton_qpn.QpnConfig(
+            w13_pairs=16, w13_warps=1, w2_columns=32, w2_warps=1, w2_weights_first=False
+        ),
+    ),
+    "no-predecode": (
+        False,
+        REDUCED,
+        triton_qpn.QpnConfig(
+            w13_pairs=16, w13_warps=1, w2_columns=32, w2_warps=1, w2_predecode=False
         ),
     ),
     "prefetch-speculate": (
