@@ -130,7 +130,16 @@ if INTERPRETED:
         )
         _check(_banks()[False], False, config, geometry=WIDE_TOP_K, ids=WIDE_IDS, seed=11)
 
+    def test_three_byte_records_a_byte_at_a_time() -> None:
+        # The 3-byte records read a byte at a time (wide_metadata false; the 4-byte layout of
+        # the second test never reads them so): scale bytes, zero and fp16(-z*scale) of
+        # every record, adversarial scales included.
+        config = QpnConfig(
+            w13_pairs=16, w13_warps=1, w2_columns=32, w2_warps=1, wide_metadata=False
+        )
+        _check(_banks()[True], True, config, seed=13)
+
 else:
 
     def test_the_cases_under_the_triton_interpreter() -> None:
-        run_under_interpreter(__file__, 4, timeout=600)
+        run_under_interpreter(__file__, 5, timeout=600)
