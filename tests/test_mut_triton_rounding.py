@@ -59,7 +59,7 @@ DECODES = (
 UP_CASES = [(q, s * 2**m, b * 2**m, want * 2**m) for m in range(4) for q, s, b, want, _ in DECODES]
 
 # Router weights, and the values of routes 0-7 (expert r + 1 for route r) in output columns
-# 0-7 (zero elsewhere and where not given); route 8 is expert 0's decodes, with weight 0.
+# 0-8 (zero elsewhere and where not given); route 8 is expert 0's decodes, with weight 0.
 W0 = float(torch.tensor((1 + 2**-11) / (1 + 2**-10)).float())  # fmaf(W0, 1 + 2^-10, 0) = 1 + 2^-11
 W6 = 1 + 3 * 2**-23
 ROUTER = (
@@ -81,17 +81,28 @@ ROUTE_VALUES: tuple[dict[int, float], ...] = (
     # +-2^-24 (1 - 2^-30): 2^-54 short of the FP32 midpoint 1 + 3 * 2^-24.
     {2: 1 - 2**-10, 3: -(1 - 2**-10)},
     {2: -1.0, 3: 1.0},  # cancels the 1: 2^-23 (rounded twice: 2^-22)
-    # acc = 2^-60 (column 4), 3 * 2^-54 (column 6).
-    {4: 1.0, 6: 192.0},
+    # acc = 2^-60 (column 4), 3 * 2^-54 (column 6), 7 * 2^-54 (column 8).
+    {4: 1.0, 6: 192.0, 8: 448.0},
     # W6 * 1.5 is the FP32 midpoint 1.5 + 4.5 * 2^-23 (even below): its sum with 2^-60 rounds
     # onto it in FP64 (an error the FP64 sum alone hides), with 3 * 2^-54 to the odd FP64
-    # neighbour above it. Column 5: (1 + 2^-23) * 1.5 (route 1) is an exact FP64 sum on the
-    # FP32 midpoint 1.5 + 1.5 * 2^-23 (even above): nothing to repair, ties go up.
-    {4: 1.5, 6: 1.5},
-    {4: -1.5, 5: -1.5, 6: -1.5},  # cancels the 1.5
+    # neighbour above it, with 7 * 2^-54 to the even one two FP64 ulps above (one step down
+    # keeps the side, two land on the midpoint). Column 5: (1 + 2^-23) * 1.5 (route 1) is an
+    # exact FP64 sum on the FP32 midpoint 1.5 + 1.5 * 2^-23 (even above): ties go up.
+    {4: 1.5, 6: 1.5, 8: 1.5},
+    {4: -1.5, 5: -1.5, 6: -1.5, 8: -1.5},  # cancels the 1.5
 )
 IDS = [1, 2, 3, 4, 5, 6, 7, 8, 0]
-OUT = (1 + 2**-10, -(1 + 2**-10), 2**-23, -(2**-23), 5 * 2**-23, 2**-22, 5 * 2**-23, 0.5 + 2**-11)
+OUT = (
+    1 + 2**-10,
+    -(1 + 2**-10),
+    2**-23,
+    -(2**-23),
+    5 * 2**-23,
+    2**-22,
+    5 * 2**-23,
+    0.5 + 2**-11,
+    5 * 2**-23,
+)
 OUT_TWICE = (1.0, -1.0, 2**-22, -(2**-22))
 
 
