@@ -30,7 +30,7 @@ from tests.qpn_triton_helpers import expected_step
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
-GEOMETRY = QpnGeometry(experts=9, top_k=9, w13_k=128, w13_n=64, w2_k=32, w2_n=32, group=8)
+GEOMETRY = QpnGeometry(experts=10, top_k=10, w13_k=128, w13_n=64, w2_k=32, w2_n=32, group=8)
 CONFIG = QpnConfig(w13_pairs=32, w13_warps=1, w2_columns=32, w2_warps=1)
 PAIRS = GEOMETRY.w2_k
 U = 2.0**-24  # the smallest FP16 subnormal
@@ -58,8 +58,9 @@ DECODES = (
 # Each case at scales 2^m (bias too), m = 0..3.
 UP_CASES = [(q, s * 2**m, b * 2**m, want * 2**m) for m in range(4) for q, s, b, want, _ in DECODES]
 
-# Router weights, and the values of routes 0-7 (expert r + 1 for route r) in output columns
-# 0-8 (zero elsewhere and where not given); route 8 is expert 0's decodes, with weight 0.
+# Router weights, and the values of routes 0-7 and 9 (expert r + 1 for route r < 8, expert 9
+# for route 9) in output columns 0-9 (zero elsewhere and where not given); route 8 is
+# expert 0's decodes, with weight 0.
 W0 = float(torch.tensor((1 + 2**-11) / (1 + 2**-10)).float())  # fmaf(W0, 1 + 2^-10, 0) = 1 + 2^-11
 W6 = 1 + 3 * 2**-23
 ROUTER = (
@@ -70,8 +71,9 @@ ROUTER = (
     1.0,
     2.0**-60,
     W6,
-    1.0,
+    1 + 2**-23,
     0,
+    1.0,
 )
 ROUTE_VALUES: tuple[dict[int, float], ...] = (
     {0: 1 + 2**-10, 1: -(1 + 2**-10), 7: 0.5 + 2**-11},  # acc = +-(1 + 2^-11); column 7 halved
@@ -81,17 +83,20 @@ ROUTE_VALUES: tuple[dict[int, float], ...] = (
     # +-2^-24 (1 - 2^-30): 2^-54 short of the FP32 midpoint 1 + 3 * 2^-24.
     {2: 1 - 2**-10, 3: -(1 - 2**-10)},
     {2: -1.0, 3: 1.0},  # cancels the 1: 2^-23 (rounded twice: 2^-22)
-    # acc = 2^-60 (column 4), 3 * 2^-54 (column 6), 7 * 2^-54 (column 8).
-    {4: 1.0, 6: 192.0, 8: 448.0},
+    # acc = 2^-60 (column 4), 3 * 2^-54 (column 6), +-7 * 2^-54 (columns 8, 9).
+    {4: 1.0, 6: 192.0, 8: 448.0, 9: -448.0},
     # W6 * 1.5 is the FP32 midpoint 1.5 + 4.5 * 2^-23 (even below): its sum with 2^-60 rounds
     # onto it in FP64 (an error the FP64 sum alone hides), with 3 * 2^-54 to the odd FP64
     # neighbour above it, with 7 * 2^-54 to the even one two FP64 ulps above (one step down
     # keeps the side, two land on the midpoint). Column 5: (1 + 2^-23) * 1.5 (route 1) is an
     # exact FP64 sum on the FP32 midpoint 1.5 + 1.5 * 2^-23 (even above): ties go up.
     {4: 1.5, 6: 1.5, 8: 1.5},
-    {4: -1.5, 5: -1.5, 6: -1.5, 8: -1.5},  # cancels the 1.5
+    # (1 + 2^-23) * 1.5 on the FP32 midpoint (even above) plus -7 * 2^-54: two FP64 ulps below
+    # it, err > 0; one step up keeps the side, two land on it and ties go up.
+    {9: 1.5},
+    {4: -1.5, 5: -1.5, 6: -1.5, 8: -1.5, 9: -1.5},  # route 9: cancels the 1.5
 )
-IDS = [1, 2, 3, 4, 5, 6, 7, 8, 0]
+IDS = [1, 2, 3, 4, 5, 6, 7, 8, 0, 9]
 OUT = (
     1 + 2**-10,
     -(1 + 2**-10),
@@ -102,6 +107,7 @@ OUT = (
     5 * 2**-23,
     0.5 + 2**-11,
     5 * 2**-23,
+    2**-23,
 )
 OUT_TWICE = (1.0, -1.0, 2**-22, -(2**-22))
 
