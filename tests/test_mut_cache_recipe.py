@@ -19,7 +19,6 @@ import json
 import os
 import pickle
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
@@ -38,20 +37,8 @@ from routectl.review.cache import (
     routectl_sources,
     sources_digest,
 )
-from routectl.rows import RowSpec
 from tests.fixtures.toy import make_project
-
-VERSIONS = (("routectl", "1"), ("python", "3"), ("torch", "2"))
-
-
-@dataclasses.dataclass(frozen=True)
-class Fixed:
-    name: str
-    basis: str
-    specs: tuple[RowSpec, ...]
-
-    def rows(self) -> Sequence[RowSpec]:
-        return list(self.specs)
+from tests.test_mut_cache_keys import VERSIONS, Fixed  # the keys tests' category double
 
 
 @pytest.fixture
