@@ -17,8 +17,6 @@ import dataclasses
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +38,7 @@ from routectl.review.cache import (
     ref_baseline_key,
 )
 from routectl.review.sources import read_baseline_snapshot
+from tests.fixtures.limits import at_the_open_files_limit
 from tests.fixtures.toy import make_project
 from tests.project_files import GIT_IDENTITY, git, git_environ
 
@@ -309,22 +308,13 @@ def test_an_entry_write_that_fails_before_its_temp_exists_keeps_its_own_error(
     # At the open-files limit the temp file is never created: the cleanup must not replace the
     # cause (the one warning names it) by the missing temp file. A child process, so the limit
     # is its own.
-    script = (
-        "import os, resource, sys\n"
-        "from pathlib import Path\n"
-        "from routectl.review.cache import _write_atomic\n"
-        "target = Path(sys.argv[1])\n"
-        "used = len(os.listdir('/proc/self/fd')) - 1\n"  # less the listing's own
-        "resource.setrlimit(resource.RLIMIT_NOFILE, (used, resource.getrlimit("
-        "resource.RLIMIT_NOFILE)[1]))\n"
+    imports = "from routectl.review.cache import _write_atomic\n"
+    body = (
         "try:\n"
         "    _write_atomic(target, b'entry')\n"
         "except OSError as exc:\n"
         "    print(exc.errno, exc.strerror)\n"
     )
     target = tmp_path / "key.rows"
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(target)], capture_output=True, text=True, check=True
-    )
-    assert done.stdout == f"24 {os.strerror(24)}\n"
+    assert at_the_open_files_limit(imports, body, target) == f"24 {os.strerror(24)}\n"
     assert list(tmp_path.iterdir()) == []

@@ -35,6 +35,7 @@ from routectl.review.snapshot import (
     write_text,
     write_text_atomic,
 )
+from tests.fixtures.limits import at_the_open_files_limit
 
 
 def dead_pid() -> int:
@@ -241,25 +242,15 @@ def test_a_target_named_near_the_limit_gets_a_temp_name_that_fits(
 def test_a_create_that_fails_before_the_temp_exists_keeps_its_own_error(tmp_path: Path) -> None:
     # At the open-files limit the temp file is never created: the cleanup must not replace the
     # error by one about the missing temp file. A child process, so the limit is its own.
-    script = (
-        "import os, resource, sys\n"
-        "from pathlib import Path\n"
-        "from routectl.errors import InputError\n"
-        "from routectl.review.snapshot import write_text\n"
-        "target = Path(sys.argv[1])\n"
-        "used = len(os.listdir('/proc/self/fd')) - 1\n"  # less the listing's own
-        "resource.setrlimit(resource.RLIMIT_NOFILE, (used, resource.getrlimit("
-        "resource.RLIMIT_NOFILE)[1]))\n"
-        "try:\n"
-        "    write_text(target, 'new')\n"
-        "except InputError as exc:\n"
-        "    print(exc)\n"
+    imports = (
+        "from routectl.errors import InputError\nfrom routectl.review.snapshot import write_text\n"
     )
+    body = "try:\n    write_text(target, 'new')\nexcept InputError as exc:\n    print(exc)\n"
     target = tmp_path / "toy-a.json"
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(target)], capture_output=True, text=True, check=True
+    assert (
+        at_the_open_files_limit(imports, body, target)
+        == f"cannot write {target}: {os.strerror(24)}\n"
     )
-    assert done.stdout == f"cannot write {target}: {os.strerror(24)}\n"
     assert list(tmp_path.iterdir()) == []
 
 
