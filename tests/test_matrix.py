@@ -204,7 +204,9 @@ def test_category_hook_labels_rows():
     ]
 
 
-def test_baseline_marks_changed_added_and_removed_rows():
+def against_a_baseline() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The grid rows and a baseline they differ from in each way: a row added, a label
+    changed, other fields moved, an edge probe removed."""
     rows = grid_rows()
     baseline = [dict(r) for r in rows if r["id"] != rid("m1", "float16", 2, "none", 8)]
     moved = next(r for r in baseline if r["id"] == rid("m1", "fp8_e4m3", 2, "none", 1))
@@ -212,7 +214,11 @@ def test_baseline_marks_changed_added_and_removed_rows():
     plan = next(r for r in baseline if r["id"] == rid("m1", "fp8_e4m3", 4, "none", 8))
     plan["route"] = kernel_route("FastKernel", total=5)
     baseline.append({"id": "edge:gone", "route": status_route("not_applicable")})
-    current = [r for r in rows]
+    return rows, baseline
+
+
+def test_baseline_marks_changed_added_and_removed_rows():
+    current, baseline = against_a_baseline()
     matrix = build_matrix("cat", current, baseline=baseline)
     marks = {c.id: c.change for c in (*matrix.grid.values(), *matrix.probes) if c.change}
     assert marks == {

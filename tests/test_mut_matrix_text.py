@@ -8,23 +8,10 @@ this is fast enough for the mutation runs (issue 28)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from routectl.io.terminal import Painter
 from routectl.review.matrix import build_matrix
 from routectl.review.matrix_text import render_matrix_text
-from tests.test_matrix import grid_rows, kernel_route, rid, status_route
-
-
-def against_a_baseline() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    rows = grid_rows()
-    baseline = [dict(r) for r in rows if r["id"] != rid("m1", "float16", 2, "none", 8)]
-    moved = next(r for r in baseline if r["id"] == rid("m1", "fp8_e4m3", 2, "none", 1))
-    moved["route"] = kernel_route("FastKernel")
-    plan = next(r for r in baseline if r["id"] == rid("m1", "fp8_e4m3", 4, "none", 8))
-    plan["route"] = kernel_route("FastKernel", total=5)
-    baseline.append({"id": "edge:gone", "route": status_route("not_applicable")})
-    return rows, baseline
+from tests.test_matrix import against_a_baseline, kernel_route, rid
 
 
 def test_the_whole_view_against_a_baseline() -> None:
