@@ -354,7 +354,7 @@ def _changes(groups: Sequence[ChangeGroup], cell_ids: Mapping[str, int]) -> str:
     # A panel after the grids, folded: a long list of groups never pushes the grids down.
     out = [
         '<details id="changes"><summary>'
-        f"Change groups: {len(groups)}, {rows} row{'s' if rows != 1 else ''}</summary>"
+        f"Change groups: {len(groups)}, {counted(rows, 'row')}</summary>"
         '<table class="changes"><thead><tr>'
         "<th>change</th><th>rows</th><th>row pattern</th></tr></thead><tbody>"
     ]
@@ -466,7 +466,7 @@ def render_report_page(
 ) -> str:
     """`routectl report --html`: the matrices of a project as one page, with the review's
     change groups when judged `against` a baseline."""
-    count = f"{len(built)} categor{'y' if len(built) == 1 else 'ies'}"
+    count = counted(len(built), "category", "categories")
     rows = sum(m.total_rows for m in built)
     changes = f"; changes against {against}" if against is not None else ""
     return render_html(
