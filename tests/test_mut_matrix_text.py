@@ -2,16 +2,23 @@
 against a baseline with every kind of change (a label changed, other fields moved, a row
 added, an edge probe removed), its legend with the change marks, the probes with their marks
 and reasons, and the changes section naming each transition's sides; the same in colour; cut
-into column blocks and shortened at a narrow width; one column dimension with a missing cell.
+into column blocks and shortened at a narrow width; one column dimension with a missing cell;
+column blocks at each side of a group's edge (whole groups, two to a block, a group cut by
+columns); a probe name past its cap; an empty category; nothing moved; a transition with more
+ids than it lists; wrapped notes under their indent.
 tests/test_matrix.py checks fragments of these and the real project's view through the CLI;
 this is fast enough for the mutation runs (issue 28)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from routectl.io.terminal import Painter
 from routectl.review.matrix import build_matrix
 from routectl.review.matrix_text import render_matrix_text
-from tests.test_matrix import against_a_baseline, kernel_route, rid
+from routectl.rows import Invariance
+from tests.test_matrix import against_a_baseline, kernel_route, rid, status_route
 
 
 def test_the_whole_view_against_a_baseline() -> None:
@@ -266,4 +273,158 @@ def test_a_category_of_edge_probes_only_has_no_grid() -> None:
     assert text.splitlines()[:2] == [
         "cat: kernel per row; 2 rows (0 in the grid, 2 edge probes)",
         "(no matrix rows)",
+    ]
+
+
+def one_row_per_column(groups: Sequence[tuple[str, Sequence[int]]]) -> list[dict[str, Any]]:
+    """One m1 row for each (kv, c) pair: a grid one row high whose columns are `groups`."""
+    return [
+        {"id": rid("m1", kv, 2, "none", c), "route": kernel_route("K")}
+        for kv, cs in groups
+        for c in cs
+    ]
+
+
+KV_C = {"cols_dims": ("kv", "c"), "rows_dims": ("model", "tp", "spec", "q")}
+# The row labels and the column dimensions' names take 23 columns: a view `width` wide
+# leaves `width - 23` to the grid. Cells are one wide, one space apart, two between groups.
+INDENT = 23
+
+
+def block(kv: str, cs: str) -> list[str]:
+    return [
+        f"                   kv: {kv}",
+        f"model tp  spec q    c: {cs}",
+        "m1    tp2 none q4k     " + " ".join("A" * len(cs.split())),
+    ]
+
+
+def blocks_of(text: str) -> list[list[str]]:
+    """The grid's blocks (each header and its row), without the title, legend and the rest."""
+    parts = text.split("\n\n")
+    return [p.splitlines()[-3:] for p in parts[:-1]]
+
+
+def test_column_blocks_keep_whole_groups_and_cut_only_a_group_too_wide() -> None:
+    two_of_four = build_matrix(
+        "cat", one_row_per_column([("a", (1, 2, 4, 8)), ("b", (1, 2, 4, 8))]), **KV_C
+    )
+    assert grid_of(render_matrix_text(two_of_four))[:2] == [
+        "                   kv: a        b",
+        "model tp  spec q    c: 1 2 4 8  1 2 4 8",
+    ]
+    # A group exactly as wide as the room fits it (7 columns: `<=`, not `<`).
+    assert blocks_of(render_matrix_text(two_of_four, width=INDENT + 7)) == [
+        block("a", "1 2 4 8"),
+        block("b", "1 2 4 8"),
+    ]
+    # One column less: each group is cut by columns, at least one a block.
+    assert blocks_of(render_matrix_text(two_of_four, width=INDENT + 6)) == [
+        block("a", "1 2 4"),
+        block("a", "8"),
+        block("b", "1 2 4"),
+        block("b", "8"),
+    ]
+    # Room for a group and two columns of the next: the next group starts its own block
+    # (a block is not filled column by column across a group's edge).
+    assert blocks_of(render_matrix_text(two_of_four, width=INDENT + 12)) == [
+        block("a", "1 2 4 8"),
+        block("b", "1 2 4 8"),
+    ]
+    # Two whole groups share a block where both fit; a third starts the next.
+    three_of_two = build_matrix(
+        "cat", one_row_per_column([("a", (1, 2)), ("b", (1, 2)), ("c", (1, 2))]), **KV_C
+    )
+    assert blocks_of(render_matrix_text(three_of_two, width=INDENT + 8)) == [
+        [
+            "                   kv: a    b",
+            "model tp  spec q    c: 1 2  1 2",
+            "m1    tp2 none q4k     A A  A A",
+        ],
+        block("c", "1 2"),
+    ]
+    # A group that fits after a group that fitted, then one too wide for any block.
+    narrow_then_wide = build_matrix(
+        "cat", one_row_per_column([("a", (1, 2)), ("b", (1, 2, 4, 8))]), **KV_C
+    )
+    assert blocks_of(render_matrix_text(narrow_then_wide, width=INDENT + 5)) == [
+        block("a", "1 2"),
+        block("b", "1 2 4"),
+        block("b", "8"),
+    ]
+
+
+def test_a_long_probe_name_is_cut_at_forty_columns() -> None:
+    rows = [
+        {"id": rid("m1"), "route": kernel_route("K")},
+        {"id": "edge:" + "x" * 45, "route": kernel_route("K")},
+        {"id": "edge:short", "route": status_route("not_applicable")},
+    ]
+    assert render_matrix_text(build_matrix("cat", rows)).split("\n\n")[-1] == (
+        "edge probes (2):\n"
+        "  edge:" + "x" * 34 + "\u2026  A  the first candidate in priority order was admitted\n"
+        "  edge:short" + " " * 30 + "  a  [not_applicable] no route here\n"
+    )
+
+
+def test_an_empty_category_still_has_its_legend_head() -> None:
+    assert render_matrix_text(build_matrix("cat", [])) == (
+        "cat: kernel per row; 0 rows (0 in the grid, 0 edge probes)\n(no matrix rows)\n\nlegend:\n"
+    )
+
+
+def test_nothing_moved_against_the_baseline_says_so() -> None:
+    rows = against_a_baseline()[0]
+    text = render_matrix_text(build_matrix("cat", rows, baseline=rows))
+    assert text.split("\n\n")[-1] == "no changes against the baseline\n"
+    assert "  * changed, + added, - removed against the baseline\n" in text
+
+
+def test_a_transition_lists_four_ids_then_counts_the_rest() -> None:
+    before = [{"id": rid("m1", c=c), "route": kernel_route("K")} for c in (1, 2, 3, 4)]
+    now = [{"id": rid("m1", c=c), "route": kernel_route("K")} for c in (5, 6, 7, 8, 9)]
+    assert render_matrix_text(build_matrix("cat", now, baseline=before)).split("\n\n")[-1] == (
+        "changes against the baseline (9 rows):\n"
+        "  added A: 5 rows\n"
+        "    m1/float16/tp2/none/c5/q4096\n"
+        "    m1/float16/tp2/none/c6/q4096\n"
+        "    m1/float16/tp2/none/c7/q4096\n"
+        "    m1/float16/tp2/none/c8/q4096\n"
+        "    and 1 more\n"
+        "  removed A: 4 rows\n"
+        "    m1/float16/tp2/none/c1/q4096\n"
+        "    m1/float16/tp2/none/c2/q4096\n"
+        "    m1/float16/tp2/none/c3/q4096\n"
+        "    m1/float16/tp2/none/c4/q4096\n"
+    )
+
+
+def test_notes_wrap_under_their_own_indent() -> None:
+    kv_free = Invariance("kv_free", ("kv",), ("route",))
+    q_free = Invariance("q_free", ("q",), ("route",))
+    rows = [
+        {"id": rid("m1", kv, q=q), "route": kernel_route("A" if q == 64 else "B")}
+        for kv in ("f16", "e8")
+        for q in (64, 128)
+    ]
+    text = render_matrix_text(build_matrix("cat", rows, collapse=(kv_free, q_free)), width=30)
+    assert text.splitlines()[:12] == [
+        "cat: kernel per row; 4 rows (\u2026",
+        "kv collapsed: a * cell stands",
+        "  for every value, by the",
+        "  declared invariance",
+        "  (verified by routectl",
+        "  check):",
+        "  kv_free: kv never changes",
+        "    route",
+        "not collapsed by invariance",
+        "  q_free: rows differing only",
+        "  in q show different cells:",
+        "  the grid keeps them",
+    ]
+    assert text.splitlines()[12:16] == [
+        "               kv: *",
+        "                c: 1",
+        "model tp  spec  q: 64  128",
+        "m1    tp2 none     A   B",
     ]
