@@ -188,6 +188,24 @@ def test_the_walker_remembers_each_object() -> None:
     assert walker.modules() == set()
 
 
+class Holder:
+    """A known module's instance whose bound method is a new object at each access."""
+
+    def __init__(self, held: Any) -> None:
+        self.held = held
+
+    def method(self) -> Any:
+        return self.held
+
+
+def test_bound_methods_made_for_one_call_each_reach_their_own_instance() -> None:
+    # Each bound method and its instance live only for their call; the walker keeps them,
+    # so a later one never takes a walked one's id (and its remembered modules).
+    walker = _Walker(KNOWN)
+    for module in ("pkg.a", "pkg.b", "pkg.c", "pkg.a", "pkg.b"):
+        assert walker.modules(Holder(_foreign(module)).method) & KNOWN == {HERE, module}
+
+
 def test_sources_read_parse_and_scan_once(tmp_path: Path) -> None:
     files = {
         "ok": tmp_path / "ok.py",
@@ -202,6 +220,12 @@ def test_sources_read_parse_and_scan_once(tmp_path: Path) -> None:
     files["writer"].write_text("from routectl.family import Family\nF = Family(name='x')\n")
     files["said"].write_text("# Family( is written elsewhere\nX = 1\n")
     files["evalbroken"].write_text("eval(\n")
+    # A dynamic name inside a longer word only: not parsed, so not unknown even unparsable.
+    files["evaluated"] = tmp_path / "evaluated.py"
+    files["evaluated"].write_text("evaluated = (\n")
+    # Every dynamic name spelled, one of them used: the cheap scan must not stop it.
+    files["every"] = tmp_path / "every.py"
+    files["every"].write_text("# " + " ".join(sorted(closure.DYNAMIC_NAMES)) + "\neval(x)\n")
     sources = _Sources(files)
     assert sources.data("gone") == b"" and sources.names("gone") == set()
     assert sources.names("ok") == {"c", "e", "x", "g", "h"}
@@ -210,6 +234,7 @@ def test_sources_read_parse_and_scan_once(tmp_path: Path) -> None:
     assert not sources.writes_records("said") and not sources.writes_records("ok")
     assert sources.dynamic("evalbroken")  # it spells eval and does not parse: unknown
     assert not sources.dynamic("ok") and not sources.dynamic("gone")
+    assert not sources.dynamic("evaluated") and sources.dynamic("every")
     files["ok"].write_text("eval(x)\n")  # read once: the first bytes are kept
     assert not sources.dynamic("ok") and "eval" not in (sources.names("ok") or set())
 
