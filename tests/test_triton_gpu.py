@@ -266,19 +266,75 @@ def test_back_to_back_steps_share_the_intermediate(gpu_banks: Banks) -> None:
 
 
 @triton.jit
-def _late_router(ids_ptr, topk_ptr, new_ids_ptr, new_topk_ptr, spin_ptr, spins):
-    """A router that lets the next kernel launch at once and writes the ids and router
-    weights only after a long dependent chain (legal under programmatic dependent launch: the
-    next kernel waits for this grid before it reads them)."""
+def _copy(dst_ptr, src_ptr, n, BLOCK: tl.constexpr):
+    for start in range(0, n, BLOCK):
+        at = start + tl.arange(0, BLOCK)
+        tl.store(dst_ptr + at, tl.load(src_ptr + at, mask=at < n), mask=at < n)
+
+
+@triton.jit
+def _late_writer(
+    spin_ptr, spins, dst0, src0, n0, dst1, src1, n1, dst2, src2, n2, BLOCK: tl.constexpr
+):
+    """A kernel that lets the next kernel launch at once and writes what that kernel reads
+    (each src copied to its dst, n int32 words) only after a long dependent chain: legal
+    under programmatic dependent launch, where the next kernel waits for this grid before it
+    reads them. The stand-in for a router that writes the ids late (before W13), or for a
+    W13 whose last program writes the intermediate late (before W2)."""
     gdc.gdc_launch_dependents()
     acc = tl.load(spin_ptr)
     for _ in range(spins):
         acc = acc * 0.999 + 0.001
     tl.store(spin_ptr, acc)
-    slot = tl.arange(0, 16)
-    live = slot < 10
-    tl.store(ids_ptr + slot, tl.load(new_ids_ptr + slot, mask=live), mask=live)
-    tl.store(topk_ptr + slot, tl.load(new_topk_ptr + slot, mask=live), mask=live)
+    _copy(dst0, src0, n0, BLOCK)
+    _copy(dst1, src1, n1, BLOCK)
+    _copy(dst2, src2, n2, BLOCK)
+
+
+@triton.jit
+def _early_reader(dst_ptr, src_ptr, n, BLOCK: tl.constexpr):
+    """Copies src to dst with no grid-dependency wait: launched with programmatic dependent
+    launch after _late_writer, it reads what a kernel that lost its wait would read."""
+    _copy(dst_ptr, src_ptr, n, BLOCK)
+
+
+# Milliseconds of dependent FMAs, against microseconds for a launch: the kernel after the
+# writer starts and reads long before the writer writes (a tenth of this once failed that
+# premise on the H200 with 16 processes sharing the GPU).
+LATE_SPINS = 10_000_000
+
+
+def late_write(*copies: tuple[torch.Tensor, torch.Tensor], spins: int = LATE_SPINS) -> None:
+    """Enqueues _late_writer copying each (src, dst) pair (up to three, as int32 words)."""
+    args: list[object] = []
+    for src, dst in copies:
+        args += [
+            dst.view(torch.int32),
+            src.view(torch.int32),
+            dst.numel() * dst.element_size() // 4,
+        ]
+    unused = torch.zeros(1, dtype=torch.int32, device=CUDA)
+    args += [unused, unused, 0] * (3 - len(copies))
+    _late_writer[(1,)](torch.ones(1, device=CUDA), spins, *args, BLOCK=1024)
+
+
+def assert_the_next_kernel_reads_before_the_late_write() -> None:
+    """The premise of the late-writer tests, checked where they run: a kernel launched with
+    programmatic dependent launch after _late_writer and reading without a wait sees what
+    was there before the write (else a missing wait would read the final data and pass).
+    Also compiles both kernels, so that no compile delays a later launch."""
+    before = torch.zeros(4096, dtype=torch.int32, device=CUDA)
+    after = torch.arange(1, 4097, dtype=torch.int32, device=CUDA)
+    seen = torch.full_like(before, -1)
+    late_write((after, before), spins=0)
+    _early_reader[(1,)](seen, before, 4096, BLOCK=1024, launch_pdl=True)
+    before.zero_()
+    torch.cuda.synchronize()
+    late_write((after, before))
+    _early_reader[(1,)](seen, before, 4096, BLOCK=1024, launch_pdl=True)
+    torch.cuda.synchronize()
+    assert torch.equal(before, after), "the late write did not happen"
+    assert not seen.any(), "the next kernel did not start before the late write"
 
 
 LATE_ROUTER_CONFIGS = {
@@ -293,37 +349,100 @@ LATE_ROUTER_CONFIGS = {
 def test_step_after_a_router_that_writes_the_ids_late(
     gpu_banks: Banks, compact: bool, name: str
 ) -> None:
-    """The default W13 lets W2 launch before its own wait, and W2 reads the ids and router
-    weights before its wait: were W2 started while a router that lets W13 launch early still
-    runs, it would read the old ones. The step after such a router must be the step of the
-    new ids and weights. `recheck` and `trigger-after-wait` do not depend on when W2 starts;
-    the default does (launch_qpn_m1's condition), and on the H200 it was right at every
-    delay tried (benchmarks/RESULTS.md), which this keeps watching."""
-    x, old_topk = inputs(11)
-    _, new_topk = inputs(12)
+    """A router that lets W13 launch early and writes the ids, router weights and input at
+    its end: W13 must wait for it before it reads them, so the intermediate is the new
+    step's. `recheck` and `trigger-after-wait` make W2 safe after such a router too (the
+    output is the new step's). The default is not (launch_qpn_m1's condition on the kernel
+    before the step): its W13 lets W2 launch before its own wait, and W2 reads the ids and
+    router weights before its wait, which covers W13 only; on the H200 its output was the
+    old ids' once the step was compiled before the router ran (benchmarks/mutation/
+    triton.md, twelfth session), so only its intermediate is checked."""
+    config = LATE_ROUTER_CONFIGS[name]
+    old_x, old_topk = inputs(11)
+    new_x, new_topk = inputs(12)
     old_ids = [3, 9, 27, 81, 243, 5, 25, 125, 7, 49]
     new_ids = MIXED_IDS
-    want_out, want_inter = call(gpu_banks[compact], x, new_ids, new_topk, CUDA)
-    ids, topk = on(CUDA, torch.tensor([old_ids], dtype=torch.int32), old_topk)
-    fresh_ids, fresh_topk = on(CUDA, torch.tensor([new_ids], dtype=torch.int32), new_topk)
-    spin = torch.ones(1, device=CUDA)
+    want_out, want_inter = call(gpu_banks[compact], new_x, new_ids, new_topk, CUDA)
+    ids, topk, x = on(CUDA, torch.tensor([old_ids], dtype=torch.int32), old_topk, old_x)
+    fresh = on(CUDA, torch.tensor([new_ids], dtype=torch.int32), new_topk, new_x)
     out = torch.full((1, 2560), float("nan"), dtype=torch.float16, device=CUDA)
     inter = torch.full((10, 160), float("nan"), dtype=torch.float16, device=CUDA)
+
+    def step() -> None:
+        triton_qpn.launch_qpn_m1(
+            out, inter, x, *gpu_banks[compact], ids, topk, compact=compact, config=config
+        )
+
+    # Compiled first: a step compiled after the router is enqueued starts seconds later,
+    # long after the router has written (how this test once let W13 without its wait pass).
+    step()
+    assert_the_next_kernel_reads_before_the_late_write()
+    out.fill_(float("nan"))
+    inter.fill_(float("nan"))
     torch.cuda.synchronize()
-    _late_router[(1,)](ids, topk, fresh_ids, fresh_topk, spin, 200_000)
-    triton_qpn.launch_qpn_m1(
-        out,
-        inter,
-        *on(CUDA, x),
-        *gpu_banks[compact],
-        ids,
-        topk,
-        compact=compact,
-        config=LATE_ROUTER_CONFIGS[name],
-    )
+    late_write(*zip(fresh, (ids, topk, x), strict=True))
+    step()
     torch.cuda.synchronize()
-    assert torch.equal(ids.cpu(), fresh_ids.cpu())
+    assert torch.equal(ids.cpu(), fresh[0].cpu())
     assert torch.equal(inter.cpu(), want_inter)
+    if name != "default":
+        assert torch.equal(out.cpu(), want_out)
+
+
+# W2 launched after a kernel that writes the intermediate at its end: each of W2's waits
+# (after the decode, after the widened decode, before the decode) and what is read after
+# them (the activations; with the recheck, the ids and router weights too).
+LATE_INTERMEDIATE_CONFIGS = {
+    "default": triton_qpn.DEFAULT_CONFIG,
+    "widen": triton_qpn.QpnConfig(w2_pack_pairs=2, w2_paired=False, w2_widen=True),
+    "decode-after-wait": triton_qpn.QpnConfig(w2_predecode=False),
+    "recheck": triton_qpn.QpnConfig(w2_recheck=True),
+    "widen-recheck": triton_qpn.QpnConfig(
+        w2_pack_pairs=2, w2_paired=False, w2_widen=True, w2_recheck=True
+    ),
+    "decode-after-wait-recheck": triton_qpn.QpnConfig(w2_predecode=False, w2_recheck=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LATE_INTERMEDIATE_CONFIGS))
+def test_w2_after_a_kernel_that_writes_the_intermediate_late(gpu_banks: Banks, name: str) -> None:
+    """W2 may start while the kernel before it runs (programmatic dependent launch) and
+    decodes its weights meanwhile, but must read the intermediate only after its wait. The
+    kernel before it here writes the intermediate (and, where W2 reads them again after its
+    wait, the ids and router weights) only at its end, the previous step's values there
+    until then: W2's output must be the new step's. Without the recheck the ids and router
+    weights are final from the start (launch_w2: its predecessor, W13, writes neither)."""
+    config = LATE_INTERMEDIATE_CONFIGS[name]
+    x, old_topk = inputs(13)
+    _, new_topk = inputs(14)
+    old_ids = [3, 9, 27, 81, 243, 5, 25, 125, 7, 49]
+    new_ids = MIXED_IDS
+    banks = gpu_banks[True]
+    _, old_inter = call(banks, x, old_ids, old_topk, CUDA)
+    want_out, new_inter = call(banks, x, new_ids, new_topk, CUDA)
+    fresh_ids, fresh_topk = on(CUDA, torch.tensor([new_ids], dtype=torch.int32), new_topk)
+    if config.w2_recheck:
+        ids, topk = on(CUDA, torch.tensor([old_ids], dtype=torch.int32), old_topk)
+    else:
+        ids, topk = fresh_ids.clone(), fresh_topk.clone()
+    inter = old_inter.to(CUDA)
+    out = torch.full((1, 2560), float("nan"), dtype=torch.float16, device=CUDA)
+
+    def w2() -> None:
+        triton_qpn.launch_w2(out, inter, banks[2], banks[3], ids, topk, compact=True, config=config)
+
+    w2()  # compiled first (see the late-router test)
+    assert_the_next_kernel_reads_before_the_late_write()
+    inter.copy_(old_inter)
+    out.fill_(float("nan"))
+    torch.cuda.synchronize()
+    copies = [(new_inter.to(CUDA), inter)]
+    if config.w2_recheck:
+        copies += [(fresh_ids, ids), (fresh_topk, topk)]
+    late_write(*copies)
+    w2()
+    torch.cuda.synchronize()
+    assert torch.equal(inter.cpu(), new_inter)
     assert torch.equal(out.cpu(), want_out)
 
 
