@@ -5,18 +5,20 @@ or hashing rule lies outside its categories' reach, a selector in a module that 
 computed name (that category keyed by every source, the others not), categories only a
 baseline has (no family: every source), a snapshots folder over the project's modules, and
 no snapshots folder. Also: each closure holds its category's own module and the native
-spine, and computing closures writes no grimp cache. Written for issue 28's mutation run of
-`routectl.review.closure` (its `_closures` survivors).
+spine, and computing closures writes no grimp cache. No family is named here (the doorway
+rule): the families and modules each case needs are chosen from the project as it stands.
+Written for issue 28's mutation run of `routectl.review.closure` (its `_closures` survivors).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import native.catalogue
-import policies.awq_moe_admission
 from routectl.project import Project, load_project
 from routectl.review.closure import category_modules
 
@@ -27,12 +29,16 @@ GRIMP_CACHE = Path.cwd() / ".grimp_cache"
 HAD_GRIMP_CACHE = GRIMP_CACHE.exists()
 PROJECT = load_project(ROOT)
 REAL = category_modules(PROJECT)
-ADMISSION = ROOT / "policies" / "awq_moe_admission.py"
-ATTENTION_POLICY = ROOT / "policies" / "v100_attention.py"
 
 
-def family(project: Project, name: str) -> Any:
-    return next(f for f in project.families if f.name == name)
+def module_file(obj: Any) -> Path:
+    return Path(sys.modules[obj.__module__].__file__ or "").resolve()
+
+
+def files(closures: dict[str, list[Path] | None], name: str) -> set[Path]:
+    found = closures[name]
+    assert found is not None, name
+    return set(found)
 
 
 def with_family(project: Project, name: str, **changes: Any) -> Project:
@@ -42,67 +48,72 @@ def with_family(project: Project, name: str, **changes: Any) -> Project:
     return dataclasses.replace(project, families=families)
 
 
-def files(closures: dict[str, list[Path] | None], name: str) -> set[Path]:
-    found = closures[name]
-    assert found is not None, name
-    return set(found)
+def outside_pair() -> tuple[Any, Any, Path]:
+    """A family G with one category, and another family F whose loader's module is in no
+    closure of G's category: (G, F, that module's file)."""
+    for g in PROJECT.families:
+        if len(g.categories) != 1:
+            continue
+        mine = files(REAL, g.categories[0].name)
+        for f in PROJECT.families:
+            if f is not g and f.loader is not None and module_file(f.loader.load) not in mine:
+                return g, f, module_file(f.loader.load)
+    raise AssertionError("no family's loader lies outside another family's closure")
 
 
 def test_each_closure_holds_its_category_module_and_the_native_spine() -> None:
     spine = {ROOT / "native" / "__init__.py", ROOT / "native" / "kernels" / "common.py"}
     for category in PROJECT.categories:
-        own = Path(__import__(type(category).__module__, fromlist=["_"]).__file__ or "")
-        assert {own.resolve(), *spine} <= files(REAL, category.name), category.name
+        assert {module_file(type(category)), *spine} <= files(REAL, category.name)
 
 
 def test_a_family_named_by_a_category_s_code_joins_that_closure() -> None:
-    # The attention policy spells "Refusal" in quotes; a family that answers to that name
-    # is one the attention category's code may look up, so its modules key that category.
-    assert b'"Refusal"' in ATTENTION_POLICY.read_bytes()
-    moe = family(PROJECT, "sm70-awq-moe")
-    named = with_family(PROJECT, "sm70-awq-moe", replaces=(*moe.replaces, "Refusal"))
+    g, f, outside = outside_pair()
+    name = g.categories[0].name
+    # A quoted word of a module only G's category imports, spelled by no other closure's
+    # modules: a family answering to it is one G's code may look up, so its modules key
+    # G's category alone.
+    others = {p for n, v in REAL.items() if n != name for p in v or ()}
+    spelled = b"".join(p.read_bytes() for p in others)
+    word = next(
+        w
+        for p in sorted(files(REAL, name) - others)
+        for w in re.findall(rb'"([A-Za-z_][A-Za-z0-9_]{3,})"', p.read_bytes())
+        if b'"' + w + b'"' not in spelled and b"'" + w + b"'" not in spelled
+    ).decode()
+    named = with_family(PROJECT, f.name, replaces=(*f.replaces, word))
     closures = category_modules(named)
-    attention = files(closures, "sm70-attention")
-    assert ADMISSION not in files(REAL, "sm70-attention")
-    assert attention >= files(REAL, "sm70-attention") | {ADMISSION}
-    # The category keeps its own modules, and no other closure moves.
-    assert {k: v for k, v in closures.items() if k != "sm70-attention"} == {
-        k: v for k, v in REAL.items() if k != "sm70-attention"
+    assert files(closures, name) >= files(REAL, name) | {outside}
+    assert {k: v for k, v in closures.items() if k != name} == {
+        k: v for k, v in REAL.items() if k != name
     }
 
 
 def test_a_family_s_selector_loader_and_hashing_rule_are_followed() -> None:
-    admit = policies.awq_moe_admission.__dict__
-    function = next(
-        v
-        for v in admit.values()
-        if callable(v) and getattr(v, "__module__", "") == "policies.awq_moe_admission"
-    )
-    by_selector = category_modules(with_family(PROJECT, "sm70-attention", selector=function))
-    assert files(by_selector, "sm70-attention") == files(REAL, "sm70-attention") | {ADMISSION}
-    moe_loader = family(PROJECT, "sm70-awq-moe").loader
-    by_loader = category_modules(with_family(PROJECT, "sm70-attention", loader=moe_loader))
-    assert ADMISSION in files(by_loader, "sm70-attention")
-    assert files(by_loader, "sm70-attention") >= files(REAL, "sm70-attention")
+    g, f, outside = outside_pair()
+    name = g.categories[0].name
+    by_selector = category_modules(with_family(PROJECT, g.name, selector=f.loader.load))
+    assert files(by_selector, name) >= files(REAL, name) | {outside}
+    by_loader = category_modules(with_family(PROJECT, g.name, loader=f.loader))
+    assert files(by_loader, name) >= files(REAL, name) | {outside}
     # A hashing rule is read for every category: its module keys them all.
-    by_rule_in_module = category_modules(
-        with_family(PROJECT, "sm70-attention", hashed_when=function)
-    )
-    for name in REAL:
-        assert ADMISSION in files(by_rule_in_module, name), name
+    by_rule = category_modules(with_family(PROJECT, g.name, hashed_when=f.loader.load))
+    for category in REAL:
+        assert outside in files(by_rule, category), category
 
 
 def test_a_selector_that_imports_by_a_computed_name_keys_its_category_by_every_source() -> None:
-    dynamic = with_family(PROJECT, "sm70-fp8-linear", selector=native.catalogue.ops_modules)
-    closures = category_modules(dynamic)
-    assert closures["sm70-fp8-linear"] is None
-    assert {k: v for k, v in closures.items() if k != "sm70-fp8-linear"} == {
-        k: v for k, v in REAL.items() if k != "sm70-fp8-linear"
+    g = PROJECT.families[0]
+    mine = {c.name for c in g.categories}
+    closures = category_modules(with_family(PROJECT, g.name, selector=native.catalogue.ops_modules))
+    assert {k: closures[k] for k in mine} == dict.fromkeys(mine)
+    assert {k: v for k, v in closures.items() if k not in mine} == {
+        k: v for k, v in REAL.items() if k not in mine
     }
 
 
 def test_categories_only_a_baseline_has_are_keyed_by_every_source() -> None:
-    first = PROJECT.categories[0]
+    first = next(c for c in PROJECT.categories if dataclasses.is_dataclass(c))
     orphans = [dataclasses.replace(first, name=n) for n in ("gone-a", "gone-b")]  # type: ignore[type-var]
     closures = category_modules(PROJECT.with_categories(orphans))
     assert closures == {**REAL, "gone-a": None, "gone-b": None}

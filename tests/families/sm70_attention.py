@@ -278,6 +278,7 @@ OWN_FILES: tuple[str, ...] = (
     "tests/test_attention_contract_literals.py",
     "tests/test_row_id_grammar.py",
     "tests/test_mut_kernels_attention_rest.py",
+    "tests/test_mut_v100_attention_survivors.py",
     "tests/fixtures/reference/attention/flash_v100_trace_cases.jsonl",
     "tests/fixtures/reference/attention/sm70_kv_path_matrix.json",
 )
