@@ -337,6 +337,9 @@ def assert_the_next_kernel_reads_before_the_late_write() -> None:
     assert not seen.any(), "the next kernel did not start before the late write"
 
 
+# The previous step's ids in the late-writer tests: all valid, none of MIXED_IDS.
+OLD_IDS = [3, 9, 27, 81, 243, 5, 25, 125, 7, 49]
+
 LATE_ROUTER_CONFIGS = {
     "default": triton_qpn.DEFAULT_CONFIG,
     "recheck": triton_qpn.QpnConfig(w2_recheck=True),
@@ -360,7 +363,7 @@ def test_step_after_a_router_that_writes_the_ids_late(
     config = LATE_ROUTER_CONFIGS[name]
     old_x, old_topk = inputs(11)
     new_x, new_topk = inputs(12)
-    old_ids = [3, 9, 27, 81, 243, 5, 25, 125, 7, 49]
+    old_ids = OLD_IDS
     new_ids = MIXED_IDS
     want_out, want_inter = call(gpu_banks[compact], new_x, new_ids, new_topk, CUDA)
     ids, topk, x = on(CUDA, torch.tensor([old_ids], dtype=torch.int32), old_topk, old_x)
@@ -415,7 +418,7 @@ def test_w2_after_a_kernel_that_writes_the_intermediate_late(gpu_banks: Banks, n
     config = LATE_INTERMEDIATE_CONFIGS[name]
     x, old_topk = inputs(13)
     _, new_topk = inputs(14)
-    old_ids = [3, 9, 27, 81, 243, 5, 25, 125, 7, 49]
+    old_ids = OLD_IDS
     new_ids = MIXED_IDS
     banks = gpu_banks[True]
     _, old_inter = call(banks, x, old_ids, old_topk, CUDA)
