@@ -139,7 +139,29 @@ if INTERPRETED:
         )
         _check(_banks()[True], True, config, seed=13)
 
+    def test_packed_slots_of_one_pair_a_block() -> None:
+        # w2_pack_pairs=1, the smallest packing QpnConfig admits: 32 slots hold 3 column
+        # blocks of one pair (2 columns), 11 programs for 64 columns, the last one's 2 past
+        # the end masked. At 1 the packed branches must still be taken (`PACK > 0`), not the
+        # unpacked ones, whose slot layout the packed stores do not read.
+        config = QpnConfig(w13_pairs=8, w13_warps=1, w2_pack_pairs=1, w2_warps=1)
+        _check(_banks()[True], True, config, seed=9)
+
+    def test_packed_unpaired_slots_of_one_pair_a_block() -> None:
+        # The same packing with one column a chain (w2_paired false), the 4-byte layout.
+        config = QpnConfig(w13_pairs=8, w13_warps=1, w2_pack_pairs=1, w2_paired=False, w2_warps=1)
+        _check(_banks()[False], False, config, seed=9)
+
+    def test_the_recheck_redo_with_three_byte_records() -> None:
+        # The recheck's slow path (redone from the ids read after the wait) on the compact
+        # layout: the redo reads the banks again, and must read them as 3-byte records (the
+        # other recheck cases use the 4-byte layout, where any reading of COMPACT is false).
+        config = QpnConfig(
+            w13_pairs=16, w13_warps=1, w2_columns=32, w2_warps=1, w2_recheck=True, w2_redo=True
+        )
+        _check(_banks()[True], True, config, seed=15)
+
 else:
 
     def test_the_cases_under_the_triton_interpreter() -> None:
-        run_under_interpreter(__file__, 5, timeout=600)
+        run_under_interpreter(__file__, 8, timeout=600)
