@@ -619,8 +619,8 @@ REDUCED_IDS = [1, 2, -1, 0, 1, 3, 2, 0, -5, 1]
 REDUCED_WIDE_IDS = [*REDUCED_IDS, 2, 0, 3, 1, -1, 2]
 
 
-@pytest.mark.parametrize("name", sorted(REDUCED_CASES))
-def test_reduced_geometries_compiled_equal_the_reference(name: str) -> None:
+def reduced_step(name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reduced case `name` compiled: (out, intermediate) on the CPU, then the reference's."""
     compact, geometry, config = REDUCED_CASES[name]
     g = geometry
     layouts = build_banks(
@@ -641,8 +641,14 @@ def test_reduced_geometries_compiled_equal_the_reference(name: str) -> None:
         compact=compact, geometry=g, config=config,
     )  # fmt: skip
     want_out, want_inter = expected_step(x, w13, s13, w2, s2, id_tensor, topk)
-    assert torch.equal(inter.cpu(), want_inter)
-    assert torch.equal(out.cpu(), want_out)
+    return out.cpu(), inter.cpu(), want_out, want_inter
+
+
+@pytest.mark.parametrize("name", sorted(REDUCED_CASES))
+def test_reduced_geometries_compiled_equal_the_reference(name: str) -> None:
+    out, inter, want_out, want_inter = reduced_step(name)
+    assert torch.equal(inter, want_inter)
+    assert torch.equal(out, want_out)
     assert out.abs().min() > 0
 
 

@@ -1,0 +1,238 @@
+"""Mutation runs of the Triton kernels' jit bodies (native/reference/triton_qpn.py), which
+mutmut skips (it leaves `@triton.jit` functions alone): see benchmarks/mutation/triton.md.
+
+The mutants are line patches in benchmarks/mutation/triton-jit/patches.json (mutmut 3.8.1's
+operators applied to the jit functions with the decorator hidden, numbered as mutmut numbers
+them: `_w2_kernel__405` is that function's 405th mutant); each is the module with its one
+statement replaced. Three commands:
+
+  gpu KEYS OUT WORKERS DEADLINE   on the device: each mutant of KEYS (lines `key stage`) in a
+                                  child process of its own, WORKERS at once, none started
+                                  after DEADLINE seconds; one JSON line a mutant in OUT
+  one FILE TEST...                the child: tests/test_triton_gpu.py's GPU tests with
+                                  native.reference.triton_qpn replaced by the mutant FILE
+  diff FILE CASE...               on the device: the mutant FILE on the compiled reduced
+                                  CASES, each element against the reference (why one lives)
+  interp KEY CASE[,CASE...]       here, no GPU: the mutant under TRITON_INTERPRET=1 on the
+                                  launch configs of CASES below, each against the reference
+
+A child's exit status 1 is a killed mutant, 0 a survivor; a child still running after its
+limit counts as detected ("timeout"). The original runs first and must pass. A stage may
+chain others ("s1b+s1c": the second only for a survivor of the first); the stage "diff"
+runs the diff command on all the reduced cases and keeps its whole output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE = ROOT / "native" / "reference" / "triton_qpn.py"
+PATCHES = ROOT / "benchmarks" / "mutation" / "triton-jit" / "patches.json"
+GPU_FILE = "tests/test_triton_gpu.py::"
+REDUCED = GPU_FILE + "test_reduced_geometries_compiled_equal_the_reference"
+# The first four reduced cases kill most mutants; a survivor of them runs the other four.
+FIRST = ("pairs", "packed-unpaired-widen", "no-predecode", "prefetch-speculate")
+OTHERS = ("chains-recheck", "packed", "packed-unpaired-widen-fast", "weights-late")
+STAGES = {
+    "s1b": [f"{REDUCED}[{n}]" for n in FIRST] + [GPU_FILE + "test_crafted_roundings_compiled"],
+    "s1c": [f"{REDUCED}[{n}]" for n in OTHERS],
+    "s1": [f"{REDUCED}[{n}]" for n in OTHERS + FIRST]
+    + [GPU_FILE + "test_crafted_roundings_compiled"],
+    "s2": [
+        GPU_FILE + "test_launch_configs_equal_the_op",
+        GPU_FILE + "test_step_after_a_router_that_writes_the_ids_late",
+        GPU_FILE + "test_w2_after_a_kernel_that_writes_the_intermediate_late",
+        GPU_FILE + "test_random_equal_cpu_op_and_within_oracle_bounds",
+    ],
+}
+REDUCED_NAMES = sorted(FIRST + OTHERS)
+CHILD_LIMIT_S = 150
+
+
+def mutant_source(key: str) -> str:
+    """The module's text with mutant `key`'s patch applied (the last lines first, so the
+    earlier line numbers stay right)."""
+    lines = MODULE.read_text().splitlines(keepends=True)
+    patches = json.loads(PATCHES.read_text())[key]
+    for start, stop, new in sorted(patches, key=lambda p: -p[0]):
+        lines[start:stop] = [new] if new else []
+    return "".join(lines)
+
+
+def load_as_module(path: str) -> None:
+    """Make the file at `path` the module native.reference.triton_qpn for every later import."""
+    import native.reference as package
+
+    spec = importlib.util.spec_from_file_location("native.reference.triton_qpn", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["native.reference.triton_qpn"] = module
+    spec.loader.exec_module(module)
+    package.triton_qpn = module  # type: ignore[attr-defined]
+
+
+def one(path: str, tests: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    if path != "-":
+        load_as_module(path)
+    import pytest
+
+    return int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-m", "gpu", *tests]))
+
+
+def diff(path: str, cases: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    if path != "-":
+        load_as_module(path)
+    import torch
+
+    from tests import test_triton_gpu as t
+
+    for case in cases:
+        out, inter, want_out, want_inter = t.reduced_step(case)
+        line: dict[str, object] = {"case": case}
+        for name, got, want in (("out", out, want_out), ("inter", inter, want_inter)):
+            wrong = torch.nonzero(~((got == want) | (got.isnan() & want.isnan())))
+            line[name] = len(wrong)
+            line[name + "_first"] = [
+                (tuple(at.tolist()), float(got[tuple(at)]), float(want[tuple(at)]))
+                for at in wrong[:4]
+            ]
+        print(json.dumps(line), flush=True)
+    return 0
+
+
+def gpu(keys_file: str, out_file: str, workers: int, deadline: float) -> None:
+    start = time.time()
+    work = ROOT / "build" / "triton-jit-mutants"
+    work.mkdir(parents=True, exist_ok=True)
+    jobs = [line.split() for line in Path(keys_file).read_text().splitlines() if line.strip()]
+    lock = threading.Lock()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def run(key: str, stage: str) -> None:
+        if time.time() - start > deadline:
+            return
+        path = "-"
+        if key != "ORIGINAL":
+            path = str(work / f"{key}.py")
+            Path(path).write_text(mutant_source(key))
+        began = time.time()
+        record: dict[str, object] = {"key": key}
+        for part in stage.split("+"):
+            record["stage"] = part
+            command = ["diff", path, *REDUCED_NAMES] if part == "diff" else ["one", path]
+            tests = [] if part == "diff" else STAGES[part]
+            try:
+                child = subprocess.run(
+                    [sys.executable, __file__, *command, *tests],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=CHILD_LIMIT_S,
+                )
+                record["rc"] = child.returncode
+                tail = child.stdout + child.stderr
+            except subprocess.TimeoutExpired:
+                record["rc"], tail = "timeout", ""
+            if part == "diff":
+                record["output"] = tail[-4000:]
+            elif key == "ORIGINAL" or record["rc"] not in (0, 1):
+                record["tail"] = tail[-300:]
+            if record["rc"] != 0:
+                break
+        record["s"] = round(time.time() - began, 1)
+        with lock, open(out_file, "a") as out:
+            out.write(json.dumps(record) + "\n")
+
+    # The original alone first: it must pass, and it fills Triton's cache with the kernels
+    # that a mutant of another function leaves unchanged.
+    run("ORIGINAL", "s1")
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda job: run(job[0], job[1] if len(job) > 1 else "s1b"), jobs))
+    print(f"done in {time.time() - start:.0f} s")
+
+
+def interp_cases() -> dict[str, Callable[[], None]]:
+    from native.reference.triton_qpn import QpnConfig
+    from tests import test_mut_triton_interp as t
+    from tests.triton_interpreter_cases import CONFIGS
+
+    compact, wide = t._banks()[True], t._banks()[False]
+
+    def config(**kw: object) -> QpnConfig:
+        return QpnConfig(**kw)  # type: ignore[arg-type]
+
+    recheck = dataclasses.replace(
+        CONFIGS[False], w13_warps=2, w2_columns=64, w2_warps=2, one_shift_decode=False,
+        wide_metadata=False, w2_recheck=True, w2_redo=True,
+    )  # fmt: skip
+    one = dict(w13_pairs=16, w13_warps=1, w2_columns=32, w2_warps=1)
+    return {
+        "pairs": lambda: t._check(compact, True, config(**one)),
+        "recheck": lambda: t._check(wide, False, recheck, seed=7),
+        "compact-redo": lambda: t._check(
+            compact, True, config(**one, w2_recheck=True, w2_redo=True)
+        ),
+        "narrow": lambda: t._check(compact, True, config(**one, wide_metadata=False), seed=13),
+        "pack1": lambda: t._check(
+            compact, True, config(w13_pairs=8, w13_warps=1, w2_pack_pairs=1, w2_warps=1), seed=9
+        ),
+        "pack1-unpaired": lambda: t._check(
+            wide,
+            False,
+            config(w13_pairs=8, w13_warps=1, w2_pack_pairs=1, w2_paired=False, w2_warps=1),
+            seed=9,
+        ),
+    }
+
+
+def interp(key: str, cases: list[str]) -> None:
+    os.environ["TRITON_INTERPRET"] = "1"
+    sys.path.insert(0, str(ROOT))
+    if key != "ORIGINAL":
+        path = ROOT / "build" / "triton-jit-mutants" / f"{key}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(mutant_source(key))
+        load_as_module(str(path))
+    table = interp_cases()
+    for case in cases:
+        began = time.time()
+        try:
+            table[case]()
+            result = "pass"
+        except Exception as error:  # a mutant may fail in any way: each is a kill
+            result = f"FAIL {type(error).__name__} {str(error)[:150]}".replace("\n", " ")
+        line = {"key": key, "case": case, "result": result, "s": round(time.time() - began, 1)}
+        print(json.dumps(line), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    command, *rest = argv or ["help"]
+    if command == "one":
+        return one(rest[0], rest[1:])
+    if command == "diff":
+        return diff(rest[0], rest[1:])
+    if command == "gpu":
+        gpu(rest[0], rest[1], int(rest[2]), float(rest[3]))
+        return 0
+    if command == "interp":
+        interp(rest[0], rest[1].split(","))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
