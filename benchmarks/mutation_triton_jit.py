@@ -57,7 +57,7 @@ STAGES = {
     ],
 }
 REDUCED_NAMES = sorted(FIRST + OTHERS)
-CHILD_LIMIT_S = 150
+CHILD_LIMIT_S = float(os.environ.get("JITMUT_CHILD_LIMIT_S", "150"))  # s2 under load needs more
 
 
 def mutant_source(key: str) -> str:
