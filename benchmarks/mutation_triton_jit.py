@@ -100,8 +100,8 @@ def diff(path: str, cases: list[str]) -> int:
     from tests import test_triton_gpu as t
 
     for case in cases:
-        out, inter, want_out, want_inter = t.reduced_step(case)
-        line: dict[str, object] = {"case": case}
+        out, inter, want_out, want_inter, spilled = t.reduced_step(case)
+        line: dict[str, object] = {"case": case, "spilled": spilled}
         for name, got, want in (("out", out, want_out), ("inter", inter, want_inter)):
             wrong = torch.nonzero(~((got == want) | (got.isnan() & want.isnan())))
             line[name] = len(wrong)
