@@ -4,7 +4,7 @@ mutmut skips (it leaves `@triton.jit` functions alone): see benchmarks/mutation/
 The mutants are line patches in benchmarks/mutation/triton-jit/patches.json (mutmut 3.8.1's
 operators applied to the jit functions with the decorator hidden, numbered as mutmut numbers
 them: `_w2_kernel__405` is that function's 405th mutant); each is the module with its one
-statement replaced. Three commands:
+statement replaced. Four commands:
 
   gpu KEYS OUT WORKERS DEADLINE   on the device: each mutant of KEYS (lines `key stage`) in a
                                   child process of its own, WORKERS at once, none started
@@ -13,8 +13,8 @@ statement replaced. Three commands:
                                   native.reference.triton_qpn replaced by the mutant FILE
   diff FILE CASE...               on the device: the mutant FILE on the compiled reduced
                                   CASES, each element against the reference (why one lives)
-  interp KEY CASE[,CASE...]       here, no GPU: the mutant under TRITON_INTERPRET=1 on the
-                                  launch configs of CASES below, each against the reference
+  interp KEY TEST[,TEST...]       here, no GPU: the mutant under TRITON_INTERPRET=1 in the
+                                  tests of tests/test_mut_triton_interp.py named (in-process)
 
 A child's exit status 1 is a killed mutant, 0 a survivor; a child still running after its
 limit counts as detected ("timeout"). The original runs first and must pass. A stage may
@@ -24,7 +24,6 @@ runs the diff command on all the reduced cases and keeps its whole output.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import os
@@ -32,7 +31,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -100,8 +98,8 @@ def diff(path: str, cases: list[str]) -> int:
     from tests import test_triton_gpu as t
 
     for case in cases:
-        out, inter, want_out, want_inter, spilled = t.reduced_step(case)
-        line: dict[str, object] = {"case": case, "spilled": spilled}
+        out, inter, want_out, want_inter, spill = t.reduced_step(case)
+        line: dict[str, object] = {"case": case, "spilled": spill}
         for name, got, want in (("out", out, want_out), ("inter", inter, want_inter)):
             wrong = torch.nonzero(~((got == want) | (got.isnan() & want.isnan())))
             line[name] = len(wrong)
@@ -164,40 +162,6 @@ def gpu(keys_file: str, out_file: str, workers: int, deadline: float) -> None:
     print(f"done in {time.time() - start:.0f} s")
 
 
-def interp_cases() -> dict[str, Callable[[], None]]:
-    from native.reference.triton_qpn import QpnConfig
-    from tests import test_mut_triton_interp as t
-    from tests.triton_interpreter_cases import CONFIGS
-
-    compact, wide = t._banks()[True], t._banks()[False]
-
-    def config(**kw: object) -> QpnConfig:
-        return QpnConfig(**kw)  # type: ignore[arg-type]
-
-    recheck = dataclasses.replace(
-        CONFIGS[False], w13_warps=2, w2_columns=64, w2_warps=2, one_shift_decode=False,
-        wide_metadata=False, w2_recheck=True, w2_redo=True,
-    )  # fmt: skip
-    one = dict(w13_pairs=16, w13_warps=1, w2_columns=32, w2_warps=1)
-    return {
-        "pairs": lambda: t._check(compact, True, config(**one)),
-        "recheck": lambda: t._check(wide, False, recheck, seed=7),
-        "compact-redo": lambda: t._check(
-            compact, True, config(**one, w2_recheck=True, w2_redo=True)
-        ),
-        "narrow": lambda: t._check(compact, True, config(**one, wide_metadata=False), seed=13),
-        "pack1": lambda: t._check(
-            compact, True, config(w13_pairs=8, w13_warps=1, w2_pack_pairs=1, w2_warps=1), seed=9
-        ),
-        "pack1-unpaired": lambda: t._check(
-            wide,
-            False,
-            config(w13_pairs=8, w13_warps=1, w2_pack_pairs=1, w2_paired=False, w2_warps=1),
-            seed=9,
-        ),
-    }
-
-
 def interp(key: str, cases: list[str]) -> None:
     os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, str(ROOT))
@@ -206,11 +170,12 @@ def interp(key: str, cases: list[str]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(mutant_source(key))
         load_as_module(str(path))
-    table = interp_cases()
+    from tests import test_mut_triton_interp as cases_module
+
     for case in cases:
         began = time.time()
         try:
-            table[case]()
+            getattr(cases_module, case)()
             result = "pass"
         except Exception as error:  # a mutant may fail in any way: each is a kill
             result = f"FAIL {type(error).__name__} {str(error)[:150]}".replace("\n", " ")

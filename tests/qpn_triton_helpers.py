@@ -129,3 +129,21 @@ def expected_step(
     routes[valid] = numerics.w2_stage(inter, decoded(w2[chosen], s2[chosen]))
     out = numerics.combine_routes(topk.reshape(-1), routes)
     return out.reshape(1, n2), intermediate
+
+
+# Elements behind each output buffer that no store may reach.
+GUARD = 64
+
+
+def guarded(rows: int, cols: int, device: torch.device | None = None) -> torch.Tensor:
+    """A NaN FP16 (rows, cols) tensor at the front of a NaN buffer GUARD elements longer: a
+    store past its end (a masked last program whose mask is lost) lands in the guard, where
+    `spilled` sees it, instead of in memory nobody checks."""
+    buffer = torch.full((rows * cols + GUARD,), float("nan"), dtype=torch.float16, device=device)
+    return buffer[: rows * cols].view(rows, cols)
+
+
+def spilled(tensor: torch.Tensor) -> int:
+    """How many elements of the guard behind `guarded`'s `tensor` a store reached."""
+    behind = tensor.as_strided((GUARD,), (1,), tensor.storage_offset() + tensor.numel())
+    return int((~behind.isnan()).sum())

@@ -24,7 +24,13 @@ import torch
 
 from native.reference.triton_qpn import QpnConfig, QpnGeometry, launch_qpn_m1
 from tests.interpreter_child import run_under_interpreter
-from tests.qpn_triton_helpers import build_banks, expected_step, with_free_biases
+from tests.qpn_triton_helpers import (
+    build_banks,
+    expected_step,
+    guarded,
+    spilled,
+    with_free_biases,
+)
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -36,8 +42,6 @@ FREE_BIAS_EXPERT = 2
 # Duplicates (1 three times, 2 and 0 twice), invalid ids (-1, -5 and experts = 3).
 IDS = [1, 2, -1, 0, 1, 3, 2, 0, -5, 1]
 WIDE_IDS = [*IDS, 2, 0, 3, 1, -1, 2]
-# Elements behind each output buffer that no store may reach.
-GUARD = 64
 
 
 def _banks() -> dict[bool, tuple[torch.Tensor, ...]]:
@@ -65,13 +69,8 @@ def _check(
     """One launch_qpn_m1 against the reference arithmetic, whole buffers compared."""
     x, topk = _inputs(seed, len(ids))
     id_tensor = torch.tensor([ids], dtype=torch.int32)
-    # Each buffer is the front of a longer one: a store past its end (a masked last program
-    # whose mask is lost) lands in the guard behind it instead of in memory nobody checks.
-    out_buffer = torch.full((geometry.w2_n + GUARD,), float("nan"), dtype=torch.float16)
-    out = out_buffer[: geometry.w2_n].view(1, geometry.w2_n)
-    inter_size = len(ids) * geometry.w2_k
-    inter_buffer = torch.full((inter_size + GUARD,), float("nan"), dtype=torch.float16)
-    intermediate = inter_buffer[:inter_size].view(len(ids), geometry.w2_k)
+    out = guarded(1, geometry.w2_n)
+    intermediate = guarded(len(ids), geometry.w2_k)
     w13, s13, w2, s2 = banks
     launch_qpn_m1(
         out, intermediate, x, w13, s13, w2, s2, id_tensor, topk,
@@ -84,8 +83,8 @@ def _check(
     for r, e in enumerate(ids):
         assert bool(intermediate[r].any()) is (0 <= e < geometry.experts), (r, e)
     assert out.abs().min() > 0
-    assert out_buffer[geometry.w2_n :].isnan().all(), "a store past the output's end"
-    assert inter_buffer[inter_size:].isnan().all(), "a store past the intermediate's end"
+    assert spilled(out) == 0, "a store past the output's end"
+    assert spilled(intermediate) == 0, "a store past the intermediate's end"
 
 
 if INTERPRETED:

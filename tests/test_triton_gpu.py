@@ -25,7 +25,13 @@ from native.reference import triton_qpn
 from native.reference.oracle import check_bounds, oracle_qpn_m1
 from native.reference.packing import pack_checkpoint, random_expert
 from tests import test_mut_triton_rounding as rounding
-from tests.qpn_triton_helpers import build_banks, expected_step, with_free_biases
+from tests.qpn_triton_helpers import (
+    build_banks,
+    expected_step,
+    guarded,
+    spilled,
+    with_free_biases,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -623,8 +629,7 @@ def reduced_step(
     name: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Reduced case `name` compiled: (out, intermediate) on the CPU, then the reference's, and
-    how many guard elements behind the two buffers a store reached (each buffer is the front
-    of a longer NaN one, so a store past its end is seen)."""
+    how many guard elements behind the two buffers a store reached (`guarded`)."""
     compact, geometry, config = REDUCED_CASES[name]
     g = geometry
     layouts = build_banks(
@@ -638,29 +643,23 @@ def reduced_step(
     x = (torch.randn((1, g.w13_k), generator=gen) * 0.05).half()
     topk = torch.rand((1, len(ids)), generator=gen) * 2 - 0.5
     id_tensor = torch.tensor([ids], dtype=torch.int32)
-    size = len(ids) * g.w2_k
-    buffers = [
-        torch.full((n + 64,), float("nan"), dtype=torch.float16, device=CUDA)
-        for n in (g.w2_n, size)
-    ]
-    out = buffers[0][: g.w2_n].view(1, g.w2_n)
-    inter = buffers[1][:size].view(len(ids), g.w2_k)
+    out = guarded(1, g.w2_n, CUDA)
+    inter = guarded(len(ids), g.w2_k, CUDA)
     triton_qpn.launch_qpn_m1(
         out, inter, *on(CUDA, x, w13, s13, w2, s2, id_tensor, topk),
         compact=compact, geometry=g, config=config,
     )  # fmt: skip
     want_out, want_inter = expected_step(x, w13, s13, w2, s2, id_tensor, topk)
-    spilled = sum(int((~b[n:].isnan()).sum()) for b, n in zip(buffers, (g.w2_n, size), strict=True))
-    return out.cpu(), inter.cpu(), want_out, want_inter, spilled
+    return out.cpu(), inter.cpu(), want_out, want_inter, spilled(out) + spilled(inter)
 
 
 @pytest.mark.parametrize("name", sorted(REDUCED_CASES))
 def test_reduced_geometries_compiled_equal_the_reference(name: str) -> None:
-    out, inter, want_out, want_inter, spilled = reduced_step(name)
+    out, inter, want_out, want_inter, spill = reduced_step(name)
     assert torch.equal(inter, want_inter)
     assert torch.equal(out, want_out)
     assert out.abs().min() > 0
-    assert spilled == 0, "a store past the end of the output or the intermediate"
+    assert spill == 0, "a store past the end of the output or the intermediate"
 
 
 def test_crafted_roundings_compiled() -> None:
