@@ -14,7 +14,12 @@ statement replaced. Four commands:
   diff FILE CASE...               on the device: the mutant FILE on the compiled reduced
                                   CASES, each element against the reference (why one lives)
   interp KEY TEST[,TEST...]       here, no GPU: the mutant under TRITON_INTERPRET=1 in the
-                                  tests of tests/test_mut_triton_interp.py named (in-process)
+                                  tests of tests/test_mut_triton_interp.py named, then in
+                                  any pytest node ids among them (in-process)
+  patches OUT [FUNCTION...]       here: every jit mutant (of the FUNCTIONs named, or of all)
+                                  as line patches into OUT (JSON), generated again with
+                                  mutmut's operators; the keys the stored patches.json has
+                                  must come out equal (checked), so the numbering is mutmut's
 
 A child's exit status 1 is a killed mutant, 0 a survivor; a child still running after its
 limit counts as detected ("timeout"). The original runs first and must pass. A stage may
@@ -27,6 +32,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -97,9 +103,9 @@ def diff(path: str, cases: list[str]) -> int:
 
     from tests import test_triton_gpu as t
 
-    for case in cases:
-        out, inter, want_out, want_inter, spill = t.reduced_step(case)
-        line: dict[str, object] = {"case": case, "spilled": spill}
+    for case, weights in ((case, weights) for case in cases for weights in ("drawn", "balanced")):
+        out, inter, want_out, want_inter, spill = t.reduced_step(case, weights)
+        line: dict[str, object] = {"case": case, "weights": weights, "spilled": spill}
         for name, got, want in (("out", out, want_out), ("inter", inter, want_inter)):
             wrong = torch.nonzero(~((got == want) | (got.isnan() & want.isnan())))
             line[name] = len(wrong)
@@ -163,6 +169,9 @@ def gpu(keys_file: str, out_file: str, workers: int, deadline: float) -> None:
 
 
 def interp(key: str, cases: list[str]) -> None:
+    """The mutant `key` under the interpreter, in this process: each name of a test function
+    of tests/test_mut_triton_interp.py called alone (a line each), then any pytest node ids
+    (a `.py` path or `path::test`, such as tests/triton_order_cases.py) in one pytest run."""
     os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, str(ROOT))
     if key != "ORIGINAL":
@@ -172,7 +181,8 @@ def interp(key: str, cases: list[str]) -> None:
         load_as_module(str(path))
     from tests import test_mut_triton_interp as cases_module
 
-    for case in cases:
+    node_ids = [case for case in cases if ".py" in case]
+    for case in (case for case in cases if ".py" not in case):
         began = time.time()
         try:
             getattr(cases_module, case)()
@@ -181,6 +191,75 @@ def interp(key: str, cases: list[str]) -> None:
             result = f"FAIL {type(error).__name__} {str(error)[:150]}".replace("\n", " ")
         line = {"key": key, "case": case, "result": result, "s": round(time.time() - began, 1)}
         print(json.dumps(line), flush=True)
+        if result != "pass":
+            return  # killed: the rest would say no more
+    if node_ids:
+        import pytest
+
+        began = time.time()
+        rc = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT), *node_ids])
+        result = "pass" if rc == 0 else f"FAIL pytest exit {int(rc)}"
+        seconds = round(time.time() - began, 1)
+        line = {"key": key, "case": " ".join(node_ids), "result": result, "s": seconds}
+        print(json.dumps(line), flush=True)
+
+
+def generate(functions: set[str]) -> dict[str, list[tuple[int, int, str]]]:
+    """Every mutant of the jit functions as line patches: mutmut 3.8.1's operators applied to
+    the module with its `@triton.jit` lines made comments (mutmut leaves decorated functions
+    alone), numbered per function in mutmut's order (its trampoline's `_N`)."""
+    import difflib
+
+    import libcst as cst
+    from mutmut.mutation.file_mutation import create_mutations, deep_replace
+
+    source = MODULE.read_text()
+    # A comment of the same line keeps every line number and makes each function plain.
+    hidden = source.replace("@triton.jit\n", "#triton.jit\n")
+    jit = set(re.findall(r"@triton\.jit\ndef (\w+)", source))
+    module, mutations, _, _ = create_mutations(str(MODULE), hidden)
+    lines = hidden.splitlines(keepends=True)
+    counts: dict[str, int] = {}
+    out: dict[str, list[tuple[int, int, str]]] = {}
+    for mutation in mutations:
+        function = mutation.contained_by_top_level_function
+        if not isinstance(function, cst.FunctionDef):
+            continue
+        name = function.name.value
+        counts[name] = counts.get(name, 0) + 1
+        if name not in jit or (functions and name not in functions):
+            continue
+        before = module.code_for_node(function)
+        at = hidden.index(before)
+        first = hidden.count("\n", 0, at)
+        mutated = deep_replace(function, mutation.original_node, mutation.mutated_node)
+        after = module.code_for_node(mutated)  # type: ignore[arg-type]
+        old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+        assert lines[first : first + len(old)] == old
+        patch = []
+        matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag != "equal":
+                patch.append((first + i1, first + i2, "".join(new[j1:j2])))
+        out[f"{name}__{counts[name]}"] = patch
+    return out
+
+
+def patches(out_file: str, functions: set[str]) -> int:
+    made = generate(functions)
+    stored = json.loads(PATCHES.read_text())
+    wrong = [k for k in stored if k in made and [list(p) for p in made[k]] != stored[k]]
+    asked = [k for k in stored if not functions or k.rsplit("__", 1)[0] in functions]
+    missing = [k for k in asked if k not in made]
+    if wrong or missing:
+        example = (wrong + missing)[:3]
+        print(f"not mutmut's numbering: {len(wrong)} differ, {len(missing)} missing: {example}")
+        return 1
+    # One mutant a line, so that a change of the module shows as the lines it moves.
+    rows = (f"{json.dumps(key)}: {json.dumps(made[key])}" for key in sorted(made))
+    Path(out_file).write_text("{\n" + ",\n".join(rows) + "\n}\n")
+    print(f"{len(made)} mutants; {len([k for k in stored if k in made])} equal the stored patches")
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -192,6 +271,8 @@ def main(argv: list[str]) -> int:
     if command == "gpu":
         gpu(rest[0], rest[1], int(rest[2]), float(rest[3]))
         return 0
+    if command == "patches":
+        return patches(rest[0], set(rest[1:]))
     if command == "interp":
         interp(rest[0], rest[1].split(","))
         return 0

@@ -4,6 +4,8 @@ itself checked against the FP64 oracle in tests/test_reference_numerics.py."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from native.reference import numerics
@@ -98,17 +100,17 @@ def with_free_biases(s13: torch.Tensor, expert: int, seed: int) -> torch.Tensor:
     return out
 
 
-def expected_step(
+def expected_routes(
     x: torch.Tensor,
     w13: torch.Tensor,
     s13: torch.Tensor,
     w2: torch.Tensor,
     s2: torch.Tensor,
     ids: torch.Tensor,
-    topk: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out (1, N2), intermediate (top-k, K2)) by the CPU reference arithmetic, any geometry
-    with 16 W13 K slices."""
+    """(routes (top-k, N2): each route's W2 output as FP16, zero for an invalid id;
+    intermediate (top-k, K2)) by the CPU reference arithmetic, any geometry with 16 W13 K
+    slices."""
     compact = s13.dtype == torch.uint8
     experts = w13.shape[0]
     route_ids = ids.reshape(-1).long()
@@ -127,8 +129,51 @@ def expected_step(
     inter = numerics.w13_stage(x.reshape(-1), decoded(w13[chosen], s13[chosen]))
     intermediate[valid] = inter
     routes[valid] = numerics.w2_stage(inter, decoded(w2[chosen], s2[chosen]))
+    return routes, intermediate
+
+
+def expected_step(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    s13: torch.Tensor,
+    w2: torch.Tensor,
+    s2: torch.Tensor,
+    ids: torch.Tensor,
+    topk: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out (1, N2), intermediate (top-k, K2)) by the CPU reference arithmetic."""
+    routes, intermediate = expected_routes(x, w13, s13, w2, s2, ids)
     out = numerics.combine_routes(topk.reshape(-1), routes)
-    return out.reshape(1, n2), intermediate
+    return out.reshape(1, routes.shape[1]), intermediate
+
+
+def balanced_weights(routes: torch.Tensor, topk: torch.Tensor) -> torch.Tensor:
+    """`topk` with each route's weight times the power of two that brings its route's
+    largest output near 1. With the weights as drawn, the adversarial expert's routes (outputs
+    near 10^3) hide the others' (near 10^-3) in the FP16 sum: a kernel that dropped such a
+    route, or gave it another expert's, would still be exact. Powers of two keep the drawn
+    weights' mantissas, so every product still rounds as before."""
+    scaled = topk.clone().reshape(-1)
+    for r in range(routes.shape[0]):
+        peak = float(routes[r].abs().max())
+        if peak > 0:
+            scaled[r] = scaled[r] * 2.0 ** -round(math.log2(peak))
+    return scaled.reshape(topk.shape)
+
+
+def hidden_routes(routes: torch.Tensor, topk: torch.Tensor) -> list[int]:
+    """The routes (non-zero ones) whose loss leaves the combined FP16 output unchanged: those
+    a test on these weights cannot see."""
+    weights = topk.reshape(-1)
+    out = numerics.combine_routes(weights, routes)
+    hidden = []
+    for r in range(routes.shape[0]):
+        if routes[r].any():
+            without = routes.clone()
+            without[r] = 0
+            if torch.equal(numerics.combine_routes(weights, without), out):
+                hidden.append(r)
+    return hidden
 
 
 # Elements behind each output buffer that no store may reach.

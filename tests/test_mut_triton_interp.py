@@ -25,9 +25,12 @@ import torch
 from native.reference.triton_qpn import QpnConfig, QpnGeometry, launch_qpn_m1
 from tests.interpreter_child import run_under_interpreter
 from tests.qpn_triton_helpers import (
+    balanced_weights,
     build_banks,
+    expected_routes,
     expected_step,
     guarded,
+    hidden_routes,
     spilled,
     with_free_biases,
 )
@@ -66,25 +69,31 @@ def _check(
     ids: list[int] = IDS,
     seed: int = 5,
 ) -> None:
-    """One launch_qpn_m1 against the reference arithmetic, whole buffers compared."""
-    x, topk = _inputs(seed, len(ids))
+    """launch_qpn_m1 against the reference arithmetic, whole buffers compared: once with the
+    router weights as drawn (the adversarial expert's routes dominate the sum, so the combine's
+    order and roundings show), once with them balanced (every route shows in the output)."""
+    x, drawn = _inputs(seed, len(ids))
     id_tensor = torch.tensor([ids], dtype=torch.int32)
-    out = guarded(1, geometry.w2_n)
-    intermediate = guarded(len(ids), geometry.w2_k)
     w13, s13, w2, s2 = banks
-    launch_qpn_m1(
-        out, intermediate, x, w13, s13, w2, s2, id_tensor, topk,
-        compact=compact, geometry=geometry, config=config,
-    )  # fmt: skip
-    want_out, want_intermediate = expected_step(x, w13, s13, w2, s2, id_tensor, topk)
-    assert torch.equal(intermediate, want_intermediate), intermediate - want_intermediate
-    assert torch.equal(out, want_out), out - want_out
-    # Invalid ids give zero rows; every valid route's row is not zero (the data is random).
-    for r, e in enumerate(ids):
-        assert bool(intermediate[r].any()) is (0 <= e < geometry.experts), (r, e)
-    assert out.abs().min() > 0
-    assert spilled(out) == 0, "a store past the output's end"
-    assert spilled(intermediate) == 0, "a store past the intermediate's end"
+    routes, _ = expected_routes(x, w13, s13, w2, s2, id_tensor)
+    balanced = balanced_weights(routes, drawn)
+    assert hidden_routes(routes, balanced) == [], "a route the balanced output cannot show"
+    for topk in (drawn, balanced):
+        out = guarded(1, geometry.w2_n)
+        intermediate = guarded(len(ids), geometry.w2_k)
+        launch_qpn_m1(
+            out, intermediate, x, w13, s13, w2, s2, id_tensor, topk,
+            compact=compact, geometry=geometry, config=config,
+        )  # fmt: skip
+        want_out, want_intermediate = expected_step(x, w13, s13, w2, s2, id_tensor, topk)
+        assert torch.equal(intermediate, want_intermediate), intermediate - want_intermediate
+        assert torch.equal(out, want_out), out - want_out
+        # Invalid ids give zero rows; every valid route's row is not zero (the data is random).
+        for r, e in enumerate(ids):
+            assert bool(intermediate[r].any()) is (0 <= e < geometry.experts), (r, e)
+        assert out.abs().min() > 0
+        assert spilled(out) == 0, "a store past the output's end"
+        assert spilled(intermediate) == 0, "a store past the intermediate's end"
 
 
 if INTERPRETED:

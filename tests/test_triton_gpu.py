@@ -26,7 +26,9 @@ from native.reference.oracle import check_bounds, oracle_qpn_m1
 from native.reference.packing import pack_checkpoint, random_expert
 from tests import test_mut_triton_rounding as rounding
 from tests.qpn_triton_helpers import (
+    balanced_weights,
     build_banks,
+    expected_routes,
     expected_step,
     guarded,
     spilled,
@@ -625,13 +627,11 @@ REDUCED_IDS = [1, 2, -1, 0, 1, 3, 2, 0, -5, 1]
 REDUCED_WIDE_IDS = [*REDUCED_IDS, 2, 0, 3, 1, -1, 2]
 
 
-def reduced_step(
-    name: str,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """Reduced case `name` compiled: (out, intermediate) on the CPU, then the reference's, and
-    how many guard elements behind the two buffers a store reached (`guarded`)."""
-    compact, geometry, config = REDUCED_CASES[name]
-    g = geometry
+def reduced_inputs(name: str, weights: str = "drawn") -> tuple[torch.Tensor, ...]:
+    """Reduced case `name`'s inputs on the CPU: (x, w13, s13, w2, s2, ids, topk), the router
+    weights as drawn or balanced (qpn_triton_helpers.balanced_weights: then every route
+    shows in the output)."""
+    compact, g, _ = REDUCED_CASES[name]
     layouts = build_banks(
         g.experts, g.w13_k, g.w13_n, g.w2_k, g.w2_n, g.group, seed=23, adversarial=(1,)
     )
@@ -643,23 +643,38 @@ def reduced_step(
     x = (torch.randn((1, g.w13_k), generator=gen) * 0.05).half()
     topk = torch.rand((1, len(ids)), generator=gen) * 2 - 0.5
     id_tensor = torch.tensor([ids], dtype=torch.int32)
+    if weights == "balanced":
+        routes, _ = expected_routes(x, w13, s13, w2, s2, id_tensor)
+        topk = balanced_weights(routes, topk)
+    return x, w13, s13, w2, s2, id_tensor, topk
+
+
+def reduced_step(
+    name: str, weights: str = "drawn"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Reduced case `name` compiled: (out, intermediate) on the CPU, then the reference's, and
+    how many guard elements behind the two buffers a store reached (`guarded`)."""
+    compact, g, config = REDUCED_CASES[name]
+    inputs = reduced_inputs(name, weights)
+    ids = inputs[5]
     out = guarded(1, g.w2_n, CUDA)
-    inter = guarded(len(ids), g.w2_k, CUDA)
+    inter = guarded(ids.shape[1], g.w2_k, CUDA)
     triton_qpn.launch_qpn_m1(
-        out, inter, *on(CUDA, x, w13, s13, w2, s2, id_tensor, topk),
-        compact=compact, geometry=g, config=config,
-    )  # fmt: skip
-    want_out, want_inter = expected_step(x, w13, s13, w2, s2, id_tensor, topk)
+        out, inter, *on(CUDA, *inputs), compact=compact, geometry=g, config=config
+    )
+    want_out, want_inter = expected_step(*inputs)
     return out.cpu(), inter.cpu(), want_out, want_inter, spilled(out) + spilled(inter)
 
 
 @pytest.mark.parametrize("name", sorted(REDUCED_CASES))
 def test_reduced_geometries_compiled_equal_the_reference(name: str) -> None:
-    out, inter, want_out, want_inter, spill = reduced_step(name)
-    assert torch.equal(inter, want_inter)
-    assert torch.equal(out, want_out)
-    assert out.abs().min() > 0
-    assert spill == 0, "a store past the end of the output or the intermediate"
+    # Drawn weights show the combine's order and roundings; balanced ones show every route.
+    for weights in ("drawn", "balanced"):
+        out, inter, want_out, want_inter, spill = reduced_step(name, weights)
+        assert torch.equal(inter, want_inter), weights
+        assert torch.equal(out, want_out), weights
+        assert out.abs().min() > 0
+        assert spill == 0, "a store past the end of the output or the intermediate"
 
 
 def test_crafted_roundings_compiled() -> None:
