@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Literal
 
 import pytest
 import torch
@@ -624,10 +625,12 @@ REDUCED_CASES = {
     ),
 }
 REDUCED_IDS = [1, 2, -1, 0, 1, 3, 2, 0, -5, 1]
+# The router weights of a reduced case: as drawn, or balanced (every route shows).
+Weights = Literal["drawn", "balanced"]
 REDUCED_WIDE_IDS = [*REDUCED_IDS, 2, 0, 3, 1, -1, 2]
 
 
-def reduced_inputs(name: str, weights: str = "drawn") -> tuple[torch.Tensor, ...]:
+def reduced_inputs(name: str, weights: Weights = "drawn") -> tuple[torch.Tensor, ...]:
     """Reduced case `name`'s inputs on the CPU: (x, w13, s13, w2, s2, ids, topk), the router
     weights as drawn or balanced (qpn_triton_helpers.balanced_weights: then every route
     shows in the output)."""
@@ -650,7 +653,7 @@ def reduced_inputs(name: str, weights: str = "drawn") -> tuple[torch.Tensor, ...
 
 
 def reduced_step(
-    name: str, weights: str = "drawn"
+    name: str, weights: Weights = "drawn"
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Reduced case `name` compiled: (out, intermediate) on the CPU, then the reference's, and
     how many guard elements behind the two buffers a store reached (`guarded`)."""
