@@ -2,7 +2,9 @@
 child: `python -m tests.qpn_ptx_targets KERNELS_FILE CAPABILITY` prints, as JSON, for each
 compiled variant the number of grid-dependency (`griddepcontrol`) and bulk-copy
 (`cp.async.bulk`) instructions in its PTX, or the compiler's error (ptxas rejects both below
-capability 9.0).
+capability 9.0). `python -m tests.qpn_ptx_targets KERNELS_FILE 90 structure` prints instead,
+for the variants of STRUCTURE_VARIANTS compiled for capability 9.0, where in the PTX the
+instructions that no result shows are (tests/test_triton_compiled_structure.py's rules).
 
 Why a child: Triton's `tl.target_info.cuda_capability_geq`, which guards those instructions,
 reads the *active driver's* target, not the target a kernel is compiled for; so the child
@@ -118,6 +120,77 @@ def findings(kernel: Any, pointers: dict[str, str], constants: dict[str, Any], c
     }
 
 
+def compiled_ptx(kernel: Any, pointers: dict[str, str], constants: dict[str, Any]) -> str:
+    signature = {name: pointers.get(name, "constexpr") for name in kernel.arg_names}
+    source = ASTSource(kernel, signature, constexprs=constants)
+    target = GPUTarget("cuda", 90, 32)
+    return str(triton.compile(source, target=target, options={"num_warps": 1}).asm["ptx"])
+
+
+def lines_of(ptx: str) -> dict[str, list[int]]:
+    """Line numbers, in the PTX's text order, of the instructions the structure rules place:
+    the grid-dependency wait and trigger, loads through L2 only (`ld.global.cg`, which is
+    what `cache_modifier=".cg"` and the recheck's inline loads become), the 16-byte
+    activation loads (`ld.global.v4.b32`, _activations' inline assembly), FP32 multiply-adds,
+    and conditional branches."""
+    found: dict[str, list[int]] = {
+        "wait": [], "trigger": [], "load.cg": [], "load.v4": [], "fma": [], "branch": [],
+    }  # fmt: skip
+    for number, line in enumerate(ptx.splitlines()):
+        text = line.strip()
+        if "griddepcontrol.wait" in text:
+            found["wait"].append(number)
+        if "griddepcontrol.launch_dependents" in text:
+            found["trigger"].append(number)
+        if "ld.global.cg" in text:
+            found["load.cg"].append(number)
+        if "ld.global.v4.b32" in text:
+            found["load.v4"].append(number)
+        if text.startswith("fma.rn.f32"):
+            found["fma"].append(number)
+        if text.startswith("@") and " bra" in text:
+            found["branch"].append(number)
+    return found
+
+
+# W13 in each of its trigger placements (PDL: W2 is launched early, so W13 triggers; WAIT:
+# W13 itself was launched early and waits; TRIGGER_FIRST: before that wait), and W2 in each
+# of its three waits without the recheck, with it, and with the redo forced.
+STRUCTURE_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    **{
+        f"w13 pdl={pdl} wait={wait} trigger-first={first}": (
+            "w13",
+            {**W13_CONSTANTS, "PDL": pdl, "WAIT": wait, "TRIGGER_FIRST": first},
+        )
+        for pdl in (True, False)
+        for wait in (True, False)
+        for first in (True, False)
+        if pdl or first
+    },
+    **{
+        f"{name} {mode}": (
+            "w2",
+            {**constants, "RECHECK": mode != "fast", "REDO": mode == "redo"},
+        )
+        for name, constants in W2_VARIANTS.items()
+        for mode in ("fast", "recheck", "redo")
+    },
+}
+
+
+def structure(path: str) -> dict[str, dict[str, list[int]]]:
+    driver.set_active(TargetDriver(90))
+    kernels = load(path)
+    found = {}
+    for name, (kernel, constants) in STRUCTURE_VARIANTS.items():
+        if kernel == "w13":
+            ptx = compiled_ptx(kernels._w13_kernel, W13_POINTERS, constants)
+        else:
+            ptx = compiled_ptx(kernels._w2_kernel, W2_POINTERS, constants)
+        found[name] = lines_of(ptx)
+    return found
+
+
 def main(path: str, capability: int) -> dict[str, dict[str, Any]]:
     driver.set_active(TargetDriver(capability))
     kernels = load(path)
@@ -128,4 +201,8 @@ def main(path: str, capability: int) -> dict[str, dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], int(sys.argv[2]))))
+    if sys.argv[3:] == ["structure"]:
+        assert sys.argv[2] == "90", "the structure rules are for capability 9.0"
+        print(json.dumps(structure(sys.argv[1])))
+    else:
+        print(json.dumps(main(sys.argv[1], int(sys.argv[2]))))

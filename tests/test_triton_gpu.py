@@ -458,6 +458,63 @@ def test_w2_after_a_kernel_that_writes_the_intermediate_late(gpu_banks: Banks, n
     assert torch.equal(out.cpu(), want_out)
 
 
+# Sixteen routes: every one of W2's route slots holds a chain (at ten, the slots past the
+# tenth read -1 before and after the wait, equal, so any comparison that looks for an equal
+# id finds one there), and every id of the late write differs from the one it replaces, so
+# in each program every slot's id changed: only the recheck's "any id differs" then redoes.
+SIXTEEN = triton_qpn.QpnGeometry(top_k=16)
+OLD_IDS_16 = [3, 9, 27, 81, 243, 5, 25, 125, 7, 49, 343, 11, 121, 13, 169, 17]
+NEW_IDS_16 = [257, -1, 0, 511, 512, 1, 257, 3, -7, 100, 9, 27, 2, 4, 6, 8]
+RECHECK_16_CONFIGS = {
+    "recheck": triton_qpn.QpnConfig(w2_recheck=True),
+    "recheck-pack4": triton_qpn.QpnConfig(w2_pack_pairs=4, w2_recheck=True),
+    "recheck-decode-after-wait": triton_qpn.QpnConfig(w2_predecode=False, w2_recheck=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECHECK_16_CONFIGS))
+def test_w2_recheck_after_a_late_write_that_changes_every_id(
+    random_banks: Banks, gpu_banks: Banks, name: str
+) -> None:
+    """W2 with the recheck at sixteen routes after a kernel that writes the intermediate,
+    ids and router weights at its end, each id a different one: the ids W2 read before its
+    wait all changed, so every program must redo its chains from the final ids (with the
+    ids read before the wait kept, the output is the old ids')."""
+    config = RECHECK_16_CONFIGS[name]
+    assert all(old != new for old, new in zip(OLD_IDS_16, NEW_IDS_16, strict=True))
+    gen = torch.Generator().manual_seed(16)
+    x = torch.randn((1, W13_K), generator=gen).half()
+    old_topk, new_topk = torch.rand((2, 1, 16), generator=gen)
+    cpu_banks = random_banks[True]
+    old_ids = torch.tensor([OLD_IDS_16], dtype=torch.int32)
+    new_ids = torch.tensor([NEW_IDS_16], dtype=torch.int32)
+    old_out, old_inter = expected_step(x, *cpu_banks, old_ids, old_topk)
+    want_out, new_inter = expected_step(x, *cpu_banks, new_ids, new_topk)
+    assert not torch.equal(old_out, want_out)
+    banks = gpu_banks[True]
+    ids, topk, inter = on(CUDA, old_ids, old_topk, old_inter)
+    fresh = on(CUDA, new_ids, new_topk, new_inter)
+    out = torch.full((1, W2_N), float("nan"), dtype=torch.float16, device=CUDA)
+
+    def w2() -> None:
+        triton_qpn.launch_w2(
+            out, inter, banks[2], banks[3], ids, topk, compact=True, geometry=SIXTEEN,
+            config=config,
+        )  # fmt: skip
+
+    w2()  # compiled first (see the late-router test)
+    assert_the_next_kernel_reads_before_the_late_write()
+    for dst, src in zip((ids, topk, inter), on(CUDA, old_ids, old_topk, old_inter), strict=True):
+        dst.copy_(src)
+    out.fill_(float("nan"))
+    torch.cuda.synchronize()
+    late_write(*zip(fresh, (ids, topk, inter), strict=True))
+    w2()
+    torch.cuda.synchronize()
+    assert torch.equal(ids.cpu(), new_ids)
+    assert torch.equal(out.cpu(), want_out)
+
+
 # The other code paths of the launch configs the benchmark times: the second session's
 # one-chain-per-thread kernels (W13 not waiting for its predecessor), smaller blocks of the
 # default's kernels, the default's W13 with one-chain-per-thread W2, no programmatic
