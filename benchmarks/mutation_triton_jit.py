@@ -16,6 +16,10 @@ statement replaced. Four commands:
   interp KEY TEST[,TEST...]       here, no GPU: the mutant under TRITON_INTERPRET=1 in the
                                   tests of tests/test_mut_triton_interp.py named, then in
                                   any pytest node ids among them (in-process)
+  structure KEYS OUT              here, no GPU: each mutant of KEYS (a key a line) compiled
+                                  for capability 9.0 and judged by the PTX rules of
+                                  tests/test_triton_compiled_structure.py, two at once; one
+                                  JSON line a mutant in OUT ("error": it does not compile)
   patches OUT [FUNCTION...]       here: every jit mutant (of the FUNCTIONs named, or of all)
                                   as line patches into OUT (JSON), generated again with
                                   mutmut's operators; the keys the stored patches.json has
@@ -58,7 +62,10 @@ STAGES = {
         GPU_FILE + "test_step_after_a_router_that_writes_the_ids_late",
         GPU_FILE + "test_w2_after_a_kernel_that_writes_the_intermediate_late",
         GPU_FILE + "test_random_equal_cpu_op_and_within_oracle_bounds",
+        GPU_FILE + "test_w2_recheck_after_a_late_write_that_changes_every_id",
     ],
+    # The recheck at sixteen routes alone (the redo decision's mutants).
+    "late16": [GPU_FILE + "test_w2_recheck_after_a_late_write_that_changes_every_id"],
 }
 REDUCED_NAMES = sorted(FIRST + OTHERS)
 CHILD_LIMIT_S = float(os.environ.get("JITMUT_CHILD_LIMIT_S", "150"))  # s2 under load needs more
@@ -262,6 +269,36 @@ def patches(out_file: str, functions: set[str]) -> int:
     return 0
 
 
+def structure(keys_file: str, out_file: str) -> None:
+    sys.path.insert(0, str(ROOT))
+    from tests import test_triton_compiled_structure as rules
+
+    keys = Path(keys_file).read_text().split()
+    work = ROOT / "build" / "triton-jit-mutants" / "structure"
+
+    def judge(key: str) -> dict[str, object]:
+        folder = work / key
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "triton_qpn.py"
+        path.write_text(mutant_source(key))
+        try:
+            found = rules.structure(path, folder / "cache")
+        except AssertionError as error:  # the child failed: the mutant does not compile
+            return {"key": key, "status": "error", "detail": str(error)[-300:]}
+        problems = [
+            problem
+            for rule in (rules.trigger_problems, rules.wait_problems, rules.recheck_problems)
+            for problem in rule(found)
+        ]
+        return {"key": key, "status": "killed" if problems else "survived", "problems": problems}
+
+    with ThreadPoolExecutor(2) as pool, open(out_file, "a") as out:
+        for record in pool.map(judge, keys):
+            print(record["key"], record["status"], flush=True)
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+
 def main(argv: list[str]) -> int:
     command, *rest = argv or ["help"]
     if command == "one":
@@ -270,6 +307,9 @@ def main(argv: list[str]) -> int:
         return diff(rest[0], rest[1:])
     if command == "gpu":
         gpu(rest[0], rest[1], int(rest[2]), float(rest[3]))
+        return 0
+    if command == "structure":
+        structure(rest[0], rest[1])
         return 0
     if command == "patches":
         return patches(rest[0], set(rest[1:]))
