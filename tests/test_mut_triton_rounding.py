@@ -18,6 +18,7 @@ runs itself in a child with TRITON_INTERPRET=1, as tests/test_mut_triton_interp.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
@@ -112,16 +113,16 @@ OUT = (
 OUT_TWICE = (1.0, -1.0, 2**-22, -(2**-22))
 
 
-def _records_at(k: int, n: int, group: int) -> torch.Tensor:
-    """Where pack_prepared (W13, interleaved) puts the 4-byte record of (group g, checkpoint
-    column c): its flat index, from an expert whose scales name their own record."""
+def _records_at(k: int, n: int, group: int, interleaved: bool = True) -> torch.Tensor:
+    """Where pack_prepared (W13, interleaved; W2 not) puts the 4-byte record of (group g,
+    checkpoint column c): its flat index, from an expert whose scales name their own record."""
     groups = k // group
     marks = torch.arange(1, groups * n + 1, dtype=torch.int32).to(torch.int16)
     scales = marks.view(torch.float16).reshape(groups, n)
     zeros = torch.zeros((groups, n), dtype=torch.int32)
     codes = torch.zeros((k, n), dtype=torch.int32)
     expert = ExpertWeights(codes, zeros, scales)
-    meta = pack_prepared(expert, compact=False, interleave_gated_silu=True).metadata
+    meta = pack_prepared(expert, compact=False, interleave_gated_silu=interleaved).metadata
     flat = meta.reshape(-1).to(torch.int64) & 0xFFFF
     where = torch.empty(groups * n, dtype=torch.int64)
     where[flat - 1] = torch.arange(flat.numel())
@@ -144,13 +145,8 @@ def _w13(ups: list[tuple[int, float, float]]) -> tuple[torch.Tensor, torch.Tenso
         codes[0, PAIRS + p], scales[0, PAIRS + p] = q, scale
     expert = ExpertWeights(codes, zeros, scales)
     packed = pack_prepared(expert, compact=False, interleave_gated_silu=True)
-    meta = packed.metadata.clone()
-    flat = meta.view(-1)
-    at = _records_at(g.w13_k, g.w13_n, g.group)
-    for p, (_, scale, bias) in enumerate(ups):
-        record = _fp16_bits(scale) | (_fp16_bits(bias) << 16)
-        flat[at[0, PAIRS + p]] = record - (1 << 32) if record >= 1 << 31 else record
-    return packed.words, meta
+    at = _records_at(g.w13_k, g.w13_n, g.group)[:, PAIRS:]
+    return packed.words, _with_records(packed.metadata, at, [(s, b) for _, s, b in ups])
 
 
 def _w2_identity() -> tuple[torch.Tensor, torch.Tensor]:
@@ -162,6 +158,58 @@ def _w2_identity() -> tuple[torch.Tensor, torch.Tensor]:
     zeros = torch.zeros_like(scales, dtype=torch.int32)
     packed = pack_prepared(ExpertWeights(codes, zeros, scales), compact=False)
     return packed.words, packed.metadata
+
+
+def _with_records(
+    meta: torch.Tensor, at: torch.Tensor, records: list[tuple[float, float]]
+) -> torch.Tensor:
+    """`meta` with the 4-byte record (scale, bias) of group 0, column c = records[c]."""
+    meta = meta.clone()
+    flat = meta.view(-1)
+    for c, (scale, bias) in enumerate(records):
+        record = _fp16_bits(scale) | (_fp16_bits(bias) << 16)
+        flat[at[0, c]] = record - (1 << 32) if record >= 1 << 31 else record
+    return meta
+
+
+def _w2_decodes(cases: list[tuple[int, float, float]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """W2 (4-byte layout) whose column c at k = 0 decodes to fp16 fma(q, scale, bias) of
+    cases[c], zero weights elsewhere."""
+    g = GEOMETRY
+    codes = torch.zeros((g.w2_k, g.w2_n), dtype=torch.int32)
+    scales = torch.ones((g.w2_k // g.group, g.w2_n), dtype=torch.float16)
+    zeros = torch.zeros_like(scales, dtype=torch.int32)
+    for c, (q, scale, _) in enumerate(cases):
+        codes[0, c], scales[0, c] = q, scale
+    packed = pack_prepared(ExpertWeights(codes, zeros, scales), compact=False)
+    at = _records_at(g.w2_k, g.w2_n, g.group, interleaved=False)
+    return packed.words, _with_records(packed.metadata, at, [(s, b) for _, s, b in cases])
+
+
+def w2_banks() -> tuple[torch.Tensor, ...]:
+    """The decodes of UP_CASES in W2 instead: expert 0's W13 gives intermediate 1 at k = 0
+    (gate 16, up 1/16) and 0 elsewhere, so route column c is W2's decoded weight c itself;
+    the other experts are zero. The W13 cases above never reach W2's own decode, whose
+    records carry no free bias anywhere else in the interpreter tests."""
+    one = _w13([(1, 1 / 16, 0.0)] + [(0, 1.0, 0.0)] * (PAIRS - 1))
+    w2, s2 = _w2_decodes([(q, s, b) for q, s, b, _ in UP_CASES])
+    w2_zero, s2_zero = _w2_decodes([])
+    experts = GEOMETRY.experts
+    return (
+        torch.stack([one[0]] * experts),
+        torch.stack([one[1]] * experts),
+        torch.stack([w2] + [w2_zero] * (experts - 1)),
+        torch.stack([s2] + [s2_zero] * (experts - 1)),
+    )
+
+
+def w2_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x one-hot, route 0 (expert 0) weighted 1 and the rest 0 (experts 1-9: zero routes),
+    so the output is route 0 exactly: the decodes."""
+    x = torch.zeros((1, GEOMETRY.w13_k), dtype=torch.float16)
+    x[0, 0] = 1.0
+    topk = torch.tensor([[1.0] + [0.0] * 9], dtype=torch.float32)
+    return x, topk, torch.tensor([list(range(10))], dtype=torch.int32)
 
 
 def banks() -> tuple[torch.Tensor, ...]:
@@ -191,6 +239,13 @@ def test_the_crafted_cases_round_twice_otherwise() -> None:
     want_out, want_intermediate = expected_step(x, w13, s13, w2, s2, ids, topk)
     assert want_out[0, : len(OUT)].tolist() == list(OUT)
     assert want_intermediate[8].tolist() == [16 * w for *_, w in UP_CASES]
+    x, topk, ids = w2_inputs()
+    want_out, _ = expected_step(x, *w2_banks(), ids, topk)
+    assert want_out[0].tolist() == [w for *_, w in UP_CASES]
+    assert sum(w != t for (*_, w, t) in DECODES) * 4 == sum(
+        w != float(torch.tensor([q * s + b], dtype=torch.float64).float().half())
+        for q, s, b, w in UP_CASES
+    )
 
 
 def crafted_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -205,20 +260,37 @@ if INTERPRETED:
     def test_the_interpreted_repairs_round_once() -> None:
         x, topk, ids = crafted_inputs()
         w13, s13, w2, s2 = banks()
-        out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
-        intermediate = torch.full((len(IDS), GEOMETRY.w2_k), float("nan"), dtype=torch.float16)
-        launch_qpn_m1(
-            out, intermediate, x, w13, s13, w2, s2, ids, topk,
-            compact=False, geometry=GEOMETRY, config=CONFIG,
-        )  # fmt: skip
-        want_decodes = [16 * w for *_, w in UP_CASES]
-        assert intermediate[8].tolist() == want_decodes, intermediate[8]
-        assert out[0, : len(OUT)].tolist() == list(OUT), out[0, : len(OUT)]
-        want_out, want_intermediate = expected_step(x, w13, s13, w2, s2, ids, topk)
-        assert torch.equal(intermediate, want_intermediate)
-        assert torch.equal(out, want_out)
+        # W13's chains in one go, and in batches of words (a call of _chains of its own).
+        for config in (CONFIG, dataclasses.replace(CONFIG, w13_words_first=True)):
+            out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
+            shape = (len(IDS), GEOMETRY.w2_k)
+            intermediate = torch.full(shape, float("nan"), dtype=torch.float16)
+            launch_qpn_m1(
+                out, intermediate, x, w13, s13, w2, s2, ids, topk,
+                compact=False, geometry=GEOMETRY, config=config,
+            )  # fmt: skip
+            want_decodes = [16 * w for *_, w in UP_CASES]
+            assert intermediate[8].tolist() == want_decodes, (config, intermediate[8])
+            assert out[0, : len(OUT)].tolist() == list(OUT), (config, out[0, : len(OUT)])
+            want_out, want_intermediate = expected_step(x, w13, s13, w2, s2, ids, topk)
+            assert torch.equal(intermediate, want_intermediate)
+            assert torch.equal(out, want_out)
+
+    def test_w2_interpreted_decode_rounds_once() -> None:
+        x, topk, ids = w2_inputs()
+        w13, s13, w2, s2 = w2_banks()
+        # W2's chains, and its recheck's redo (a call of _chains of its own).
+        for config in (CONFIG, dataclasses.replace(CONFIG, w2_recheck=True, w2_redo=True)):
+            out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
+            shape = (len(IDS), GEOMETRY.w2_k)
+            intermediate = torch.full(shape, float("nan"), dtype=torch.float16)
+            launch_qpn_m1(
+                out, intermediate, x, w13, s13, w2, s2, ids, topk,
+                compact=False, geometry=GEOMETRY, config=config,
+            )  # fmt: skip
+            assert out[0].tolist() == [w for *_, w in UP_CASES], (config, out[0])
 
 else:
 
     def test_the_cases_under_the_triton_interpreter() -> None:
-        run_under_interpreter(__file__, 2, timeout=600)
+        run_under_interpreter(__file__, 3, timeout=600)

@@ -753,3 +753,16 @@ def test_crafted_roundings_compiled() -> None:
     want_out, want_inter = expected_step(x, w13, s13, w2, s2, ids, topk)
     assert torch.equal(inter.cpu(), want_inter)
     assert torch.equal(out.cpu(), want_out)
+    # The same decodes in W2 (route column c is W2's decoded weight c), and in its redo.
+    x, topk, ids = rounding.w2_inputs()
+    banks = on(CUDA, *rounding.w2_banks())
+    for config in (
+        rounding.CONFIG,
+        dataclasses.replace(rounding.CONFIG, w2_recheck=True, w2_redo=True),
+    ):
+        out.fill_(float("nan"))
+        triton_qpn.launch_qpn_m1(
+            out, inter, *on(CUDA, x), *banks, *on(CUDA, ids, topk),
+            compact=False, geometry=g, config=config,
+        )  # fmt: skip
+        assert out[0].tolist() == [w for *_, w in rounding.UP_CASES], config
