@@ -257,18 +257,29 @@ def crafted_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 if INTERPRETED:
 
+    def launched(
+        x: torch.Tensor,
+        banks: tuple[torch.Tensor, ...],
+        ids: torch.Tensor,
+        topk: torch.Tensor,
+        config: QpnConfig,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(out, intermediate) of one step under the interpreter, both NaN-filled first."""
+        out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
+        shape = (len(IDS), GEOMETRY.w2_k)
+        intermediate = torch.full(shape, float("nan"), dtype=torch.float16)
+        launch_qpn_m1(
+            out, intermediate, x, *banks, ids, topk,
+            compact=False, geometry=GEOMETRY, config=config,
+        )  # fmt: skip
+        return out, intermediate
+
     def test_the_interpreted_repairs_round_once() -> None:
         x, topk, ids = crafted_inputs()
         w13, s13, w2, s2 = banks()
         # W13's chains in one go, and in batches of words (a call of _chains of its own).
         for config in (CONFIG, dataclasses.replace(CONFIG, w13_words_first=True)):
-            out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
-            shape = (len(IDS), GEOMETRY.w2_k)
-            intermediate = torch.full(shape, float("nan"), dtype=torch.float16)
-            launch_qpn_m1(
-                out, intermediate, x, w13, s13, w2, s2, ids, topk,
-                compact=False, geometry=GEOMETRY, config=config,
-            )  # fmt: skip
+            out, intermediate = launched(x, (w13, s13, w2, s2), ids, topk, config)
             want_decodes = [16 * w for *_, w in UP_CASES]
             assert intermediate[8].tolist() == want_decodes, (config, intermediate[8])
             assert out[0, : len(OUT)].tolist() == list(OUT), (config, out[0, : len(OUT)])
@@ -281,13 +292,7 @@ if INTERPRETED:
         w13, s13, w2, s2 = w2_banks()
         # W2's chains, and its recheck's redo (a call of _chains of its own).
         for config in (CONFIG, dataclasses.replace(CONFIG, w2_recheck=True, w2_redo=True)):
-            out = torch.full((1, GEOMETRY.w2_n), float("nan"), dtype=torch.float16)
-            shape = (len(IDS), GEOMETRY.w2_k)
-            intermediate = torch.full(shape, float("nan"), dtype=torch.float16)
-            launch_qpn_m1(
-                out, intermediate, x, w13, s13, w2, s2, ids, topk,
-                compact=False, geometry=GEOMETRY, config=config,
-            )  # fmt: skip
+            out, intermediate = launched(x, (w13, s13, w2, s2), ids, topk, config)
             assert out[0].tolist() == [w for *_, w in UP_CASES], (config, out[0])
 
 else:
