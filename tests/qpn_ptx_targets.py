@@ -103,13 +103,18 @@ def load(path: str) -> ModuleType:
     return module
 
 
-def findings(kernel: Any, pointers: dict[str, str], constants: dict[str, Any], capability: int,
-             warps: int) -> dict[str, Any]:  # fmt: skip
+def compiled_ptx(kernel: Any, pointers: dict[str, str], constants: dict[str, Any],
+                 capability: int = 90, warps: int = 1) -> str:  # fmt: skip
     signature = {name: pointers.get(name, "constexpr") for name in kernel.arg_names}
     source = ASTSource(kernel, signature, constexprs=constants)
     target = GPUTarget("cuda", capability, 32)
+    return str(triton.compile(source, target=target, options={"num_warps": warps}).asm["ptx"])
+
+
+def findings(kernel: Any, pointers: dict[str, str], constants: dict[str, Any], capability: int,
+             warps: int) -> dict[str, Any]:  # fmt: skip
     try:
-        ptx = triton.compile(source, target=target, options={"num_warps": warps}).asm["ptx"]
+        ptx = compiled_ptx(kernel, pointers, constants, capability, warps)
     except Exception as error:  # ptxas's rejection is the finding, not a crash of the child
         return {"error": f"{type(error).__name__}: {str(error)[-600:]}"}
     return {
@@ -118,13 +123,6 @@ def findings(kernel: Any, pointers: dict[str, str], constants: dict[str, Any], c
         "griddepcontrol.launch_dependents": ptx.count("griddepcontrol.launch_dependents"),
         "cp.async.bulk": ptx.count("cp.async.bulk"),
     }
-
-
-def compiled_ptx(kernel: Any, pointers: dict[str, str], constants: dict[str, Any]) -> str:
-    signature = {name: pointers.get(name, "constexpr") for name in kernel.arg_names}
-    source = ASTSource(kernel, signature, constexprs=constants)
-    target = GPUTarget("cuda", 90, 32)
-    return str(triton.compile(source, target=target, options={"num_warps": 1}).asm["ptx"])
 
 
 def lines_of(ptx: str) -> dict[str, list[int]]:
